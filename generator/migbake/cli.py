@@ -1,0 +1,220 @@
+"""The ``migbake`` command line: parse options, call the library, report. Nothing else lives here.
+
+Exit codes: 0 success; 1 invalid input (a profile with errors), stale output (--check) or a failed
+step; 2 usage (bad options, an output directory migbake will not replace); 3 an internal error.
+Tracebacks only with --debug.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from migbake import __version__
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class _State:
+    debug = False
+
+
+def _guard(fn: F) -> F:
+    """Turn migbake's errors into messages and exit codes; tracebacks only with --debug."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from migbake.problems import MigbakeError, OutputError
+
+        try:
+            return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except OutputError as e:
+            _debug_traceback()
+            click.echo(f"migbake: error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+        except MigbakeError as e:
+            _debug_traceback()
+            click.echo(f"migbake: error: {e}", err=True)
+            sys.exit(EXIT_INVALID)
+        except KeyboardInterrupt:
+            click.echo("migbake: interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:
+            _debug_traceback()
+            click.echo(f"migbake: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
+                       err=True)
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _debug_traceback() -> None:
+    if _State.debug:
+        traceback.print_exc()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="migbake")
+@click.option("--debug", is_flag=True, help="Show a traceback when something fails.")
+def main(debug: bool) -> None:
+    """Bake NVIDIA MIG layouts into golden images and first-boot user-data.
+
+    A node profile (YAML) says which GPUs a node has and which MIG layout to restore. migbake
+    validates it (schema, profile names, counts, exact placement) and generates the
+    nvidia-mig-parted config, a oneshot restore unit ordered before kubelet, the kubelet drop-in,
+    cloud-init user-data, Packer templates and provisioner scripts, and verify/uninstall/capture
+    scripts.
+
+    Exit codes: 0 ok, 1 invalid input or stale output, 2 usage, 3 internal error.
+    """
+    _State.debug = debug or os.environ.get("MIGBAKE_DEBUG") == "1"
+
+
+# --- validate ----------------------------------------------------------------------------------
+
+PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
+
+
+def _expand(paths: tuple[str, ...]) -> Iterator[Path]:
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted({f for g in PROFILE_GLOBS for f in p.rglob(g) if f.is_file()})
+            if not found:
+                raise click.UsageError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
+            yield from found
+        else:
+            yield p
+
+
+@main.command()
+@click.argument("profiles", nargs=-1, required=True, metavar="PROFILE...")
+@click.option("-q", "--quiet", is_flag=True, help="Print problems only, no summary line.")
+@_guard
+def validate(profiles: tuple[str, ...], quiet: bool) -> None:
+    """Check node profiles: schema, GPU models, MIG profile names, counts and placement.
+
+    PROFILE is a file, or a directory searched for node-profile.yaml and *.profile.yaml. Every
+    problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule]. Exit 0 when all
+    profiles are valid (warnings allowed), 1 when any is invalid.
+    """
+    from migbake.validate import check_file
+
+    files = list(_expand(profiles))
+    errors = warnings = bad_files = 0
+    for f in files:
+        checked = check_file(f)
+        for p in checked.problems:
+            click.echo(p.format())
+        n_err = sum(p.severity == "error" for p in checked.problems)
+        errors += n_err
+        warnings += len(checked.problems) - n_err
+        bad_files += n_err > 0
+    if not quiet:
+        click.echo(_summary(len(files), bad_files, errors, warnings), err=False)
+    if errors:
+        sys.exit(EXIT_INVALID)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _summary(files: int, bad_files: int, errors: int, warnings: int) -> str:
+    if errors:
+        text = f"{_plural(errors, 'problem')} in {_plural(bad_files, 'file')} ({files} checked)"
+    else:
+        text = f"{_plural(files, 'file')} valid"
+    if warnings:
+        text += f", {_plural(warnings, 'warning')}"
+    return text
+
+
+# --- generate ----------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Output directory (created, or replaced as a whole if migbake made it).")
+@click.option("--force", is_flag=True, help="Replace OUT even if it is not empty and migbake did not create it.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated.")
+@_guard
+def generate(profile: Path, out: Path, force: bool, check: bool) -> None:
+    """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
+
+    Nothing is written when the profile is invalid (exit 1). The tree is built beside OUT and
+    swapped in at once, so OUT is never half-written.
+    """
+    from migbake.render import render
+    from migbake.validate import check_file
+    from migbake.write import diff_tree, write_tree
+
+    checked = check_file(profile)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    if checked.profile is None:
+        click.echo(f"migbake: {profile}: invalid, nothing written", err=True)
+        sys.exit(EXIT_INVALID)
+    artifacts = render(checked.profile)
+    if check:
+        diff = diff_tree(artifacts, out)
+        if diff:
+            for line in diff:
+                click.echo(line)
+            click.echo(f"migbake: {out} is stale: run `migbake generate {profile} -o {out}`", err=True)
+            sys.exit(EXIT_INVALID)
+        click.echo(f"{out}: up to date ({_plural(len(artifacts), 'file')})")
+        return
+    write_tree(artifacts, out, force=force)
+    click.echo(f"wrote {_plural(len(artifacts), 'file')} to {out}")
+
+
+# --- gpus --------------------------------------------------------------------------------------
+
+@main.command()
+@click.option("--profiles", "show_profiles", is_flag=True, help="Also list each model's MIG profiles.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def gpus(show_profiles: bool, as_json: bool) -> None:
+    """List the GPU models migbake knows: ids, names, aliases, PCI ids, MIG profiles."""
+    from migbake.catalog import load_catalog
+
+    cat = load_catalog()
+    if as_json:
+        rows = [{
+            "id": m.key, "names": list(m.names), "aliases": list(m.aliases), "generation": m.generation,
+            "pci_device_ids": list(m.pci_device_ids), "mig_mode_persists_across_reboot": m.mig_mode_persists,
+            "compute_slices": m.total_compute_slices, "memory_slices": m.total_memory_slices,
+            "profiles": [{"name": p.name, "max_count": p.max_count, "memory_slices": p.memory_slices,
+                          "compute_slices": p.compute_slices} for p in m.profiles],
+        } for m in cat.models]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for m in cat.models:
+        persist = "mode survives reboot" if m.mig_mode_persists else "mode lost at reboot"
+        click.echo(f"{m.key:<30} {m.generation:<10} {persist:<22} {', '.join(m.pci_device_ids)}")
+        click.echo(f"{'':<30} names: {', '.join(m.names + m.aliases)}")
+        if show_profiles:
+            for p in m.profiles:
+                click.echo(f"{'':<30} {p.name:<16} max {p.max_count}  memory slices {p.memory_slices}/"
+                           f"{m.total_memory_slices}  compute slices {p.compute_slices}/"
+                           f"{m.total_compute_slices}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,70 @@
+"""Problems found in a node profile, their locations, and migbake's small exception tree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong (or suspicious) in one file, at one place, with the rule that found it."""
+
+    file: str
+    line: int
+    col: int
+    pointer: str
+    message: str
+    rule: str
+    severity: Severity = "error"
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        """Order by file, position, then pointer and message (stable, deterministic)."""
+        return (self.file, self.line, self.col, self.pointer, self.message)
+
+    def format(self) -> str:
+        """``FILE:LINE:COL: error: /pointer: message [rule]``: one line, as compilers print."""
+        pointer = self.pointer or "/"
+        return f"{self.file}:{self.line}:{self.col}: {self.severity}: {pointer}: {self.message} [{self.rule}]"
+
+
+def sort_problems(problems: Iterable[Problem]) -> list[Problem]:
+    """Problems sorted by location, without exact duplicates."""
+    return sorted(set(problems), key=Problem.sort_key)
+
+
+def has_errors(problems: Iterable[Problem]) -> bool:
+    """Whether any problem is an error (warnings alone do not make a profile invalid)."""
+    return any(p.severity == "error" for p in problems)
+
+
+class MigbakeError(Exception):
+    """Base of every error migbake raises on purpose."""
+
+
+class ProfileError(MigbakeError):
+    """A profile is invalid; ``problems`` says every reason."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__(f"{sum(p.severity == 'error' for p in problems)} problem(s)")
+
+
+class RenderError(MigbakeError):
+    """Generation failed after validation (a bug or an unexpected value)."""
+
+
+class OutputError(MigbakeError):
+    """The output directory cannot be written as asked (not empty, a symlink, ...)."""
+
+
+class PackerError(MigbakeError):
+    """Packer is missing or one of its steps failed."""
+
+    def __init__(self, message: str, *, step: str = "", returncode: int | None = None) -> None:
+        self.step = step
+        self.returncode = returncode
+        super().__init__(message)

@@ -1,0 +1,273 @@
+"""Semantic rules: what the schema cannot say. Each rule is a small function that yields problems.
+
+Rules read the raw profile data defensively (the schema may have failed elsewhere in the same
+file), so that one run reports every problem of a profile, shape and meaning alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, load_catalog
+from migbake.layout import fit
+from migbake.problems import Problem
+from migbake.profile import LoadedProfile, join_pointer
+
+MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutEntry:
+    """One ``profile: count`` pair of a layout, parsed."""
+
+    name: str
+    count: object
+    pointer: str
+    gi_name: str  # the GPU-instance profile it consumes (itself, or Gg.. for a Cc.Gg.. form)
+    c: int | None
+    g: int
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _groups(data: object) -> list[tuple[str, dict[str, Any]]]:
+    gpus = _mapping(data).get("gpus")
+    if not isinstance(gpus, list):
+        return []
+    return [(f"/gpus/{i}", g) for i, g in enumerate(gpus) if isinstance(g, dict)]
+
+
+def _model_of(group: dict[str, Any], catalog: Catalog) -> GpuModel | None:
+    model = group.get("model")
+    return catalog.find(model) if isinstance(model, str) else None
+
+
+def _layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
+    layout = _mapping(_mapping(group.get("mig")).get("layout"))
+    out = []
+    for name, count in layout.items():
+        m = PROFILE_NAME_RE.match(str(name))
+        if not m:
+            continue  # the schema reports bad names
+        g = int(m["g"])
+        c = int(m["c"]) if m["c"] else None
+        suffix = f"{m['sign']}{m['attrs']}" if m["sign"] else ""
+        out.append(LayoutEntry(str(name), count, join_pointer(f"{group_ptr}/mig/layout", name),
+                               f"{g}g.{int(m['gb'])}gb{suffix}", c, g))
+    return out
+
+
+def _ci_allowed(c: int, g: int) -> bool:
+    # go-nvlib VisitMigProfiles emits Cc.Gg only for C <= G and (C == G or 2C <= G + 1)
+    return c <= g and (c == g or 2 * c <= g + 1)
+
+
+def rule_known_model(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Every GPU model is in the catalog (by id, name or alias)."""
+    for ptr, group in _groups(data):
+        model = group.get("model")
+        if isinstance(model, str) and catalog.find(model) is None:
+            close = catalog.close_matches(model)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            yield loaded.problem(f"{ptr}/model", f"unknown GPU model {model!r}{hint} (`migbake gpus` lists "
+                                 "every model)", "unknown-model")
+
+
+def _owners(catalog: Catalog, name: str, model: GpuModel) -> str:
+    others = [m.display_name for m in catalog.owners_of_profile(name) if m.key != model.key]
+    return f"; {name!r} is a profile of {', '.join(others)}" if others else ""
+
+
+def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Each layout entry names a canonical profile of its GPU model, with a count from 1 to its maximum."""
+    for ptr, group in _groups(data):
+        model = _model_of(group, catalog)
+        for e in _layout_entries(ptr, group):
+            if isinstance(e.count, int) and not isinstance(e.count, bool) and e.count < 1:
+                yield loaded.problem(e.pointer, f"count {e.count} for {e.name!r}: must be at least 1; remove "
+                                     "the key instead (mig-parted never finds a 0 equal to the GPU's state and "
+                                     "re-creates every instance at each boot)", "count-not-positive")
+            if model is None:
+                continue
+            if e.c is not None and e.c == e.g:
+                yield loaded.problem(e.pointer, f"{e.name!r} is not the canonical spelling; write "
+                                     f"{e.gi_name!r} (mig-parted compares names literally: assert would never "
+                                     "match and apply would run at every boot)", "non-canonical-profile",
+                                     key=True)
+                continue
+            gi = model.profile(e.gi_name)
+            if gi is None:
+                allowed = ", ".join(model.profile_names)
+                yield loaded.problem(e.pointer, f"{e.name!r} is not a MIG profile of {model.display_name} "
+                                     f"({model.key}); allowed: {allowed}{_owners(catalog, e.gi_name, model)}",
+                                     "unknown-profile", key=True)
+                continue
+            if e.c is not None and not _ci_allowed(e.c, e.g):
+                yield loaded.problem(e.pointer, f"{e.name!r}: a {e.g}g GPU instance has no {e.c}c compute-"
+                                     "instance profile", "unknown-profile", key=True)
+                continue
+            if (e.c is None and isinstance(e.count, int) and not isinstance(e.count, bool)
+                    and e.count > gi.max_count):
+                yield loaded.problem(e.pointer, f"{e.count} x {e.name} requested; at most {gi.max_count} fit on "
+                                     f"one {model.display_name}", "count-above-max")
+
+
+def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], model: GpuModel,
+                     problems_so_far: list[Problem]) -> dict[str, int] | None:
+    layout_ptr = f"{ptr}/mig/layout"
+    if any(p.pointer.startswith(layout_ptr) for p in problems_so_far):
+        return None
+    entries = _layout_entries(ptr, group)
+    layout = {e.name: e.count for e in entries}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in layout.values()):
+        return None
+    if len(entries) != len(_mapping(_mapping(group.get("mig")).get("layout"))):
+        return None
+    return {k: int(str(v)) for k, v in layout.items()}
+
+
+def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
+                     earlier: list[Problem]) -> Iterator[Problem]:
+    """A layout fits its GPU: one media-extension instance at most, compute slices, exact placement."""
+    for ptr, group in _groups(data):
+        model = _model_of(group, catalog)
+        if model is None:
+            continue
+        layout = _group_layout_ok(loaded, ptr, group, model, earlier)
+        if not layout:
+            continue
+        layout_ptr = f"{ptr}/mig/layout"
+        entries = _layout_entries(ptr, group)
+        media = [e for e in entries if (p := model.profile(e.gi_name)) is not None and p.media_extension]
+        if sum(layout[e.name] for e in media) > 1:
+            names = ", ".join(f"{layout[e.name]} x {e.name}" for e in media)
+            yield loaded.problem(layout_ptr, f"{names}: a GPU has one set of media engines, so at most one "
+                                 "media-extension (+me) instance", "media-extension")
+            continue
+        compute = 0
+        for e in entries:
+            gi = model.profile(e.gi_name)
+            if gi is not None and e.c is None:
+                compute += gi.compute_slices * layout[e.name]
+        if compute > model.total_compute_slices:
+            yield loaded.problem(layout_ptr, f"the layout needs {compute} compute slices; a "
+                                 f"{model.display_name} has {model.total_compute_slices}", "compute-slices")
+            continue
+        result = fit(model, layout)
+        if not result.ok:
+            unplaced = ", ".join(result.unplaced)
+            yield loaded.problem(layout_ptr, f"the instances cannot all be placed on one "
+                                 f"{model.display_name}: {result.reason}"
+                                 + (f" (left over: {unplaced})" if unplaced else "")
+                                 + " (`migbake layouts " + model.key + "` lists the layouts that fit)",
+                                 "placement")
+
+
+def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """MIG on needs instances (warning), MIG off must have none."""
+    for ptr, group in _groups(data):
+        mig = group.get("mig")
+        if not isinstance(mig, dict):
+            if "mig" not in group:
+                yield loaded.problem(ptr, "no mig: section: MIG will be enabled with no instances; the device "
+                                     "plugin fails on a MIG GPU without instances", "empty-layout",
+                                     severity="warning")
+            continue
+        enabled = mig.get("enabled", True)
+        layout = mig.get("layout", {})
+        if enabled is True and isinstance(layout, dict) and not layout:
+            yield loaded.problem(f"{ptr}/mig", "MIG is enabled with an empty layout: the GPU will have no MIG "
+                                 "devices and the device plugin fails on it", "empty-layout", severity="warning")
+        if enabled is False and isinstance(layout, dict) and layout:
+            yield loaded.problem(f"{ptr}/mig/layout", "a layout is given but mig.enabled is false; mig-parted "
+                                 "rejects MIG devices on a GPU with MIG off", "layout-without-mig")
+
+
+def _devices(group: dict[str, Any]) -> set[int] | None:
+    devices = group.get("devices", "all")
+    if devices == "all":
+        return None
+    if isinstance(devices, list):
+        return {d for d in devices if isinstance(d, int) and not isinstance(d, bool)}
+    return set()
+
+
+def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """GPU indices never repeat across entries of the same model and stay below gpu_count."""
+    groups = _groups(data)
+    gpu_count = _mapping(data).get("gpu_count")
+    models = {_model_of(g, catalog).key if _model_of(g, catalog) else str(g.get("model")) for _, g in groups}
+    filtered = len(models) > 1  # several models: each entry gets a device-filter, so only same-model overlaps
+    for i, (ptr, group) in enumerate(groups):
+        mine = _devices(group)
+        if isinstance(gpu_count, int) and mine:
+            for idx, d in enumerate(group.get("devices", [])):
+                if isinstance(d, int) and d >= gpu_count:
+                    yield loaded.problem(f"{ptr}/devices/{idx}", f"GPU index {d} does not exist on a node with "
+                                         f"gpu_count {gpu_count} (indices 0-{gpu_count - 1})",
+                                         "device-out-of-range")
+        for ptr2, other in groups[:i]:
+            same_model = _model_of(group, catalog) == _model_of(other, catalog) or not filtered
+            if not same_model:
+                continue
+            theirs = _devices(other)
+            if mine is None or theirs is None:
+                shared = "every GPU" if mine is None and theirs is None else "some GPUs"
+            else:
+                both = sorted(mine & theirs)
+                shared = f"GPU {', '.join(map(str, both))}" if both else ""
+            if shared:
+                yield loaded.problem(f"{ptr}/devices", f"{shared} also covered by {ptr2}: each GPU must be in "
+                                     "exactly one entry (mig-parted would apply both, the last one winning)",
+                                     "device-overlap")
+
+
+def rule_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The driver must be the host's: a driver container needs kubelet first, the opposite boot order."""
+    if _mapping(data).get("driver") == "container":
+        yield loaded.problem("/driver", "driver: container is not supported: the driver then comes from a "
+                             "Kubernetes pod, which needs kubelet running first, so MIG cannot be restored "
+                             "before kubelet (use the GPU Operator's mig-manager on such nodes)",
+                             "driver-container")
+
+
+def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The restore unit, kubelet and the conflicting manager are three different units."""
+    d = _mapping(data)
+    names = {
+        "/restore/unit": _mapping(d.get("restore")).get("unit", "nvidia-mig-restore.service"),
+        "/kubelet/unit": _mapping(d.get("kubelet")).get("unit", "kubelet.service"),
+        "/conflicting_manager/unit": _mapping(d.get("conflicting_manager")).get(
+            "unit", "nvidia-mig-manager.service"),
+    }
+    seen: dict[object, str] = {}
+    for ptr, name in names.items():
+        if name in seen:
+            yield loaded.problem(ptr, f"{name!r} is also {seen[name]}: these must be different units",
+                                 "unit-name-clash")
+        else:
+            seen[name] = ptr
+    path = _mapping(d.get("restore")).get("config_path")
+    if path == MANAGED_CONFIG:
+        yield loaded.problem("/restore/config_path", f"{MANAGED_CONFIG} belongs to the packaged "
+                             "nvidia-mig-manager, which regenerates it from the hardware at boot; use another "
+                             "path such as /etc/nvidia-mig/config.yaml", "managed-config-path")
+
+
+Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
+RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
+                           rule_driver, rule_units)
+
+
+def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:
+    """Every semantic problem of a loaded profile."""
+    cat = catalog or load_catalog()
+    found: list[Problem] = []
+    for rule in RULES:
+        found.extend(rule(loaded, loaded.data, cat))
+    found.extend(rule_layout_fits(loaded, loaded.data, cat, found))
+    return found
