@@ -1,0 +1,230 @@
+"""The real tools that check generated output: cloud-init, systemd, shellcheck, Packer, an HCL2 parser.
+
+Each checker returns what the tool said, so that a test can assert on it and a negative test can
+show the same checker rejecting a deliberately broken input. In CI (CI=true) a missing tool fails
+the test; elsewhere it skips with the command that installs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+SYSTEMD_BIN = Path("/lib/systemd/systemd")
+HOST_UNITS = Path("/usr/lib/systemd/system")
+
+INSTALL_HINT = ("apt-get install -y --no-install-recommends packer shellcheck cloud-init systemd "
+                "(see .ci/run)")
+
+
+def require(tool: str) -> str:
+    """The path of ``tool``; fail in CI, skip elsewhere, when it is missing."""
+    path = tool if os.path.isabs(tool) and os.access(tool, os.X_OK) else shutil.which(tool)
+    if path:
+        return path
+    message = f"{tool} is not installed: {INSTALL_HINT}"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a tool run printed and returned."""
+
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        """stdout and stderr together."""
+        return self.out + self.err
+
+
+def run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 120) -> Ran:
+    """Run a command, capture everything."""
+    full_env = {**os.environ, **(env or {})}
+    p = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL, check=False)
+    return Ran(p.returncode, p.stdout, p.stderr)
+
+
+# --- cloud-init --------------------------------------------------------------------------------
+
+def cloud_init_schema(user_data: Path) -> Ran:
+    """``cloud-init schema --config-file`` (the distro's cloud-init)."""
+    return run([require("cloud-init"), "schema", "--config-file", str(user_data)])
+
+
+_STRICT = r"""
+import json, sys, yaml
+from cloudinit.config.schema import get_schema
+schema = get_schema()
+known = set(schema.get("properties", {})).union(
+    *(d.get("properties", {}) for d in schema.get("$defs", {}).values()))
+text = open(sys.argv[1], encoding="utf-8").read()
+errs = [] if text.startswith("#cloud-config\n") else ['first line must be "#cloud-config"']
+cfg = yaml.safe_load(text)
+if not isinstance(cfg, dict):
+    errs.append("top level is not a mapping")
+else:
+    errs += [f"unknown top-level key {k!r}" for k in cfg if k not in known]
+print(json.dumps(errs))
+"""
+
+
+def cloud_init_unknown_keys(user_data: Path) -> list[str]:
+    """Top-level keys no cloud-init module declares (cloud-init 22.4's schema lets them through)."""
+    require("cloud-init")
+    ran = run(["/usr/bin/python3", "-c", _STRICT, str(user_data)])
+    assert ran.rc == 0, ran.text
+    errs: list[str] = json.loads(ran.out)
+    return errs
+
+
+# --- shell -------------------------------------------------------------------------------------
+
+def shellcheck(paths: list[Path]) -> Ran:
+    """``shellcheck -x`` in gcc format (one finding per line)."""
+    return run([require("shellcheck"), "-x", "-f", "gcc", *map(str, paths)])
+
+
+def bash_n(path: Path) -> Ran:
+    """``bash -n``: the script parses."""
+    return run(["bash", "-n", str(path)])
+
+
+# --- Packer ------------------------------------------------------------------------------------
+
+def packer(args: list[str], cwd: Path | None = None) -> Ran:
+    """Run the Debian packer (1.6.6) with telemetry off."""
+    return run([require("packer"), *args], cwd=cwd, env={"CHECKPOINT_DISABLE": "1"})
+
+
+def hcl_parse(path: Path) -> dict[str, object]:
+    """Parse one HCL2 file with python-hcl2 (a real HCL2 parser)."""
+    hcl2 = pytest.importorskip("hcl2") if not IN_CI else __import__("hcl2")
+    with path.open(encoding="utf-8") as fh:
+        data: dict[str, object] = hcl2.load(fh)
+    return data
+
+
+# --- systemd -----------------------------------------------------------------------------------
+
+FAKE_KUBELET = """[Unit]
+Description=fake kubelet (test fixture)
+[Service]
+ExecStart=/usr/bin/sleep infinity
+[Install]
+WantedBy=multi-user.target
+"""
+FAKE_MANAGER = """[Unit]
+Description=fake packaged nvidia-mig-manager (test fixture)
+DefaultDependencies=no
+Before=kubelet.service
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/true
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+class SystemdTree:
+    """A root directory systemd can verify offline: stock units, stub binaries, fake kubelet/manager.
+
+    Lives in a 0755 directory directly under /tmp, because ``systemd --test`` runs as nobody.
+    """
+
+    def __init__(self, *, kubelet_unit: str = "kubelet.service",
+                 manager_unit: str = "nvidia-mig-manager.service", stubs: tuple[str, ...] = ()) -> None:
+        require("systemd-analyze")
+        self.base = Path(tempfile.mkdtemp(prefix="migbake-sd-", dir="/tmp"))
+        os.chmod(self.base, 0o755)
+        self.root = self.base / "root"
+        self.empty = self.base / "empty"
+        self.empty.mkdir()
+        r = self.root
+        for d in ("usr/bin", "usr/lib/systemd", "etc/systemd/system", "usr/local/nvidia/bin"):
+            (r / d).mkdir(parents=True, exist_ok=True)
+        os.symlink("usr/bin", r / "bin")
+        os.symlink("usr/lib", r / "lib")
+        os.symlink("usr/sbin", r / "sbin") if (r / "usr/sbin").exists() else None
+        shutil.copytree(HOST_UNITS, r / "usr/lib/systemd/system", symlinks=True)
+        for exe in ("sh", "sleep", "true", "nvidia-smi", "nvidia-mig-parted", *stubs):
+            target = r / exe.lstrip("/") if exe.startswith("/") else r / "usr/bin" / exe
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("#!/bin/sh\nexit 0\n")
+            target.chmod(0o755)
+        (r / "usr/lib/systemd/system" / kubelet_unit).write_text(FAKE_KUBELET)
+        (r / "usr/lib/systemd/system" / manager_unit).write_text(FAKE_MANAGER)
+        self.systemctl("enable", kubelet_unit, manager_unit)
+
+    def install_rootfs(self, rootfs: Path) -> None:
+        """Copy a generated rootfs/ tree into the root (as the provisioner would, without enabling)."""
+        shutil.copytree(rootfs, self.root, dirs_exist_ok=True, symlinks=True)
+
+    def systemctl(self, *args: str) -> Ran:
+        """``systemctl --root=ROOT ...`` (offline)."""
+        return run(["systemctl", f"--root={self.root}", "--quiet", *args])
+
+    def verify(self, *units: str) -> Ran:
+        """``systemd-analyze verify --root`` of units inside the tree."""
+        subprocess.run(["chmod", "-R", "a+rX", str(self.base)], check=True)
+        return run(["systemd-analyze", "verify", f"--root={self.root}", "--man=no", *units])
+
+    def boot_graph(self, unit: str = "multi-user.target") -> Ran:
+        """``systemd --test`` as nobody: every unit's dependencies and the boot's start jobs."""
+        if not SYSTEMD_BIN.exists():
+            require(str(SYSTEMD_BIN))
+        subprocess.run(["chmod", "-R", "a+rX", str(self.base)], check=True)
+        env = {
+            "HOME": "/tmp",
+            "SYSTEMD_UNIT_PATH": f"{self.root}/etc/systemd/system:{self.root}/usr/lib/systemd/system",
+            "SYSTEMD_GENERATOR_PATH": str(self.empty),
+            "SYSTEMD_ENVIRONMENT_GENERATOR_PATH": str(self.empty),
+        }
+        return run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(SYSTEMD_BIN), "--test",
+                    "--system", f"--unit={unit}", "--no-pager"], env=env)
+
+    def cleanup(self) -> None:
+        """Remove the tree."""
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def unit_section(dump: str, unit: str) -> str:
+    """The part of a ``systemd --test`` dump that describes ``unit``."""
+    lines = dump.splitlines()
+    out: list[str] = []
+    inside = False
+    for line in lines:
+        if line.startswith("\t-> Unit "):
+            inside = line.strip() == f"-> Unit {unit}:"
+            continue
+        if line.startswith("-> ") and not line.startswith("\t"):
+            inside = False
+        if inside:
+            out.append(line.strip())
+    return "\n".join(out)
+
+
+def boot_jobs(dump: str) -> list[str]:
+    """Units the boot transaction starts (``Action: X -> start``)."""
+    jobs: list[str] = []
+    started = False
+    for line in dump.splitlines():
+        if line.startswith("-> By jobs:"):
+            started = True
+        if started and "Action:" in line and "-> start" in line:
+            jobs.append(line.split("Action:")[1].split("->")[0].strip())
+    return jobs

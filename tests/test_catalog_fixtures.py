@@ -1,0 +1,125 @@
+"""The catalog against real hardware output (H200 nvidia-smi) and against the team's reference copy."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from migbake.catalog import GpuModel, load_catalog
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+H200_FIXTURES = SHARED / "fixtures" / "h200"
+PACKAGED_CATALOG = Path(__file__).resolve().parents[1] / "generator" / "migbake" / "data" / "mig-catalog.json"
+
+# "GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1" (singular "Placement :" for a single start)
+LGIPP_LINE = re.compile(r"GPU\s+(\d+)\s+Profile ID\s+(\d+)\s+Placements?\s*:\s*\{([\d,]+)\}:(\d+)")
+# "|   0  MIG 1g.18gb         19     7/7        16.00      No     16     1     0   |"
+LGIP_ROW = re.compile(
+    r"\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s+(Yes|No)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LgipRow:
+    """One GPU-instance profile row of ``nvidia-smi mig -lgip``."""
+
+    gpu: int
+    name: str
+    profile_id: int
+    free: int
+    total: int
+    memory_gib: float
+
+
+def shared_file(path: Path) -> Path:
+    """``path`` under ../shared; skipped when absent locally, a failure in CI (CI=true)."""
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is missing: CI must check out shared/ beside the repository")
+        pytest.skip(f"{path} not found (shared/ is not beside this checkout)")
+    return path
+
+
+def parse_lgipp(text: str) -> dict[int, list[tuple[int, int]]]:
+    """``nvidia-smi mig -lgipp`` -> {profile id: [(start, size), ...]} for GPU 0."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = LGIPP_LINE.fullmatch(line.strip())
+        assert m, f"unparsed -lgipp line: {line!r}"
+        if int(m[1]) == 0:
+            out[int(m[2])] = [(int(s), int(m[4])) for s in m[3].split(",")]
+    return out
+
+
+def parse_lgip(text: str) -> list[LgipRow]:
+    """``nvidia-smi mig -lgip`` -> the first line of each profile row (name, id, instances, memory)."""
+    rows = []
+    for line in text.splitlines():
+        m = LGIP_ROW.fullmatch(line.strip())
+        if m:
+            rows.append(LgipRow(int(m[1]), m[2], int(m[3]), int(m[4]), int(m[5]), float(m[6])))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def h200() -> GpuModel:
+    return load_catalog().by_key("h200-141gb")
+
+
+@pytest.fixture(scope="module")
+def lgip() -> list[LgipRow]:
+    return parse_lgip(shared_file(H200_FIXTURES / "nvidia-smi-mig-lgip.txt").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def lgipp() -> dict[int, list[tuple[int, int]]]:
+    return parse_lgipp(shared_file(H200_FIXTURES / "nvidia-smi-mig-lgipp.txt").read_text(encoding="utf-8"))
+
+
+def test_parsers_read_every_profile(lgip: list[LgipRow], lgipp: dict[int, list[tuple[int, int]]]) -> None:
+    assert len(lgip) == 7
+    assert sorted(lgipp) == [0, 5, 9, 14, 15, 19, 20]
+    assert lgip[0] == LgipRow(0, "1g.18gb", 19, 7, 7, 16.0)
+    assert lgipp[5] == [(0, 4)]
+
+
+def test_h200_profile_names(h200: GpuModel, lgip: list[LgipRow]) -> None:
+    assert sorted(h200.profile_names) == sorted(row.name for row in lgip)
+
+
+@pytest.mark.parametrize(
+    "name", ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"]
+)
+def test_h200_profile_matches_nvidia_smi(
+    h200: GpuModel, lgip: list[LgipRow], lgipp: dict[int, list[tuple[int, int]]], name: str
+) -> None:
+    profile = h200.profile(name)
+    assert profile is not None
+    (row,) = [r for r in lgip if r.name == name]
+    assert profile.nvidia_smi_id == row.profile_id
+    assert profile.max_count == row.total
+    assert row.free == row.total  # MIG off, nothing created: the capture shows full capacity
+    assert [(p.start, p.size) for p in profile.placements] == lgipp[row.profile_id]
+    assert {p.size for p in profile.placements} == {profile.memory_slices}
+    assert profile.g == int(name.split("g.")[0])
+
+
+def test_h200_memory_slices_follow_gib(h200: GpuModel, lgip: list[LgipRow]) -> None:
+    """More GiB never means fewer memory slices (1g.35gb really is a 2-slice profile: 32.50 GiB)."""
+    sizes = {p.name: p.memory_slices for p in h200.profiles}
+    ordered = sorted(lgip, key=lambda r: r.memory_gib)
+    assert [sizes[r.name] for r in ordered] == sorted(sizes[r.name] for r in ordered)
+
+
+def test_packaged_catalog_is_the_reference_copy() -> None:
+    reference = shared_file(SHARED / "reference" / "mig-catalog.json")
+    assert PACKAGED_CATALOG.read_bytes() == reference.read_bytes(), (
+        "generator/migbake/data/mig-catalog.json differs from shared/reference/mig-catalog.json: "
+        "copy the reference again"
+    )

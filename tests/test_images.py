@@ -1,0 +1,37 @@
+"""The example images: valid, and their committed generated output is exactly what generate writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import IMAGES, REPO
+
+from migbake.render import render
+from migbake.validate import check_file
+from migbake.write import diff_tree
+
+
+def test_there_are_at_least_three_images() -> None:
+    assert len(IMAGES) >= 3, IMAGES
+
+
+def test_image_profile_is_valid_without_warnings(image_dir: Path) -> None:
+    checked = check_file(image_dir / "node-profile.yaml")
+    assert checked.profile is not None
+    assert checked.problems == []
+
+
+def test_committed_output_is_up_to_date(image_dir: Path) -> None:
+    checked = check_file(image_dir / "node-profile.yaml")
+    assert checked.profile is not None
+    diff = diff_tree(render(checked.profile), image_dir / "generated")
+    assert diff == [], (f"images/{image_dir.name}/generated is stale; run: migbake generate "
+                        f"images/{image_dir.name}/node-profile.yaml -o images/{image_dir.name}/generated\n"
+                        + "\n".join(diff[:80]))
+
+
+def test_image_names_match_their_folder(image_dir: Path) -> None:
+    checked = check_file(image_dir / "node-profile.yaml")
+    assert checked.profile is not None
+    assert checked.profile.name == image_dir.name
+    assert (REPO / "images" / checked.profile.name).is_dir()

@@ -1,0 +1,274 @@
+"""Generated output, checked by the real tools: cloud-init, systemd, shellcheck, Packer, an HCL2 parser.
+
+Every checker also gets a deliberately broken input that it must reject, so that a checker that
+silently stopped looking would fail here rather than pass everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import IMAGES, generate
+from realtools import (
+    SystemdTree,
+    bash_n,
+    boot_jobs,
+    cloud_init_schema,
+    cloud_init_unknown_keys,
+    hcl_parse,
+    packer,
+    run,
+    shellcheck,
+    unit_section,
+)
+
+pytestmark = pytest.mark.realtool
+
+H200 = """\
+version: 1
+name: h200-variant
+gpus:
+  - model: h200-141gb
+    mig:
+      layout: {1g.18gb: 7}
+"""
+
+VARIANTS: dict[str, str] = {
+    **{p.name: (p / "node-profile.yaml").read_text() for p in IMAGES},
+    "on-failure-continue": H200 + "restore: {on_failure: continue}\n",
+    "custom-names-and-paths": H200 + """\
+kubelet: {unit: kubelet-gpu.service}
+restore:
+  unit: mig-layout.service
+  config_path: /opt/gpu/mig/layout.yaml
+  config_name: node-layout
+  timeout_seconds: 600
+tools: {nvidia_smi: /opt/nvidia/bin/nvidia-smi, nvidia_mig_parted: /opt/nvidia/bin/nvidia-mig-parted}
+conflicting_manager: {unit: mig-manager.service, action: mask}
+""",
+    "mig-off": """\
+version: 1
+name: mig-off
+gpus:
+  - model: a30
+    mig: {enabled: false}
+""",
+}
+
+
+def _settings(text: str) -> dict[str, object]:
+    data = yaml.safe_load(text)
+    kub, res = data.get("kubelet", {}), data.get("restore", {})
+    tools, mgr = data.get("tools", {}), data.get("conflicting_manager", {})
+    return {
+        "kubelet_present": kub.get("present", True),
+        "kubelet": kub.get("unit", "kubelet.service"),
+        "restore": res.get("unit", "nvidia-mig-restore.service"),
+        "on_failure": res.get("on_failure", "block-kubelet"),
+        "manager": mgr.get("unit", "nvidia-mig-manager.service"),
+        "action": mgr.get("action", "disable"),
+        "tools": (tools.get("nvidia_smi", "/usr/bin/nvidia-smi"),
+                  tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted")),
+    }
+
+
+@pytest.fixture(params=sorted(VARIANTS), ids=sorted(VARIANTS))
+def out(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, dict[str, object]]]:
+    """A generated output tree for each variant, with what the variant says."""
+    text = VARIANTS[request.param]
+    yield generate(text, tmp_path / "out"), _settings(text)
+
+
+def _scripts(out: Path) -> list[Path]:
+    return sorted(out.glob("**/*.sh"))
+
+
+# --- cloud-init --------------------------------------------------------------------------------
+
+def test_cloud_init_schema_accepts_user_data(out: tuple[Path, dict[str, object]]) -> None:
+    ran = cloud_init_schema(out[0] / "cloud-init/user-data")
+    assert ran.rc == 0, ran.text
+    assert "Valid cloud-config" in ran.out
+
+
+def test_user_data_has_only_known_top_level_keys(out: tuple[Path, dict[str, object]]) -> None:
+    assert cloud_init_unknown_keys(out[0] / "cloud-init/user-data") == []
+
+
+def test_user_data_writes_exactly_the_rootfs_files(out: tuple[Path, dict[str, object]]) -> None:
+    root, _ = out
+    data = yaml.safe_load((root / "cloud-init/user-data").read_text())
+    written = {f["path"]: f for f in data["write_files"]}
+    rootfs = {"/" + p.relative_to(root / "rootfs").as_posix(): p for p in (root / "rootfs").rglob("*")
+              if p.is_file()}
+    assert set(written) == set(rootfs)
+    for path, f in written.items():
+        assert f["content"] == rootfs[path].read_text(), path
+        assert f["permissions"] == "0644" and f["owner"] == "root:root"
+
+
+def test_cloud_init_rejects_broken_user_data(tmp_path: Path) -> None:
+    good = generate(H200, tmp_path / "out") / "cloud-init/user-data"
+    text = good.read_text()
+    typo = tmp_path / "typo"
+    typo.write_text(text.replace("\nwrite_files:", "\nwrite_file:"))
+    # cloud-init 22.4 itself lets an unknown top-level key through; the strict check does not
+    assert cloud_init_schema(typo).rc == 0
+    assert cloud_init_unknown_keys(typo) == ["unknown top-level key 'write_file'"]
+    bad_mode = tmp_path / "bad-mode"
+    bad_mode.write_text(text.replace('permissions: "0644"', "permissions: 644", 1))
+    ran = cloud_init_schema(bad_mode)
+    assert ran.rc == 1 and "is not of type 'string'" in ran.text
+    no_header = tmp_path / "no-header"
+    no_header.write_text(text.replace("#cloud-config\n", "", 1))
+    assert cloud_init_schema(no_header).rc == 1
+
+
+# --- shell -------------------------------------------------------------------------------------
+
+def test_scripts_pass_shellcheck_and_bash_n(out: tuple[Path, dict[str, object]]) -> None:
+    scripts = _scripts(out[0])
+    assert len(scripts) == 5
+    ran = shellcheck(scripts)
+    assert ran.rc == 0, ran.text
+    for s in scripts:
+        assert bash_n(s).rc == 0, s
+        assert os.access(s, os.X_OK), s
+        assert s.read_text().startswith("#!/usr/bin/env bash\n")
+
+
+def test_shellcheck_rejects_a_broken_script(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/usr/bin/env bash\nrm -rf $1/*\n")
+    ran = shellcheck([bad])
+    assert ran.rc == 1 and "SC2086" in ran.out
+
+
+# --- Packer ------------------------------------------------------------------------------------
+
+def test_packer_fmt_and_validate(out: tuple[Path, dict[str, object]]) -> None:
+    pk = out[0] / "packer"
+    fmt = packer(["fmt", "-check", str(pk)])
+    assert fmt.rc == 0, fmt.text
+    assert packer(["fmt", "-check", str(pk / "plugins")]).rc == 0
+    val = packer(["validate", str(pk)])
+    assert val.rc == 0 and val.text.strip() == "", val.text
+    for only in ("amazon-ebs.golden", "null.ssh"):
+        ran = packer(["validate", f"-only={only}", str(pk)])
+        assert ran.rc == 0, ran.text
+
+
+def test_packer_templates_parse_as_hcl2(out: tuple[Path, dict[str, object]]) -> None:
+    pk = out[0] / "packer"
+    build = hcl_parse(pk / "build.pkr.hcl")
+    sources = hcl_parse(pk / "sources.pkr.hcl")
+    variables = hcl_parse(pk / "variables.pkr.hcl")
+    plugins = hcl_parse(pk / "plugins/required-plugins.pkr.hcl")
+    text = repr(build)
+    assert "disable-mig-manager.sh" in text and "install-mig-restore.sh" in text
+    assert "manifest" in text
+    assert "amazon-ebs" in repr(sources) and "null" in repr(sources)
+    # python-hcl2 keeps the quotes of block labels
+    names = {next(iter(v)).strip('"') for v in variables["variable"]}  # type: ignore[union-attr]
+    assert {"staging_dir", "ssh_port", "ssh_private_key_file", "aws_region"} <= names
+    assert "required_plugins" in repr(plugins)
+
+
+def test_packer_rejects_broken_templates(tmp_path: Path) -> None:
+    pk = generate(H200, tmp_path / "out") / "packer"
+    build = pk / "build.pkr.hcl"
+    good = build.read_text()
+    build.write_text(good.replace("execute_command", "execute_comand"))
+    ran = packer(["validate", str(pk)])
+    assert ran.rc == 1, ran.text
+    build.write_text(good.replace("    inline = [", "    inline =   ["))
+    assert packer(["fmt", "-check", str(pk)]).rc == 3
+    build.write_text(good.replace("build {", "build {{", 1))
+    assert packer(["validate", str(pk)]).rc == 1
+    with pytest.raises(Exception):  # noqa: B017 - any parse error will do
+        hcl_parse(build)
+
+
+# --- systemd -----------------------------------------------------------------------------------
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        h.update(f"{p.relative_to(root)} {st.st_mode:o} {os.readlink(p) if p.is_symlink() else ''}".encode())
+        if p.is_file() and not p.is_symlink():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, object]]) -> None:
+    """Run the real provisioner scripts into a systemd tree, then verify units and the boot graph."""
+    root, s = out
+    smi, mig = s["tools"]  # type: ignore[misc]
+    tree = SystemdTree(kubelet_unit=str(s["kubelet"]), manager_unit=str(s["manager"]), stubs=(smi, mig))
+    try:
+        env = {"MIGBAKE_TARGET_ROOT": str(tree.root)}
+        scripts = root / "packer/scripts"
+        for script in ("disable-mig-manager.sh", "install-mig-restore.sh"):
+            ran = run(["bash", str(scripts / script), str(root / "rootfs")], env=env)
+            assert ran.rc == 0, ran.text
+        before = _tree_hash(tree.root)
+        for script in ("disable-mig-manager.sh", "install-mig-restore.sh"):  # idempotent
+            ran = run(["bash", str(scripts / script), str(root / "rootfs")], env=env)
+            assert ran.rc == 0, ran.text
+        assert _tree_hash(tree.root) == before, "a second provisioner run changed the image"
+
+        restore, kubelet, manager = str(s["restore"]), str(s["kubelet"]), str(s["manager"])
+        state = run(["systemctl", f"--root={tree.root}", "is-enabled", restore, manager])
+        want_manager = "masked" if s["action"] == "mask" else "disabled"
+        assert state.out.split() == ["enabled", want_manager], state.text
+
+        verify = tree.verify(restore, kubelet)
+        assert verify.rc == 0 and verify.err == "" and verify.out == "", verify.text
+
+        graph = tree.boot_graph()
+        assert graph.rc == 0, graph.err
+        assert "ordering cycle" not in graph.err
+        jobs = boot_jobs(graph.out)
+        assert restore in jobs and manager not in jobs
+        kub = unit_section(graph.out, kubelet)
+        if s["kubelet_present"]:
+            dep = "Requires" if s["on_failure"] == "block-kubelet" else "Wants"
+            assert re.search(rf"^{dep}: {re.escape(restore)} \(origin-file\)$", kub, re.M), kub
+            assert re.search(rf"^After: {re.escape(restore)} \(origin-file", kub, re.M), kub
+            assert f"DropIn Path: {tree.root}/etc/systemd/system/{kubelet}.d/20-mig-restore.conf" in kub
+            if dep == "Wants":
+                assert f"Requires: {restore}" not in kub
+        else:
+            assert restore not in kub
+        res = unit_section(graph.out, restore)
+        assert "Type: oneshot" in res and "RemainAfterExit: yes" in res
+        assert f"Command Line: {smi}" in res and f"Command Line: {mig} apply -f" in res
+        assert f"Command Line: {mig} assert -f" in res
+    finally:
+        tree.cleanup()
+
+
+def test_systemd_checks_reject_broken_units(tmp_path: Path) -> None:
+    root = generate(H200, tmp_path / "out")
+    dropin_rel = "etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+    for broken, expect in (
+        ("[Unit]\nRequirs=nvidia-mig-restore.service\nAfter=nvidia-mig-restore.service\n", "Unknown key 'Requirs'"),
+        ("[Unit]\nRequires=nvidia-mig-restore.service\nBefore=nvidia-mig-restore.service\n", "ordering cycle"),
+    ):
+        tree = SystemdTree()
+        try:
+            tree.install_rootfs(root / "rootfs")
+            (tree.root / dropin_rel).write_text(broken)
+            tree.systemctl("enable", "nvidia-mig-restore.service")
+            verify = tree.verify("kubelet.service", "nvidia-mig-restore.service")
+            assert expect in verify.text, verify.text
+            assert verify.rc != 0 or verify.err != ""
+        finally:
+            tree.cleanup()
