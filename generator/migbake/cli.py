@@ -216,5 +216,78 @@ def gpus(show_profiles: bool, as_json: bool) -> None:
                            f"{m.total_compute_slices}")
 
 
+# --- layouts -----------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("model")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--no-media", is_flag=True, help="Leave out media-extension (+me) profiles.")
+@_guard
+def layouts(model: str, as_json: bool, no_media: bool) -> None:
+    """List every maximal MIG layout of MODEL (no further instance can be added).
+
+    MODEL is a catalog id, name or alias (see `migbake gpus`). Each layout was found by an exact
+    placement search over the model's profiles, counts and placements.
+    """
+    from migbake.catalog import load_catalog
+    from migbake.layout import fit, maximal_layouts
+
+    cat = load_catalog()
+    m = cat.find(model)
+    if m is None:
+        close = cat.close_matches(model)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise click.BadParameter(f"unknown GPU model {model!r}.{hint}", param_hint="MODEL")
+    found = maximal_layouts(m, include_media=not no_media)
+    if as_json:
+        click.echo(json.dumps({"model": m.key, "count": len(found), "layouts": [
+            {"mig-devices": lay, "placements": [
+                {"profile": p.profile, "start": p.start, "size": p.size} for p in fit(m, lay).placements]}
+            for lay in found]}, indent=2))
+        return
+    click.echo(f"{m.key} ({m.display_name}): {_plural(len(found), 'maximal layout')}")
+    for lay in found:
+        click.echo("  " + ", ".join(f"{n} x{c}" for n, c in lay.items()))
+
+
+# --- show --------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@_guard
+def show(profile: Path) -> None:
+    """Draw each GPU's memory slices with the profile's MIG instances placed on them."""
+    from migbake.layout import fit
+    from migbake.migconfig import group_models
+    from migbake.render import gpu_notes
+    from migbake.slicemap import render_slice_map
+    from migbake.validate import check_file
+
+    checked = check_file(profile)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    if checked.profile is None:
+        sys.exit(EXIT_INVALID)
+    prof = checked.profile
+    click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
+    from migbake.catalog import load_catalog
+
+    cat = load_catalog()
+    for note in gpu_notes(prof, cat):
+        click.echo(f"  {note}")
+    for i, (group, m) in enumerate(zip(prof.gpus, group_models(prof, cat))):
+        devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
+        click.echo(f"\n/gpus/{i}: {m.key}, {devices}")
+        if not group.mig_enabled:
+            click.echo("  MIG disabled: the whole GPU is one device")
+            continue
+        layout = group.layout_dict
+        if not layout:
+            click.echo("  MIG enabled, no instances")
+            continue
+        click.echo("  " + ", ".join(f"{n} x{c}" for n, c in layout.items()))
+        click.echo(render_slice_map(m, fit(m, layout).placements))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -76,8 +76,8 @@ def yaml_flow_list(argv: list[str]) -> str:
 
 
 def sh_quote(value: object) -> str:
-    """POSIX shell quoting."""
-    return shlex.quote(str(value))
+    """POSIX shell quoting, always in single quotes (so ``a-b`` never reads as arithmetic)."""
+    return "'" + str(value).replace("'", "'\\''") + "'"
 
 
 # --- the environment ---------------------------------------------------------------------------

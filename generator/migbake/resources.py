@@ -8,34 +8,30 @@ the repository. Nothing else in migbake knows these paths.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 SCHEMA_FILE = "node-profile.schema.json"
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-def _dir(package: str, folder: str) -> Path:
-    try:
-        found = resources.files(package)
-        path = Path(str(found))
-        if path.is_dir() and any(path.iterdir()):
-            return path
-    except (ModuleNotFoundError, TypeError, ValueError):
-        pass
-    return _CHECKOUT / folder
+def _dir(folder: str) -> Path:
+    # installed from a wheel: migbake/<folder>; source checkout or editable install: <repo>/<folder>
+    for candidate in (Path(__file__).resolve().parent / folder, _CHECKOUT / folder):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"migbake's {folder}/ folder is missing from this installation")
 
 
 @lru_cache(maxsize=1)
 def templates_dir() -> Path:
     """The folder of Jinja2 templates (``templates/``)."""
-    return _dir("migbake.templates", "templates")
+    return _dir("templates")
 
 
 @lru_cache(maxsize=1)
 def schemas_dir() -> Path:
     """The folder of JSON Schemas (``schemas/``)."""
-    return _dir("migbake.schemas", "schemas")
+    return _dir("schemas")
 
 
 def schema_path() -> Path:
