@@ -10,6 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
 sys.path.insert(0, str(Path(__file__).parent))  # tests/realtools.py
+sys.path.insert(0, str(REPO / "generator"))  # always test this checkout's package
 
 
 def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:

@@ -216,6 +216,77 @@ def gpus(show_profiles: bool, as_json: bool) -> None:
                            f"{m.total_compute_slices}")
 
 
+# --- bake --------------------------------------------------------------------------------------
+
+def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
+    if target.is_dir():
+        profile = target / "node-profile.yaml"
+        if not profile.is_file():
+            raise click.BadParameter(f"{target} has no node-profile.yaml", param_hint="PROFILE|IMAGE_DIR")
+        return profile, out or target / "generated"
+    if not target.is_file():
+        raise click.BadParameter(f"{target} does not exist", param_hint="PROFILE|IMAGE_DIR")
+    return target, out or target.parent / "generated"
+
+
+@main.command()
+@click.argument("target", metavar="PROFILE|IMAGE_DIR", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to generate (default: IMAGE_DIR/generated, or `generated` beside PROFILE).")
+@click.option("--only", multiple=True, metavar="SOURCE",
+              help="Build only this source: amazon-ebs.golden or null.ssh (repeatable).")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="A Packer variable (repeatable).")
+@click.option("--var-file", "var_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="A Packer variables file (repeatable).")
+@click.option("--packer", "packer_bin", metavar="PATH", help="The Packer binary (default: $MIGBAKE_PACKER or packer).")
+@click.option("--dry-run", is_flag=True, help="Generate, then print the Packer commands instead of running them.")
+@_guard
+def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple[str, ...],
+         var_files: tuple[Path, ...], packer_bin: str | None, dry_run: bool) -> None:
+    """Generate, then bake an image with Packer: [init], fmt -check, validate, build.
+
+    Packer's output is streamed. If a step fails, migbake names the step and Packer's exit code and
+    exits 1; if Packer is missing it says how to install it.
+    """
+    from migbake import packer
+    from migbake.render import render
+    from migbake.validate import check_file
+    from migbake.write import write_tree
+
+    profile, out_dir = _profile_and_out(target, out)
+    for s in only:
+        if s not in ("amazon-ebs.golden", "null.ssh"):
+            raise click.BadParameter(f"{s!r}: the sources are amazon-ebs.golden and null.ssh", param_hint="--only")
+    try:
+        packer.check_vars(variables)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--var") from e
+    checked = check_file(profile)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    if checked.profile is None:
+        click.echo(f"migbake: {profile}: invalid, nothing baked", err=True)
+        sys.exit(EXIT_INVALID)
+    write_tree(render(checked.profile), out_dir)
+    click.echo(f"generated {out_dir}")
+    if dry_run:
+        binary = packer_bin or os.environ.get("MIGBAKE_PACKER") or "packer"
+        try:
+            version = packer.packer_version(packer.find_packer(packer_bin))
+        except packer.PackerError:
+            version = (1, 7, 0)  # not installed: show what a current Packer would run
+        steps = packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
+                                 variables=variables, var_files=var_files)
+        for step in steps:
+            click.echo(step.display())
+        return
+    binary = packer.find_packer(packer_bin)
+    steps = packer.plan_bake(out_dir / "packer", binary=binary, version=packer.packer_version(binary),
+                             only=only, variables=variables, var_files=var_files)
+    packer.run_steps(steps, on_line=click.echo)
+    click.echo(f"migbake: baked {checked.profile.name} ({', '.join(only) or 'all sources'})")
+
+
 # --- layouts -----------------------------------------------------------------------------------
 
 @main.command()
