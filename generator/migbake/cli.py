@@ -103,45 +103,34 @@ def _expand(paths: tuple[str, ...]) -> Iterator[Path]:
 
 @main.command()
 @click.argument("profiles", nargs=-1, required=True, metavar="PROFILE...")
-@click.option("-q", "--quiet", is_flag=True, help="Print problems only, no summary line.")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "github", "sarif", "junit"]),
+              default="text", show_default=True,
+              help="text: one line per problem; json; github: Actions annotations; sarif: SARIF 2.1.0; "
+                   "junit: JUnit XML.")
+@click.option("-q", "--quiet", is_flag=True, help="Text format: problems only, no summary line.")
 @_guard
-def validate(profiles: tuple[str, ...], quiet: bool) -> None:
+def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
     """Check node profiles: schema, GPU models, MIG profile names, counts and placement.
 
-    PROFILE is a file, or a directory searched for node-profile.yaml and *.profile.yaml. Every
-    problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule]. Exit 0 when all
-    profiles are valid (warnings allowed), 1 when any is invalid.
+    PROFILE is a file, or a directory searched for node-profile.yaml and *.profile.yaml. In text
+    format every problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule], then a
+    count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
+    (warnings allowed), 1 when any is invalid.
     """
+    from migbake.report import FileResult, render_report, summary
     from migbake.validate import check_file
 
-    files = list(_expand(profiles))
-    errors = warnings = bad_files = 0
-    for f in files:
-        checked = check_file(f)
-        for p in checked.problems:
-            click.echo(p.format())
-        n_err = sum(p.severity == "error" for p in checked.problems)
-        errors += n_err
-        warnings += len(checked.problems) - n_err
-        bad_files += n_err > 0
-    if not quiet:
-        click.echo(_summary(len(files), bad_files, errors, warnings), err=False)
-    if errors:
+    results = [FileResult(str(f), check_file(f).problems) for f in _expand(profiles)]
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
+    if fmt == "github" and not quiet:
+        click.echo(summary(results), err=True)
+    if any(r.errors for r in results):
         sys.exit(EXIT_INVALID)
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _summary(files: int, bad_files: int, errors: int, warnings: int) -> str:
-    if errors:
-        text = f"{_plural(errors, 'problem')} in {_plural(bad_files, 'file')} ({files} checked)"
-    else:
-        text = f"{_plural(files, 'file')} valid"
-    if warnings:
-        text += f", {_plural(warnings, 'warning')}"
-    return text
 
 
 # --- generate ----------------------------------------------------------------------------------
@@ -153,8 +142,15 @@ def _summary(files: int, bad_files: int, errors: int, warnings: int) -> str:
 @click.option("--force", is_flag=True, help="Replace OUT even if it is not empty and migbake did not create it.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated.")
+@click.option("--user-data-gzip", is_flag=True,
+              help="Also write cloud-init/user-data.gz (cloud-init inflates it; for EC2's 16 KB limit).")
+@click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
+              help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
+                   "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
+                   "not tell) first, then migbake's cloud-config merged onto it.")
 @_guard
-def generate(profile: Path, out: Path, force: bool, check: bool) -> None:
+def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
+             mime_part: str | None) -> None:
     """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
 
     Nothing is written when the profile is invalid (exit 1). The tree is built beside OUT and
@@ -171,6 +167,7 @@ def generate(profile: Path, out: Path, force: bool, check: bool) -> None:
         click.echo(f"migbake: {profile}: invalid, nothing written", err=True)
         sys.exit(EXIT_INVALID)
     artifacts = render(checked.profile)
+    artifacts += _user_data_forms(artifacts, user_data_gzip, mime_part)
     if check:
         diff = diff_tree(artifacts, out)
         if diff:
@@ -182,6 +179,80 @@ def generate(profile: Path, out: Path, force: bool, check: bool) -> None:
         return
     write_tree(artifacts, out, force=force)
     click.echo(f"wrote {_plural(len(artifacts), 'file')} to {out}")
+
+
+def _user_data_forms(artifacts: list[Any], gzipped: bool, mime_part: str | None) -> list[Any]:
+    from migbake import userdata
+    from migbake.render import Artifact
+
+    text = next(str(a.content) for a in artifacts if a.path == "cloud-init/user-data")
+    extra = []
+    if gzipped:
+        extra.append(Artifact("cloud-init/user-data.gz", userdata.gzip_user_data(text), 0o644))
+    if mime_part:
+        src, kind = Path(mime_part), ""
+        if not src.is_file() and ":" in mime_part:
+            path, kind = mime_part.rsplit(":", 1)
+            src = Path(path)
+        try:
+            theirs = src.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
+        try:
+            mime = userdata.mime_user_data(text, theirs, src.name, kind or None)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
+        extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
+    for name, data in [("cloud-init/user-data", text.encode())] + [(a.path, a.data) for a in extra]:
+        if userdata.too_big_for_ec2(data) and not (gzipped and name == "cloud-init/user-data"):
+            click.echo(f"migbake: warning: {name} is {len(data)} bytes, above EC2's 16 KB user-data limit "
+                       "(use --user-data-gzip)", err=True)
+    return extra
+
+
+# --- images ------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("images_dir", default="images", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff if any generated/ is stale.")
+@_guard
+def images(images_dir: Path, check: bool) -> None:
+    """Regenerate (or --check) every IMAGES_DIR/*/generated from its node-profile.yaml.
+
+    For a repository of golden images laid out as images/<name>/node-profile.yaml: one command
+    keeps every committed output tree up to date, and `--check` fails CI (or a pre-commit hook)
+    when one is stale. Exit 1 if any profile is invalid or any tree is stale.
+    """
+    from migbake.render import render
+    from migbake.validate import check_file
+    from migbake.write import diff_tree, write_tree
+
+    profiles = sorted(images_dir.glob("*/node-profile.yaml"))
+    if not profiles:
+        raise click.UsageError(f"{images_dir}: no */node-profile.yaml found")
+    failed = 0
+    for profile in profiles:
+        out = profile.parent / "generated"
+        checked = check_file(profile)
+        for p in checked.problems:
+            click.echo(p.format(), err=True)
+        if checked.profile is None:
+            failed += 1
+            continue
+        artifacts = render(checked.profile)
+        if check:
+            diff = diff_tree(artifacts, out)
+            for line in diff:
+                click.echo(line)
+            failed += bool(diff)
+            click.echo(f"{out}: {'stale' if diff else 'up to date'}", err=bool(diff))
+        else:
+            write_tree(artifacts, out)
+            click.echo(f"wrote {out}")
+    if failed:
+        what = "stale or invalid" if check else "invalid"
+        click.echo(f"migbake: {_plural(failed, 'image')} {what}; run `migbake images {images_dir}`", err=True)
+        sys.exit(EXIT_INVALID)
 
 
 # --- gpus --------------------------------------------------------------------------------------
@@ -358,6 +429,52 @@ def show(profile: Path) -> None:
             continue
         click.echo("  " + ", ".join(f"{n} x{c}" for n, c in layout.items()))
         click.echo(render_slice_map(m, fit(m, layout).placements))
+
+
+# --- preflight ---------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("profile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `nvidia-smi -q -x` captured on the node.")
+@click.option("--nvidia-smi-csv", "csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current "
+                   "--format=csv` (with or without the header).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_guard
+def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, as_json: bool) -> None:
+    """Check captured nvidia-smi output of a node against PROFILE, offline (for CI and support tickets).
+
+    The GPU checks of scripts/preflight-mig-restore.sh: GPU count, models (PCI ids) and indices of
+    every gpus entry, and the current MIG state. Checks that need the node itself are SKIP. Exit 0
+    when no check failed, 1 when one did (or the profile is invalid), 2 for bad usage or an
+    unreadable capture.
+    """
+    from migbake.preflight import CaptureError, check_capture, read_capture, table
+    from migbake.validate import check_file
+
+    capture_file = xml_file or csv_file
+    if capture_file is None or (xml_file is not None and csv_file is not None):
+        raise click.UsageError("give exactly one of --nvidia-smi-xml FILE or --nvidia-smi-csv FILE")
+    checked = check_file(profile)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    if checked.profile is None:
+        click.echo(f"migbake: {profile}: invalid profile, nothing checked", err=True)
+        sys.exit(EXIT_INVALID)
+    try:
+        capture = read_capture(capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
+    except CaptureError as e:
+        click.echo(f"migbake: error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    result = check_capture(checked.profile, capture)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        for line in table(result):
+            click.echo(line)
+    if not result.ready:
+        sys.exit(EXIT_INVALID)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,6 +19,7 @@ from migbake import __version__
 from migbake.catalog import Catalog, load_catalog
 from migbake.migconfig import group_models, mig_parted_config
 from migbake.model import NodeProfile
+from migbake.preflight import script_context as preflight_context
 from migbake.problems import RenderError
 from migbake.resources import templates_dir
 
@@ -31,8 +32,13 @@ class Artifact:
     """One generated file: its path inside OUT, its text and its mode."""
 
     path: str
-    content: str
+    content: str | bytes
     mode: int
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes (text is UTF-8)."""
+        return self.content if isinstance(self.content, bytes) else self.content.encode("utf-8")
 
 
 # --- quoting, one function per target language -------------------------------------------------
@@ -43,13 +49,19 @@ _SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 def systemd_word(word: str, *, executable: bool = False) -> str:
     """One word of an Exec= line: specifiers (%) and variables ($) escaped, quoted if needed.
 
-    The executable may not start with one of systemd's prefix characters (@ - : + !), which
-    would change how the command runs; it is quoted then.
+    Control characters become C escapes (a raw newline would end the line). The executable may
+    not start with one of systemd's prefix characters (@ - : + !): systemd reads them after
+    unquoting, so no quoting can keep them literal, and such a word is refused.
     """
+    if "\x00" in word:
+        raise RenderError(f"{word!r}: a NUL byte cannot be part of a systemd command line")
+    if executable and word.startswith(("@", "-", ":", "+", "!")):
+        raise RenderError(f"{word!r}: an executable may not start with one of systemd's prefixes @ - : + !")
     escaped = word.replace("%", "%%").replace("$", "$$")
-    if _SYSTEMD_SAFE.match(escaped) and not (executable and escaped.startswith(("@", "-", ":", "+", "!"))):
+    if _SYSTEMD_SAFE.match(escaped):
         return escaped
     inner = escaped.replace("\\", "\\\\").replace('"', '\\"')
+    inner = re.sub(r"[\x01-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", inner)
     return f'"{inner}"'
 
 
@@ -65,9 +77,14 @@ def hcl_string(value: str) -> str:
     return f'"{out}"'
 
 
+# characters a YAML 1.1 reader (PyYAML, cloud-init) rejects or reads as a line break inside a quoted
+# scalar, although JSON leaves them raw
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
 def yaml_scalar(value: object) -> str:
     """A YAML flow scalar (JSON is a subset of YAML 1.2 and of what cloud-init's loader reads)."""
-    return json.dumps(value, ensure_ascii=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def yaml_flow_list(argv: list[str]) -> str:
@@ -77,7 +94,10 @@ def yaml_flow_list(argv: list[str]) -> str:
 
 def sh_quote(value: object) -> str:
     """POSIX shell quoting, always in single quotes (so ``a-b`` never reads as arithmetic)."""
-    return "'" + str(value).replace("'", "'\\''") + "'"
+    text = str(value)
+    if "\x00" in text:
+        raise RenderError(f"{text!r}: a NUL byte cannot be part of a shell word")
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 # --- the environment ---------------------------------------------------------------------------
@@ -154,6 +174,21 @@ def _cloud_init_commands(p: NodeProfile) -> tuple[list[str], list[str]]:
     return bootcmd, runcmd
 
 
+def _check_paths(artifacts: list[Artifact]) -> None:
+    """Two files at one path, or a file where a folder must be (restore.config_path can point there)."""
+    files = {a.path for a in artifacts}
+    if len(files) < len(artifacts):
+        dup = sorted(p for p in files if sum(a.path == p for a in artifacts) > 1)[0]
+        raise RenderError(f"two generated files would both be {dup!r}: restore.config_path must not be "
+                          "the path of another generated file")
+    for a in artifacts:
+        parts = a.path.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in files:
+                raise RenderError(f"{'/'.join(parts[:i])!r} would be both a generated file and the folder of "
+                                  f"{a.path!r}: restore.config_path must not be one of migbake's paths")
+
+
 def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifact]:
     """Every file of the output tree for ``profile``, sorted by path."""
     cat = catalog or load_catalog()
@@ -225,5 +260,8 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
     emit("packer/scripts/disable-mig-manager.sh.j2", "packer/scripts/disable-mig-manager.sh", 0o755)
     for name in ("verify-mig-restore", "uninstall-mig-restore", "capture-mig-config"):
         emit(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
+    emit("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
+         preflight_context(p, cat))
+    _check_paths(out)
     return sorted(out, key=lambda a: a.path)
 

@@ -72,8 +72,8 @@ def write_tree(artifacts: Sequence[Artifact], out: Path, *, force: bool = False)
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, a.mode)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(a.content)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(a.data)
             os.chmod(target, a.mode)  # not subject to the umask
         for d, _, _ in os.walk(tmp):
             os.chmod(d, 0o755)
@@ -94,8 +94,8 @@ def write_tree(artifacts: Sequence[Artifact], out: Path, *, force: bool = False)
         raise
 
 
-def _read_tree(out: Path) -> dict[str, tuple[str | None, int]]:
-    found: dict[str, tuple[str | None, int]] = {}
+def _read_tree(out: Path) -> dict[str, tuple[bytes | None, int]]:
+    found: dict[str, tuple[bytes | None, int]] = {}
     for dirpath, dirnames, filenames in os.walk(out):
         for name in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
             path = Path(dirpath) / name
@@ -104,11 +104,7 @@ def _read_tree(out: Path) -> dict[str, tuple[str | None, int]]:
             if not stat.S_ISREG(st.st_mode):
                 found[rel] = (None, 0)
                 continue
-            try:
-                text: str | None = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                text = None
-            found[rel] = (text, stat.S_IMODE(st.st_mode))
+            found[rel] = (path.read_bytes(), stat.S_IMODE(st.st_mode))
     return found
 
 
@@ -126,15 +122,22 @@ def diff_tree(artifacts: Sequence[Artifact], out: Path) -> list[str]:
         if rel not in want:
             lines.append(f"not generated (would be removed): {rel}")
             continue
-        text, mode = have[rel]
+        data, mode = have[rel]
         a = want[rel]
-        if text is None:
-            lines.append(f"not a regular text file: {rel}")
+        if data is None:
+            lines.append(f"not a regular file: {rel}")
             continue
-        if text != a.content:
-            lines.extend(difflib.unified_diff(text.splitlines(), a.content.splitlines(),
-                                              f"{out.name}/{rel} (on disk)", f"{out.name}/{rel} (generated)",
-                                              lineterm=""))
+        if data != a.data:
+            lines.extend(_diff(rel, out.name, data, a.data))
         if mode != a.mode:
             lines.append(f"mode of {rel}: {mode:04o} on disk, {a.mode:04o} generated")
     return lines
+
+
+def _diff(rel: str, top: str, have: bytes, want: bytes) -> list[str]:
+    try:
+        old, new = have.decode("utf-8"), want.decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"binary file differs: {rel}"]
+    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"{top}/{rel} (on disk)",
+                                     f"{top}/{rel} (generated)", lineterm=""))

@@ -1,0 +1,154 @@
+"""Validation reports in the formats CI systems read: text, JSON, GitHub annotations, SARIF 2.1.0, JUnit XML.
+
+Each function takes the checked files (file name -> problems) and returns the whole report as text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from xml.etree import ElementTree as ET
+
+from migbake import __version__
+from migbake.problems import Problem
+
+FORMATS = ("text", "json", "github", "sarif", "junit")
+INFO_URI = "https://github.com/migbake/migbake"
+
+
+@dataclass(frozen=True, slots=True)
+class FileResult:
+    """One checked file and what was found in it."""
+
+    file: str
+    problems: Sequence[Problem]
+
+    @property
+    def errors(self) -> int:
+        """How many problems are errors."""
+        return sum(p.severity == "error" for p in self.problems)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary(results: Sequence[FileResult]) -> str:
+    """``2 problems in 1 file (3 checked)`` or ``3 files valid``, plus warnings."""
+    errors = sum(r.errors for r in results)
+    warnings = sum(len(r.problems) for r in results) - errors
+    bad = sum(r.errors > 0 for r in results)
+    text = (f"{_plural(errors, 'problem')} in {_plural(bad, 'file')} ({len(results)} checked)" if errors
+            else f"{_plural(len(results), 'file')} valid")
+    if warnings:
+        text += f", {_plural(warnings, 'warning')}"
+    return text
+
+
+def text_report(results: Sequence[FileResult], *, color: bool = False, with_summary: bool = True) -> str:
+    """One ``FILE:LINE:COL: severity: /pointer: message [rule]`` line per problem, then a summary."""
+    lines = []
+    for r in results:
+        for p in r.problems:
+            line = p.format()
+            if color:
+                code = "31" if p.severity == "error" else "33"
+                head = f"{p.file}:{p.line}:{p.col}: "
+                line = head + f"\x1b[1;{code}m{p.severity}\x1b[0m" + line[len(head) + len(p.severity):]
+            lines.append(line)
+    if with_summary:
+        lines.append(summary(results))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def json_report(results: Sequence[FileResult]) -> str:
+    """A JSON document: every file, its validity and problems, and a summary."""
+    doc = {
+        "tool": "migbake", "version": __version__,
+        "files": [{
+            "file": r.file, "valid": r.errors == 0,
+            "problems": [{"line": p.line, "column": p.col, "pointer": p.pointer, "severity": p.severity,
+                          "rule": p.rule, "message": p.message} for p in r.problems],
+        } for r in results],
+        "summary": {"files": len(results), "invalid_files": sum(r.errors > 0 for r in results),
+                    "errors": sum(r.errors for r in results),
+                    "warnings": sum(len(r.problems) - r.errors for r in results)},
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_report(results: Sequence[FileResult]) -> str:
+    """GitHub Actions workflow commands: ``::error file=F,line=L,col=C,title=T::message``."""
+    lines = []
+    for r in results:
+        for p in r.problems:
+            title = f"migbake {p.rule}"
+            lines.append(f"::{p.severity} file={_gh_prop(p.file)},line={p.line},col={p.col},"
+                         f"title={_gh_prop(title)}::{_gh_data((p.pointer or '/') + ': ' + p.message)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def sarif_report(results: Sequence[FileResult]) -> str:
+    """A SARIF 2.1.0 log with one run of migbake."""
+    rules = sorted({p.rule for r in results for p in r.problems})
+    index = {rule: i for i, rule in enumerate(rules)}
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "migbake", "version": __version__, "informationUri": INFO_URI,
+                "rules": [{"id": rule, "name": rule,
+                           "shortDescription": {"text": f"migbake rule {rule}"},
+                           "helpUri": f"{INFO_URI}#validation-output"} for rule in rules],
+            }},
+            "artifacts": [{"location": {"uri": r.file}} for r in results],
+            "results": [{
+                "ruleId": p.rule, "ruleIndex": index[p.rule],
+                "level": "error" if p.severity == "error" else "warning",
+                "message": {"text": f"{p.pointer or '/'}: {p.message}"},
+                "locations": [{"physicalLocation": {
+                    "artifactLocation": {"uri": p.file, "index": i},
+                    "region": {"startLine": p.line, "startColumn": p.col},
+                }}],
+            } for i, r in enumerate(results) for p in r.problems],
+        }],
+    }
+    return json.dumps(sarif, indent=2, ensure_ascii=False) + "\n"
+
+
+def junit_report(results: Sequence[FileResult]) -> str:
+    """JUnit XML: one test case per file, failing when the file has errors."""
+    suites = ET.Element("testsuites", name="migbake validate")
+    suite = ET.SubElement(suites, "testsuite", name="migbake validate", tests=str(len(results)),
+                          failures=str(sum(r.errors > 0 for r in results)), errors="0", skipped="0")
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname="migbake.validate", name=r.file)
+        errors = [p for p in r.problems if p.severity == "error"]
+        if errors:
+            failure = ET.SubElement(case, "failure", type=errors[0].rule,
+                                    message=f"{_plural(len(errors), 'problem')}: {errors[0].message}")
+            failure.text = "\n".join(p.format() for p in r.problems)
+        elif r.problems:
+            out = ET.SubElement(case, "system-out")
+            out.text = "\n".join(p.format() for p in r.problems)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def render_report(fmt: str, results: Sequence[FileResult], *, color: bool = False,
+                  with_summary: bool = True) -> str:
+    """The report in format ``fmt`` (one of FORMATS)."""
+    if fmt == "text":
+        return text_report(results, color=color, with_summary=with_summary)
+    return {"json": json_report, "github": github_report, "sarif": sarif_report,
+            "junit": junit_report}[fmt](results)

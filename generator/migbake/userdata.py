@@ -1,0 +1,61 @@
+"""Deliver the user-data: size against the EC2 limit, a gzip form, and a MIME multi-part form.
+
+The multi-part form is built as ``cloud-init devel make-mime`` builds it (one ``MIMEText`` attachment
+per part inside a ``MIMEMultipart``), with a boundary derived from the content so that the same input
+gives the same bytes. migbake's own part comes last with a ``Merge-Type`` that appends lists and merges
+mappings, so a user's ``runcmd`` or ``write_files`` is kept rather than replaced.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+
+EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
+MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
+PART_TYPES = {
+    "#cloud-config": "cloud-config",
+    "#!": "x-shellscript",
+    "#include": "x-include-url",
+    "#cloud-boothook": "cloud-boothook",
+    "#part-handler": "part-handler",
+    "## template: jinja": "jinja2",
+}
+
+
+def too_big_for_ec2(data: bytes) -> bool:
+    """Whether ``data`` exceeds EC2's 16 KB user-data limit."""
+    return len(data) > EC2_USER_DATA_LIMIT
+
+
+def gzip_user_data(text: str) -> bytes:
+    """Gzip with no name and a zero timestamp: cloud-init detects and inflates it; output is deterministic."""
+    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+
+
+def guess_part_type(text: str) -> str | None:
+    """The MIME subtype cloud-init would give a part starting like ``text`` (None: unknown)."""
+    for prefix, subtype in PART_TYPES.items():
+        if text.startswith(prefix):
+            return subtype
+    return None
+
+
+def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None) -> str:
+    """A multi-part MIME user-data: the user's part first, then migbake's cloud-config (merged onto it)."""
+    subtype = their_type or guess_part_type(theirs)
+    if subtype is None:
+        raise ValueError(f"{their_name}: cannot tell its cloud-init part type from its first line; name "
+                         "it with FILE:TYPE (e.g. my.sh:x-shellscript)")
+    first = MIMEText(theirs, subtype, "utf-8")
+    first.add_header("Content-Disposition", f'attachment; filename="{their_name}"')
+    second = MIMEText(ours, "cloud-config", "utf-8")
+    second.add_header("Content-Disposition", 'attachment; filename="migbake-user-data"')
+    second.add_header("Merge-Type", MERGE_TYPE)
+    boundary = "migbake-" + hashlib.sha256((theirs + "\0" + ours).encode("utf-8")).hexdigest()[:32]
+    combined = MIMEMultipart(boundary=boundary)
+    combined.attach(first)
+    combined.attach(second)
+    return combined.as_string() + "\n"
