@@ -46,11 +46,7 @@ class MigProfile:
     placements: tuple[Placement, ...]
     nvidia_smi_id: int | None
     status: str
-
-    @property
-    def media_extension(self) -> bool:
-        """True for ``+me`` (and ``+me.all``) profiles: at most one such instance per GPU."""
-        return any(a == "me" or a.startswith("me.") for a in self.attributes)
+    media_extension: bool  # a +me (or +me.all) profile: at most one such instance per GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +94,7 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", s.lower())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity: one per process
 class Catalog:
     """Every GPU model migbake knows, with look-up by id, name or alias (case-insensitive)."""
 
@@ -107,13 +103,7 @@ class Catalog:
 
     def find(self, name: str) -> GpuModel | None:
         """The model whose id, name or alias is ``name`` (case and punctuation insensitive)."""
-        wanted = _norm(name)
-        if not wanted:
-            return None
-        for m in self.models:
-            if wanted in {_norm(x) for x in (m.key, *m.names, *m.aliases)}:
-                return m
-        return None
+        return _index(self).get(_norm(name)) if name else None
 
     def by_key(self, key: str) -> GpuModel:
         """The model with catalog id ``key`` (KeyError if unknown)."""
@@ -154,6 +144,15 @@ class Catalog:
         return tuple(m.key for m in self.models)
 
 
+@lru_cache(maxsize=4)
+def _index(catalog: Catalog) -> dict[str, GpuModel]:
+    index: dict[str, GpuModel] = {}
+    for m in catalog.models:
+        for x in (m.key, *m.names, *m.aliases):
+            index.setdefault(_norm(x), m)  # the first model to claim a name keeps it
+    return index
+
+
 def canonical_pci_id(pci_id: str) -> str:
     """``0x233510de`` -> ``0x233510DE`` (mig-parted's device-filter form)."""
     s = pci_id.strip()
@@ -174,6 +173,7 @@ def _profile(raw: dict[str, Any]) -> MigProfile:
         placements=tuple(Placement(int(p["start"]), int(p["size"])) for p in raw["placements"]),
         nvidia_smi_id=raw.get("nvidia_smi_gi_profile_id"),
         status=str(raw.get("status", "")),
+        media_extension=any(a == "me" or a.startswith("me.") for a in raw.get("attributes", ())),
     )
 
 

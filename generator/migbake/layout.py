@@ -241,6 +241,27 @@ def _search(units: tuple[_Unit, ...]) -> tuple[int | None, ...]:
     """
 
     @cache
+    def complete(i: int, taken: int, media: int) -> tuple[int, ...] | None:
+        # the common case, a layout that fits: depth first, lowest starts first, stop at the first
+        # full placement (the same one the exhaustive search below would choose)
+        if i == len(units):
+            return ()
+        u = units[i]
+        if u.profile.media_extension and media >= MAX_MEDIA_EXTENSION_INSTANCES:
+            return None
+        for p in u.profile.placements:
+            mask = ((1 << p.size) - 1) << p.start
+            if not taken & mask:
+                rest = complete(i + 1, taken | mask, media + u.profile.media_extension)
+                if rest is not None:
+                    return (p.start, *rest)
+        return None
+
+    full = complete(0, 0, 0)
+    if full is not None:
+        return full
+
+    @cache
     def best(i: int, taken: int, media: int) -> tuple[int, int, tuple[int | None, ...]]:
         if i == len(units):
             return (0, 0, ())
