@@ -134,7 +134,9 @@ def test_cloud_init_rejects_broken_user_data(tmp_path: Path) -> None:
 
 def test_scripts_pass_shellcheck_and_bash_n(out: tuple[Path, dict[str, object]]) -> None:
     scripts = _scripts(out[0])
-    assert len(scripts) == 5
+    assert {s.name for s in scripts} == {
+        "install-mig-restore.sh", "disable-mig-manager.sh", "verify-mig-restore.sh",
+        "uninstall-mig-restore.sh", "capture-mig-config.sh", "preflight-mig-restore.sh"}
     ran = shellcheck(scripts)
     assert ran.rc == 0, ran.text
     for s in scripts:

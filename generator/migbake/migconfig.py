@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+import yaml
 
 from migbake.catalog import Catalog, GpuModel, load_catalog
 from migbake.model import GpuGroup, NodeProfile
@@ -20,9 +23,36 @@ def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[G
     return models
 
 
+def filter_on(mode: str, model_keys: Iterable[str]) -> bool:
+    """Whether entries carry a device-filter: ``always``, ``never``, or (``auto``) with several models."""
+    if mode in ("always", "never"):
+        return mode == "always"
+    return len(set(model_keys)) > 1
+
+
 def uses_device_filter(profile: NodeProfile, catalog: Catalog | None = None) -> bool:
-    """Whether entries carry a device-filter: only when the profile names more than one GPU model."""
-    return len({m.key for m in group_models(profile, catalog)}) > 1
+    """Whether entries carry a device-filter (the profile's ``device_filter``; auto: several models)."""
+    return filter_on(profile.device_filter, (m.key for m in group_models(profile, catalog)))
+
+
+def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+    """What the config does on a GPU the profile does not list: comment lines for the generated config."""
+    if not uses_device_filter(profile, catalog):
+        if profile.device_filter == "never":
+            return ["No device-filter (device_filter: never): each entry applies to its GPU indices,",
+                    "whatever the GPU model."]
+        return ["No device-filter (one GPU model): on a GPU of another model apply tries these profile",
+                "names and fails; device_filter: always makes such a node fail at assert instead."]
+    seen: dict[str, GpuModel] = {m.key: m for m in group_models(profile, catalog)}
+    kubelet = ("kubelet stays down (fail closed)" if profile.restore.on_failure == "block-kubelet"
+               else "kubelet starts anyway (on_failure: continue)")
+    return [
+        "Each entry applies only to GPUs whose PCI id is one of its model's (device-filter):",
+        *(f"  {m.key}: {', '.join(m.pci_device_ids)}" for m in seen.values()),
+        "A GPU of any other model matches no entry: apply leaves it alone, assert fails",
+        f"(\"not all GPUs match the specified config\"), the restore unit fails and {kubelet};",
+        "scripts/verify-mig-restore.sh names that GPU and its PCI id.",
+    ]
 
 
 def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any]:
@@ -41,3 +71,9 @@ def mig_parted_config(profile: NodeProfile, catalog: Catalog | None = None) -> d
     with_filter = uses_device_filter(profile, catalog)
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
     return {"version": "v1", "mig-configs": {profile.restore.config_name: entries}}
+
+
+def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None) -> str:
+    """The config as YAML text, without comments (the generated file adds a header above it)."""
+    data = mig_parted_config(profile, catalog)
+    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100))

@@ -9,6 +9,8 @@ from typing import Any, Literal
 OnFailure = Literal["block-kubelet", "continue"]
 ManagerAction = Literal["disable", "mask"]
 Driver = Literal["host", "container"]
+DeviceFilter = Literal["auto", "always", "never"]
+MigStrategy = Literal["single", "mixed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,13 @@ class ConflictingManager:
 
 
 @dataclass(frozen=True, slots=True)
+class Kubernetes:
+    """How the node's device plugin advertises MIG devices (its MIG strategy)."""
+
+    mig_strategy: MigStrategy = "mixed"
+
+
+@dataclass(frozen=True, slots=True)
 class NodeProfile:
     """A whole node profile, version 1."""
 
@@ -74,6 +83,8 @@ class NodeProfile:
     tools: Tools = Tools()
     conflicting_manager: ConflictingManager = ConflictingManager()
     driver: Driver = "host"
+    device_filter: DeviceFilter = "auto"
+    kubernetes: Kubernetes = Kubernetes()
     source_sha256: str = ""
 
     @property
@@ -108,5 +119,7 @@ def build_profile(data: dict[str, Any], source_text: str = "") -> NodeProfile:
         tools=Tools(**tools),
         conflicting_manager=ConflictingManager(**mgr),
         driver=data.get("driver", "host"),
+        device_filter=data.get("device_filter", "auto"),
+        kubernetes=Kubernetes(**data.get("kubernetes", {})),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 Severity = Literal["error", "warning"]
+
+# a key of the profile can hold any of these; printed raw they would break the line (or drive the terminal)
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _printable(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +35,9 @@ class Problem:
 
     def format(self) -> str:
         """``FILE:LINE:COL: error: /pointer: message [rule]``: one line, as compilers print."""
-        pointer = self.pointer or "/"
-        return f"{self.file}:{self.line}:{self.col}: {self.severity}: {pointer}: {self.message} [{self.rule}]"
+        pointer = _printable(self.pointer or "/")
+        return (f"{self.file}:{self.line}:{self.col}: {self.severity}: {pointer}: {_printable(self.message)} "
+                f"[{self.rule}]")
 
 
 def sort_problems(problems: Iterable[Problem]) -> list[Problem]:

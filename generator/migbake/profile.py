@@ -18,6 +18,11 @@ from migbake.problems import Problem
 
 MAX_PROFILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
+# libyaml's composer recurses once per level and crashes the interpreter (SIGSEGV) somewhere past
+# ~10000 levels, which fit easily in MAX_PROFILE_BYTES: such files are refused from the event stream
+MAX_PARSE_DEPTH = 4 * MAX_DEPTH
+# no setting takes a number longer than this; longer ones would also hit Python's int/str limit
+MAX_NUMBER_CHARS = 40
 
 try:  # the C composer is several times faster; positions are the same
     _Loader: type = yaml.CSafeLoader
@@ -25,6 +30,22 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
 _BOOL_WORDS = {"true", "false"}
+_ALIAS_TAG = "tag:migbake,2024:alias"
+_ALIAS_MESSAGE = "YAML aliases (*name) are not allowed in a node profile: write the value out"
+
+
+class _AliasLoader(yaml.SafeLoader):
+    """The Python composer, except that an alias becomes a marker node where the alias stands.
+
+    libyaml's composer hands back the anchored node itself, which has the anchor's position; used
+    only for files that hold an alias. Never expands anything (no alias bombs).
+    """
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.get_event()  # type: ignore[no-untyped-call]
+            return yaml.ScalarNode(_ALIAS_TAG, event.anchor, event.start_mark, event.end_mark)
+        return super().compose_node(parent, index)
 
 
 def escape_pointer_token(token: str) -> str:
@@ -46,6 +67,9 @@ class LoadedProfile:
     data: object
     value_pos: dict[str, tuple[int, int]] = field(default_factory=dict)
     key_pos: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # values the loader already reported as unreadable (an alias, a YAML 1.1 boolean, a number it
+    # cannot read): the schema says nothing more about them, one problem is one line
+    unreadable: set[str] = field(default_factory=set)
 
     def where(self, pointer: str, *, key: bool = False) -> tuple[int, int]:
         """Line and column of ``pointer`` (its key if ``key``), falling back to the nearest parent."""
@@ -82,9 +106,15 @@ class _Builder:
 
     def build(self, node: yaml.Node, pointer: str = "", depth: int = 0) -> object:
         self.loaded.value_pos[pointer] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if node.tag == _ALIAS_TAG:
+            self.loaded.unreadable.add(pointer)
+            self._at(node, pointer, _ALIAS_MESSAGE, "yaml-alias")
+            return None
         if id(node) in self._seen:
             # the composer hands back the anchored node itself; its key is where the alias stands
             line, col = self.loaded.key_pos.get(pointer, self.loaded.value_pos[pointer])
+            self.loaded.value_pos[pointer] = (line, col)
+            self.loaded.unreadable.add(pointer)
             self.problems.append(Problem(self.loaded.file, line, col, pointer, "YAML aliases (*name) are not "
                                          "allowed in a node profile: write the value out", "yaml-alias"))
             return None
@@ -104,6 +134,9 @@ class _Builder:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 self._at(key_node, pointer, "YAML merge keys (<<) are not allowed in a node profile",
                          "yaml-merge-key")
+                continue
+            if key_node.tag == _ALIAS_TAG:
+                self._at(key_node, pointer, _ALIAS_MESSAGE, "yaml-alias")
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self._at(key_node, pointer, "a mapping key must be a plain string", "yaml-key-type")
@@ -129,6 +162,7 @@ class _Builder:
             return text
         if node.tag == "tag:yaml.org,2002:bool":
             if text.lower() not in _BOOL_WORDS:
+                self.loaded.unreadable.add(pointer)
                 self._at(node, pointer, f"{text!r} is a boolean in YAML 1.1 but a string in YAML 1.2; "
                          "write true or false (or quote it for a string)", "yaml-1.1-bool")
             return text.lower() in {"true", "yes", "on", "y"}
@@ -153,6 +187,11 @@ class _Builder:
         clean = text.replace("_", "")
         sign = -1 if clean.startswith("-") else 1
         digits = clean.lstrip("+-")
+        if len(digits) > MAX_NUMBER_CHARS:
+            self.loaded.unreadable.add(pointer)
+            self._at(node, pointer, f"{text[:20]!r}... ({len(digits)} characters) is far too large a "
+                     "number for any setting", "number-too-large")
+            return None
         if len(digits) > 1 and digits.startswith("0") and digits.isdigit():
             octal = f" ({int(digits, 8)})" if set(digits) <= set("01234567") else ""
             self._at(node, pointer, f"{text!r} has a leading 0: YAML 1.1 reads it as octal{octal}, YAML 1.2 "
@@ -161,6 +200,7 @@ class _Builder:
         try:
             return sign * int(digits, 0)
         except ValueError:
+            self.loaded.unreadable.add(pointer)
             self._at(node, pointer, f"{text!r} is a YAML 1.1 number form migbake does not accept; write a "
                      "plain decimal number", "yaml-number")
             return text
@@ -195,14 +235,31 @@ def load_profile_bytes(data: bytes, file: str) -> tuple[LoadedProfile, list[Prob
         return fail(line, col, "the file contains a NUL byte", "not-text")
     loaded.text = text
     try:
-        nodes = list(yaml.compose_all(text, Loader=_Loader))
+        depth, aliases = 0, False
+        for event in yaml.parse(text, Loader=_Loader):
+            aliases = aliases or isinstance(event, yaml.AliasEvent)
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_PARSE_DEPTH:
+                    m = event.start_mark
+                    line, col = (m.line + 1, m.column + 1) if m else (1, 1)
+                    return fail(line, col, f"nesting deeper than {MAX_PARSE_DEPTH} levels", "yaml-too-deep")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        nodes = list(yaml.compose_all(text, Loader=_AliasLoader if aliases else _Loader))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         what = " ".join(x for x in (e.context, e.problem) if x)
         return fail(line, col, f"YAML syntax error: {what}", "yaml-syntax")
+    except yaml.reader.ReaderError as e:
+        char = chr(e.character) if isinstance(e.character, int) else str(e.character)
+        at = max(text.find(char), 0)  # the reader stops at the first one (libyaml counts bytes, not chars)
+        line, col = text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+        return fail(line, col, f"the file contains the control character U+{ord(char):04X}, which YAML does "
+                    "not allow", "not-text")
     except yaml.YAMLError as e:
-        return fail(1, 1, f"YAML error: {e}", "yaml-syntax")
+        return fail(1, 1, "YAML error: " + " ".join(str(e).split()), "yaml-syntax")
     docs = [n for n in nodes if n is not None]
     if not docs:
         return fail(1, 1, "the file is empty; a node profile is a YAML mapping with version, name and gpus",
@@ -217,6 +274,7 @@ def load_profile_bytes(data: bytes, file: str) -> tuple[LoadedProfile, list[Prob
     loaded.data = builder.build(root)
     problems = builder.problems
     if not isinstance(root, yaml.MappingNode):
+        loaded.unreadable.add("")  # one problem: the schema's "expected mapping" would repeat it
         problems.append(Problem(file, root.start_mark.line + 1, root.start_mark.column + 1, "",
                                 "the document must be a YAML mapping (version, name, gpus, ...)", "not-a-mapping"))
     return loaded, problems

@@ -10,14 +10,15 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import jinja2
-import yaml
 
 from migbake import __version__
 from migbake.catalog import Catalog, load_catalog
-from migbake.migconfig import group_models, mig_parted_config
+from migbake.kubernetes import verify_groups
+from migbake.migconfig import filter_notes, group_models, mig_parted_config_text
 from migbake.model import NodeProfile
 from migbake.preflight import script_context as preflight_context
 from migbake.problems import RenderError
@@ -102,7 +103,9 @@ def sh_quote(value: object) -> str:
 
 # --- the environment ---------------------------------------------------------------------------
 
+@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    # one environment per process: it caches compiled templates, which is most of a render's cost
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined,
@@ -149,10 +152,6 @@ def gpu_notes(profile: NodeProfile, catalog: Catalog) -> list[str]:
 def _indent(text: str, spaces: int) -> str:
     pad = " " * spaces
     return "\n".join((pad + line) if line else "" for line in text.rstrip("\n").split("\n"))
-
-
-def _dump_yaml(data: Any) -> str:
-    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100))
 
 
 def _cloud_init_commands(p: NodeProfile) -> tuple[list[str], list[str]]:
@@ -206,7 +205,9 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
         "profile": p,
         "header": header(p),
         "gpu_notes": gpu_notes(p, cat),
-        "config_yaml": _dump_yaml(mig_parted_config(p, cat)).rstrip("\n"),
+        "config_yaml": mig_parted_config_text(p, cat).rstrip("\n"),
+        "filter_notes": filter_notes(p, cat),
+        "verify_groups": verify_groups(p, cat),
         "smi_cmd": systemd_command([p.tools.nvidia_smi]),
         "apply_cmd": systemd_command([*mig, "apply", *conf]),
         "assert_cmd": systemd_command([*mig, "assert", *conf]),

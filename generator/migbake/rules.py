@@ -12,6 +12,7 @@ from typing import Any
 
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, load_catalog
 from migbake.layout import fit
+from migbake.migconfig import filter_on
 from migbake.problems import Problem
 from migbake.profile import LoadedProfile, join_pointer
 
@@ -196,12 +197,22 @@ def _devices(group: dict[str, Any]) -> set[int] | None:
     return set()
 
 
+def _model_key(group: dict[str, Any], catalog: Catalog) -> str:
+    model = _model_of(group, catalog)
+    return model.key if model else str(group.get("model"))
+
+
+def _filtered(data: object, catalog: Catalog) -> bool:
+    """Whether the config's entries carry a device-filter (device_filter; auto: several models)."""
+    mode = _mapping(data).get("device_filter", "auto")
+    return filter_on(str(mode), (_model_key(g, catalog) for _, g in _groups(data)))
+
+
 def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """GPU indices never repeat across entries of the same model and stay below gpu_count."""
     groups = _groups(data)
     gpu_count = _mapping(data).get("gpu_count")
-    models = {_model_of(g, catalog).key if _model_of(g, catalog) else str(g.get("model")) for _, g in groups}
-    filtered = len(models) > 1  # several models: each entry gets a device-filter, so only same-model overlaps
+    filtered = _filtered(data, catalog)  # with a device-filter, entries of different models never meet
     for i, (ptr, group) in enumerate(groups):
         mine = _devices(group)
         if isinstance(gpu_count, int) and mine:
@@ -246,6 +257,8 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
     }
     seen: dict[object, str] = {}
     for ptr, name in names.items():
+        if not isinstance(name, str):
+            continue  # the schema reports it (a list here would not even be hashable)
         if name in seen:
             yield loaded.problem(ptr, f"{name!r} is also {seen[name]}: these must be different units",
                                  "unit-name-clash")
@@ -258,9 +271,118 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
                              "path such as /etc/nvidia-mig/config.yaml", "managed-config-path")
 
 
+def _span(indices: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _covered(groups: list[tuple[str, dict[str, Any]]], every: set[int]) -> set[int]:
+    out: set[int] = set()
+    for _, g in groups:
+        mine = _devices(g)
+        out |= every if mine is None else mine
+    return out
+
+
+def rule_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """With gpu_count, every GPU is in an entry; with a device-filter, in an entry of each model."""
+    gpu_count = _mapping(data).get("gpu_count")
+    groups = _groups(data)
+    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or not 1 <= gpu_count <= 64 or not groups:
+        return  # the schema reports a gpu_count out of range
+    every = set(range(gpu_count))
+    if any(max(mine, default=0) >= gpu_count for _, g in groups if (mine := _devices(g))):
+        return  # rule_devices reports the index out of range; the numbering is off, not the coverage
+    fails = ("assert then fails at every boot ('not all GPUs match the specified config') and the restore "
+             "fails closed")
+    missing = sorted(every - _covered(groups, every))
+    if missing:
+        yield loaded.problem("/gpus", f"GPU {_span(missing)} of the {gpu_count} (gpu_count) is in no entry: "
+                             f"{fails}", "device-uncovered")
+        return
+    if not _filtered(data, catalog):
+        return
+    by_model: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for ptr, g in groups:
+        by_model.setdefault(_model_key(g, catalog), []).append((ptr, g))
+    for key, members in by_model.items():
+        gaps = sorted(every - _covered(members, every))
+        if gaps:
+            yield loaded.problem(f"{members[0][0]}/devices", f"the {key} entries leave GPU {_span(gaps)} "
+                                 "uncovered: each entry filters by model, so on a node whose GPU "
+                                 f"{_span(gaps)} is a {key} no entry matches it and {fails} (a node that "
+                                 "mixes models at fixed indices: set device_filter: never and list each "
+                                 "entry's devices)", "model-uncovered")
+
+
+def _strategy_kinds(data: object, catalog: Catalog) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """The entries that meet on one node: per model when entries filter by model, else all of them."""
+    kinds: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    filtered = _filtered(data, catalog)
+    for ptr, g in _groups(data):
+        kinds.setdefault(_model_key(g, catalog) if filtered else "", []).append((ptr, g))
+    return kinds
+
+
+_SINGLE = "mig-strategy-single"
+_ONE_TYPE = ("with mig_strategy single every MIG device is nvidia.com/gpu, so the device plugin needs "
+             "one MIG device type per node ('More than one MIG device type present on node', "
+             "NVIDIA/gpu-operator#460); use mig_strategy: mixed")
+
+
+def _single_problem(ptr: str, group: dict[str, Any], node: str) -> tuple[str, str, bool] | None:
+    """Why one entry cannot be on a node whose device plugin uses the single strategy (pointer, text, key)."""
+    mig = _mapping(group.get("mig"))
+    layout = _mapping(mig.get("layout"))
+    parts = [e for e in _layout_entries(ptr, group) if e.c is not None and e.c != e.g]
+    if mig.get("enabled", True) is False:
+        return (f"{ptr}/mig/enabled", f"MIG is off here: with mig_strategy single every GPU{node} must have "
+                "MIG on (the device plugin: 'all devices on the node must be configured with the same "
+                "migEnabled value')", False)
+    if not layout:
+        return (f"{ptr}/mig", "no MIG devices: with mig_strategy single the device plugin fails on a MIG GPU "
+                "without instances ('No MIG devices present on node')", False)
+    if parts:
+        return (parts[0].pointer, f"{parts[0].name!r} is a compute-instance form: with mig_strategy single "
+                "the device plugin accepts only whole GPU instances", True)
+    if len(layout) > 1:
+        return f"{ptr}/mig/layout", f"{', '.join(layout)}: several profile types; {_ONE_TYPE}", False
+    return None
+
+
+def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """mig_strategy single: per node, MIG on for every GPU, one identical layout of one profile type."""
+    if _mapping(_mapping(data).get("kubernetes")).get("mig_strategy") != "single":
+        return
+    for key, members in _strategy_kinds(data, catalog).items():
+        node = f" of a {key} node" if key else ""
+        first: tuple[str, dict[str, Any]] | None = None
+        for ptr, g in members:
+            found = _single_problem(ptr, g, node)
+            layout = _mapping(_mapping(g.get("mig")).get("layout"))
+            if found is not None:
+                yield loaded.problem(found[0], found[1], _SINGLE, key=found[2])
+            elif first is None:
+                first = (ptr, layout)
+            elif layout != first[1]:
+                yield loaded.problem(f"{ptr}/mig/layout", f"{_shown(layout)} differs from {first[0]} "
+                                     f"({_shown(first[1])}): every MIG GPU{node} needs the same layout; "
+                                     f"{_ONE_TYPE}", _SINGLE)
+
+
+def _shown(layout: dict[str, Any]) -> str:
+    return ", ".join(f"{n} x{c}" for n, c in layout.items())
+
+
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
-                           rule_driver, rule_units)
+                           rule_coverage, rule_mig_strategy, rule_driver, rule_units)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:

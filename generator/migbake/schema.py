@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
 from migbake.problems import Problem
@@ -27,9 +27,20 @@ def load_schema() -> dict[str, Any]:
     return data
 
 
+def _is_integer(checker: object, instance: object) -> bool:
+    # JSON Schema counts 8.0 as an integer; a YAML 8.0 is a float, and the rules (counts, indices)
+    # would skip it as "not an int" and let e.g. `1g.18gb: 8.0` through unchecked
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(load_schema())
+    validator: Draft202012Validator = _Validator(load_schema())
+    return validator
 
 
 def _pointer(path: Any) -> str:
@@ -81,7 +92,11 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
         # the branch whose error goes deepest is the one the author most likely meant
         # (a branch that failed only on type or const is a branch the author did not mean)
         meant = [e for e in error.context if e.validator not in ("type", "const")]
-        yield from _problems_for(best_match(meant or error.context), loaded)
+        best = best_match(meant or error.context)
+        # every error of that branch, not only the first (devices: [64, -1] has two)
+        branch = list(best.relative_schema_path)[:1]
+        for e in [e for e in error.context if list(e.relative_schema_path)[:1] == branch] or [best]:
+            yield from _problems_for(e, loaded)
         return
     if kind == "additionalProperties" and isinstance(value, dict):
         known = sorted(schema.get("properties", {}))
@@ -141,4 +156,5 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
 def schema_problems(loaded: LoadedProfile) -> list[Problem]:
     """Every shape problem of a loaded profile (empty list: the shape is right)."""
     errors = _validator().iter_errors(loaded.data)
-    return [p for e in errors for p in _problems_for(e, loaded)]
+    return [p for e in errors for p in _problems_for(e, loaded)
+            if not any(p.pointer == u or p.pointer.startswith(u + "/") for u in loaded.unreadable)]

@@ -54,7 +54,9 @@ def _check_out(out: Path, force: bool) -> None:
                           "a link)")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file() and not force:
+    marker = out / MARKER
+    ours = marker.is_file() and not marker.is_symlink()  # a symlink named like the marker is not migbake's
+    if out.is_dir() and any(out.iterdir()) and not ours and not force:
         raise OutputError(f"{out} is not empty and was not created by migbake; choose an empty or new "
                           "directory, or pass --force to replace it")
 
@@ -86,7 +88,11 @@ def write_tree(artifacts: Sequence[Artifact], out: Path, *, force: bool = False)
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
         os.rmdir(old)
         os.rename(out, old)
-        os.rename(tmp, out)
+        try:
+            os.rename(tmp, out)
+        except BaseException:
+            os.rename(old, out)  # put the old tree back: OUT is never missing
+            raise
         shutil.rmtree(old)
     except BaseException:
         if tmp.exists():

@@ -63,6 +63,54 @@ else
   fail "$smi -L failed: is the driver loaded?"
 fi
 
+# Each GPU against the config's entries, matched as mig-parted does it (device-filter by PCI id, then
+# devices), and the Kubernetes resources that makes the node advertise (MIG strategy mixed).
+# entry MODEL PCI_IDS DEVICES FILTERED RESOURCES: one gpus entry; RESOURCES are NAME=COUNT per GPU.
+mig_strategy='mixed'
+entry_model=()
+entry_ids=()
+entry_devices=()
+entry_filtered=()
+entry_resources=()
+entry() {
+  entry_model+=("$1"); entry_ids+=(" $2 "); entry_devices+=(" $3 "); entry_filtered+=("$4"); entry_resources+=("$5")
+}
+entry 'h100-80gb' '0x233010DE 0x233110DE 0x232210DE 0x232410DE' 'all' 'no' 'nvidia.com/mig-3g.40gb=2'
+declare -A want=()
+seen=0
+unmatched=()
+foreign=()
+if query="$("$smi" --query-gpu=index,pci.device_id --format=csv,noheader 2>/dev/null)"; then
+  while IFS=', ' read -r idx pci _; do
+    case "$idx" in '' | *[!0-9]*) continue ;; esac
+    pci="${pci^^}"
+    pci="0x${pci#0X}"
+    seen=$((seen + 1))
+    hit=no
+    for k in "${!entry_model[@]}"; do
+      if [ "${entry_filtered[k]}" = yes ] && [[ ${entry_ids[k]} != *" $pci "* ]]; then continue; fi
+      if [ "${entry_devices[k]}" != " all " ] && [[ ${entry_devices[k]} != *" $idx "* ]]; then continue; fi
+      hit=yes
+      if [[ ${entry_ids[k]} != *" $pci "* ]]; then foreign+=("GPU $idx ($pci) is not ${entry_model[k]}"); fi
+      for r in ${entry_resources[k]}; do
+        name="${r%=*}"
+        want[$name]=$(( ${want[$name]:-0} + ${r#*=} ))
+      done
+      break
+    done
+    if [ "$hit" = no ]; then unmatched+=("GPU $idx ($pci)"); fi
+  done <<<"$query"
+fi
+if [ "$seen" -eq 0 ]; then
+  info "cannot read the GPUs' PCI ids ($smi --query-gpu=index,pci.device_id): GPU-to-entry check skipped"
+elif [ -n "${unmatched[*]}" ]; then
+  fail "${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: kubelet stays down"
+elif [ -n "${foreign[*]}" ]; then
+  fail "${foreign[*]}: the entry has no device-filter, so apply tries that model's MIG profiles on it and fails"
+else
+  pass "each of the $seen GPU(s) matches an entry of config '$config_name'"
+fi
+
 if [ "$kubelet_present" = yes ]; then
   if [ -f "$dropin" ]; then pass "kubelet drop-in $dropin exists"; else fail "kubelet drop-in $dropin is missing"; fi
   if [ "$on_failure" = block-kubelet ]; then
@@ -103,10 +151,29 @@ if [ "$(prop "$manager" InactiveExitTimestampMonotonic)" != "" ] && [ "$(prop "$
   fail "$manager ran this boot"
 fi
 
+# Kubernetes: compare the node's allocatable nvidia.com/* resources with what the layout should give
+# (INFO when equal, WARN otherwise: kubectl access is optional and the device plugin may still start).
 if command -v kubectl >/dev/null 2>&1 && [ "$kubelet_present" = yes ]; then
   node="$(hostname)"
-  if alloc="$(kubectl get node "$node" -o jsonpath='{.status.allocatable}' 2>/dev/null)"; then
-    info "allocatable of node $node: $alloc"
+  # shellcheck disable=SC2016 # a kubectl go-template, not shell
+  template='{{range $k, $v := .status.allocatable}}{{$k}}={{$v}}{{"\n"}}{{end}}'
+  if alloc="$(kubectl get node "$node" -o go-template="$template" 2>/dev/null)"; then
+    declare -A have=()
+    while IFS='=' read -r name n; do
+      case "$name" in nvidia.com/*) have[$name]=$n ;; esac
+    done <<<"$alloc"
+    if [ "$seen" -eq 0 ]; then
+      info "allocatable of node $node: $(printf '%s ' "${!have[@]}")(expected resources unknown: no GPU list)"
+    else
+      while read -r name; do
+        [ -n "$name" ] || continue
+        if [ "${have[$name]:-0}" = "${want[$name]:-0}" ]; then
+          info "allocatable $name: ${want[$name]:-0}, as the layout gives (MIG strategy $mig_strategy)"
+        else
+          warn "allocatable $name: ${have[$name]:-none}, the layout gives ${want[$name]:-none} (device plugin not up yet, or its MIG strategy is not $mig_strategy?)"
+        fi
+      done < <(printf '%s\n' "${!want[@]}" "${!have[@]}" | sort -u)
+    fi
   else
     info "kubectl cannot read node $node (no kubeconfig here?): compare Allocatable from an admin terminal"
   fi

@@ -1,0 +1,358 @@
+"""Preflight: does a node match its profile before anything is enabled? Checked on captured nvidia-smi output.
+
+The generated ``scripts/preflight-mig-restore.sh`` runs the same checks live on the node. Both read what
+each ``gpus`` entry asks from :func:`expectations` and word their verdicts the same way, so the offline
+form (``migbake preflight``) and the script agree check by check. Only the checks that need the node
+itself (the tool paths, the driver, the units) are SKIP offline.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from xml.parsers import expat
+
+from migbake.catalog import Catalog, canonical_pci_id
+from migbake.migconfig import group_models, uses_device_filter
+from migbake.model import NodeProfile
+from migbake.problems import MigbakeError
+
+Status = Literal["PASS", "WARN", "NOTE", "FAIL", "SKIP"]
+Source = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
+
+SCRIPT = "scripts/preflight-mig-restore.sh"
+QUERY_FIELDS = ("index", "name", "pci.device_id", "mig.mode.current")
+NODE_ONLY_CHECKS = ("nvidia-smi", "driver", "mig-parted", "kubelet", "mig-manager")
+OFFLINE = f"not checked offline: run {SCRIPT} on the node"
+MAX_CAPTURE_BYTES = 16 * 1024 * 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class CaptureError(MigbakeError):
+    """Captured nvidia-smi output cannot be read: missing, malformed, unsafe XML or unexpected columns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the preflight table."""
+
+    name: str
+    status: Status
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU as nvidia-smi reported it (``pci_device_id`` in mig-parted's ``0xDDDDVVVV`` form)."""
+
+    index: int
+    name: str
+    pci_device_id: str
+    mig_mode: str
+    mig_devices: tuple[str, ...] | None = None  # profile names, when the capture has them (nvidia-smi -L)
+    mig_device_count: int | None = None  # how many, when only that is known (nvidia-smi -q -x)
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """GPUs read from one captured nvidia-smi output."""
+
+    source: Source
+    file: str
+    gpus: tuple[Gpu, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """The verdict for one profile: every check in table order."""
+
+    profile: str
+    source: str
+    file: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ready(self) -> bool:
+        """No check failed (WARN, NOTE and SKIP do not block)."""
+        return not any(c.status == "FAIL" for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine form, with the keys the script's ``--json`` prints (plus ``file``)."""
+        return {"profile": self.profile, "source": self.source, "file": self.file, "ready": self.ready,
+                "checks": [{"check": c.name, "status": c.status, "detail": c.detail} for c in self.checks]}
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What one ``gpus`` entry asks of the node, in the form both preflights evaluate."""
+
+    check: str
+    model: str
+    pci_ids: tuple[str, ...]
+    devices: Literal["all"] | tuple[int, ...]
+    filtered: bool  # mig-parted selects only GPUs of this model (the config has a device-filter)
+    want_mode: str
+    want_count: int
+    want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
+
+    @property
+    def expected(self) -> str:
+        """``h200-141gb (0x233510DE, 0x233B10DE)``."""
+        return f"{self.model} ({', '.join(self.pci_ids)})"
+
+
+def _layout_text(counts: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{n}x {name}" for name, n in sorted(counts)) or "no MIG devices"
+
+
+def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[Expectation, ...]:
+    """One expectation per ``gpus`` entry, in profile order."""
+    filtered = uses_device_filter(profile, catalog)
+    out = []
+    for i, (g, m) in enumerate(zip(profile.gpus, group_models(profile, catalog))):
+        mode = "Enabled" if g.mig_enabled else "Disabled"
+        want = f"MIG Enabled, {_layout_text(g.layout)}" if g.mig_enabled else "MIG Disabled"
+        out.append(Expectation(f"gpus/{i}", m.key, m.pci_device_ids, g.devices, filtered, mode,
+                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want))
+    return tuple(out)
+
+
+def script_context(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The values the preflight template prints (each goes through the ``sh`` filter there)."""
+    groups = [{"check": e.check, "model": e.model, "pci_ids": " ".join(e.pci_ids),
+               "devices": "all" if e.devices == "all" else " ".join(map(str, e.devices)),
+               "filtered": "yes" if e.filtered else "no", "want": e.want}
+              for e in expectations(profile, catalog)]
+    count = "" if profile.gpu_count is None else str(profile.gpu_count)
+    return {"preflight": {"gpu_count": count, "groups": groups}}
+
+
+# --- the hardware checks -----------------------------------------------------------------------
+
+def _ids(indices: Iterable[int]) -> str:
+    return ",".join(map(str, indices))
+
+
+def _gpu_count(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> Check:
+    n, want = len(gpus), profile.gpu_count
+    if n == 0:
+        return Check("gpu-count", "FAIL", "nvidia-smi lists no GPUs")
+    if want is None:
+        return Check("gpu-count", "PASS", f"{n} GPU(s) (the profile sets no gpu_count)")
+    if n == want:
+        return Check("gpu-count", "PASS", f"{n} GPU(s), as gpu_count says")
+    return Check("gpu-count", "FAIL", f"{n} GPU(s) on the node, the profile's gpu_count is {want}")
+
+
+def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """Listed GPUs exist and are the entry's model; ``devices: all`` without a filter means every GPU."""
+    by_index = {g.index: g for g in gpus}
+    ok: list[int] = []
+    wrong: list[str] = []
+    missing: list[int] = []
+    for i in [g.index for g in gpus] if e.devices == "all" else e.devices:
+        g = by_index.get(i)
+        if g is None:
+            missing.append(i)
+        elif g.pci_device_id in e.pci_ids:
+            ok.append(i)
+            selected[i] = e
+        else:
+            if not e.filtered or e.devices != "all":
+                wrong.append(f"GPU {i} is {g.name} ({g.pci_device_id})")
+            if not e.filtered:  # mig-parted applies the entry to it anyway, and fails there
+                selected[i] = e
+    parts = []
+    if wrong:
+        parts.append(f"{', '.join(wrong)}, not {e.expected}")
+    if missing:
+        parts.append(f"GPU {_ids(missing)} not found (the node has {len(gpus)} GPU(s))")
+    if parts:
+        return Check(e.check, "FAIL", "; ".join(parts))
+    if not ok:
+        return Check(e.check, "FAIL", f"no GPU is {e.expected}")
+    return Check(e.check, "PASS", f"GPU {_ids(ok)}: {e.model}")
+
+
+def _coverage(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """Every GPU is selected by some entry: assert fails otherwise, and with it every boot's restore."""
+    uncovered = [g.index for g in gpus if g.index not in selected]
+    if uncovered:  # mig-parted assert: every GPU must match an entry, or "not all GPUs match"
+        return Check("coverage", "FAIL", f"GPU {_ids(uncovered)} in no gpus entry: nvidia-mig-parted "
+                     "assert then fails (not all GPUs match the specified config), and so does the restore "
+                     "at every boot")
+    return Check("coverage", "PASS", "every GPU is in a gpus entry")
+
+
+def _have(g: Gpu) -> str:
+    if g.mig_mode != "Enabled":
+        return f"MIG {g.mig_mode}"
+    if g.mig_devices is not None:
+        return f"MIG Enabled, {_layout_text(Counter(g.mig_devices).items())}"
+    if g.mig_device_count is not None:
+        return f"MIG Enabled, {g.mig_device_count or 'no'} MIG device{'' if g.mig_device_count == 1 else 's'}"
+    return "MIG Enabled"
+
+
+def _same(g: Gpu, e: Expectation) -> bool | None:
+    """Whether the GPU already has the entry's MIG state; None when the capture cannot tell."""
+    if g.mig_mode != e.want_mode:
+        return False
+    if g.mig_mode != "Enabled":
+        return True
+    if g.mig_devices is not None:
+        return _have(g) == e.want
+    if g.mig_device_count is not None and g.mig_device_count != e.want_count:
+        return False
+    return None  # MIG is on, but the capture does not name the MIG devices' profiles
+
+
+def _mig_state(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """The MIG state now, against what the restore will set (a NOTE: the next boot replaces it)."""
+    if not selected:
+        return Check("mig-state", "SKIP", "no GPU of the profile on the node")
+    differ: dict[str, list[int]] = {}
+    unknown: list[int] = []
+    for g in gpus:
+        e = selected.get(g.index)
+        same = None if e is None else _same(g, e)
+        if e is not None and same is False:
+            differ.setdefault(f"{_have(g)} (profile: {e.want})", []).append(g.index)
+        elif e is not None and same is None:
+            unknown.append(g.index)
+    if differ:
+        text = "; ".join(f"GPU {_ids(ix)}: {state}" for state, ix in differ.items())
+        return Check("mig-state", "NOTE", f"{text}; the next boot's restore replaces this")
+    if unknown:
+        return Check("mig-state", "SKIP", f"GPU {_ids(unknown)}: MIG Enabled, but the capture does not name "
+                     f"the MIG devices' profiles (run {SCRIPT} on the node to compare them)")
+    return Check("mig-state", "PASS", "every GPU already has the profile's MIG state")
+
+
+def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...],
+                    catalog: Catalog | None = None) -> list[Check]:
+    """gpu-count, one check per ``gpus`` entry, coverage and mig-state, in table order."""
+    selected: dict[int, Expectation] = {}
+    groups = [_group(e, gpus, selected) for e in expectations(profile, catalog)]
+    return [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected), _mig_state(gpus, selected)]
+
+
+def check_capture(profile: NodeProfile, capture: Capture, catalog: Catalog | None = None) -> Preflight:
+    """Every preflight check for ``profile`` on captured output; the node-only ones are SKIP."""
+    skip = {name: Check(name, "SKIP", OFFLINE) for name in NODE_ONLY_CHECKS}
+    checks = [skip["nvidia-smi"], skip["driver"], *hardware_checks(profile, capture.gpus, catalog),
+              skip["mig-parted"], skip["kubelet"], skip["mig-manager"]]
+    clean = tuple(Check(c.name, c.status, _CONTROL.sub(" ", c.detail)) for c in checks)
+    return Preflight(profile.name, capture.source, capture.file, clean)
+
+
+def table(result: Preflight) -> list[str]:
+    """The readable form: a CHECK / STATUS / DETAIL table and a verdict line (as the script prints)."""
+    lines = [f"migbake preflight: profile {result.profile}, offline from {result.file} ({result.source})",
+             f"{'CHECK':<12} {'STATUS':<6} DETAIL"]
+    lines += [f"{c.name:<12} {c.status:<6} {c.detail}" for c in result.checks]
+    failed = sum(c.status == "FAIL" for c in result.checks)
+    skipped = sum(c.status == "SKIP" for c in result.checks)
+    verdict = "READY: no check failed" if not failed else f"NOT READY: {failed} check(s) failed"
+    lines += ["", f"{verdict} ({skipped} skipped; run {SCRIPT} on the node for the rest)."]
+    return lines
+
+
+# --- reading captures --------------------------------------------------------------------------
+
+def _refuse_entity(*_: object) -> None:
+    raise CaptureError("the XML declares entities; nvidia-smi -q -x never does (refused: entity expansion)")
+
+
+def _refuse_internal_subset(_name: str, _sysid: str | None, _pubid: str | None, internal_subset: int) -> None:
+    if internal_subset:
+        raise CaptureError("the XML's DOCTYPE has an internal subset; nvidia-smi -q -x never writes one "
+                           "(refused)")
+
+
+def _safe_root(data: bytes, file: str) -> ET.Element:
+    """Parse XML that declares no entities: expat reports every declaration first, then ElementTree reads it.
+
+    Neither parser fetches the external DTD the real file names (nvsmi_device_v13.dtd).
+    """
+    scan = expat.ParserCreate()
+    scan.StartDoctypeDeclHandler = _refuse_internal_subset
+    scan.EntityDeclHandler = _refuse_entity
+    scan.UnparsedEntityDeclHandler = _refuse_entity
+    try:
+        scan.Parse(data, True)
+        return ET.fromstring(data)
+    except (expat.ExpatError, ET.ParseError) as err:
+        raise CaptureError(f"{file}: not well-formed XML: {err}") from err
+    except CaptureError as err:
+        raise CaptureError(f"{file}: {err}") from err
+
+
+def _text(gpu: ET.Element, path: str) -> str:
+    return (gpu.findtext(path) or "").strip()
+
+
+def parse_xml(data: bytes, file: str) -> Capture:
+    """GPUs from ``nvidia-smi -q -x`` (in index order; no MIG profile names, only how many devices)."""
+    root = _safe_root(data, file)
+    if root.tag != "nvidia_smi_log":
+        raise CaptureError(f"{file}: root element is <{root.tag}>, not <nvidia_smi_log> (nvidia-smi -q -x)")
+    gpus = []
+    for i, gpu in enumerate(root.findall("gpu")):
+        pci = _text(gpu, "pci/pci_device_id")
+        if not pci:
+            raise CaptureError(f"{file}: GPU {i} has no <pci><pci_device_id>")
+        mode = _text(gpu, "mig_mode/current_mig") or "N/A"
+        gpus.append(Gpu(i, _text(gpu, "product_name"), canonical_pci_id(pci),
+                        "[N/A]" if mode == "N/A" else mode,  # as the CSV and the live script print it
+                        mig_device_count=len(gpu.findall("mig_devices/mig_device"))))
+    return Capture("nvidia-smi-xml", file, tuple(gpus))
+
+
+def parse_csv(text: str, file: str) -> Capture:
+    """GPUs from ``nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current --format=csv[,noheader]``.
+
+    With a header line the columns may come in any order, among others (units like ``[MiB]`` ignored).
+    """
+    rows = [[f.strip() for f in line.split(",")] for line in text.splitlines() if line.strip()]
+    if not rows:
+        raise CaptureError(f"{file}: empty; expected the CSV of "
+                           f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)}")
+    if "index" in rows[0]:  # a header line (a GPU line never has a field called index)
+        header = [re.sub(r"\s*\[.*\]$", "", f) for f in rows.pop(0)]
+        absent = [f for f in QUERY_FIELDS if f not in header]
+        if absent:
+            raise CaptureError(f"{file}: the header has no column {', '.join(absent)}")
+        pos = [header.index(f) for f in QUERY_FIELDS]
+    else:
+        header, pos = list(QUERY_FIELDS), [0, 1, 2, 3]
+    gpus = []
+    for n, row in enumerate(rows, start=1):
+        if len(row) != len(header) or not row[pos[0]].isdigit():
+            raise CaptureError(f"{file}: GPU line {n} is not 'index, name, pci.device_id, mig.mode.current' "
+                               f"({len(row)} fields): {', '.join(row)}")
+        idx, name, pci, mode = (row[p] for p in pos)
+        gpus.append(Gpu(int(idx), name, canonical_pci_id(pci), mode))
+    return Capture("nvidia-smi-csv", file, tuple(gpus))
+
+
+def read_capture(path: Path, source: Source) -> Capture:
+    """Read and parse a captured file (at most 16 MiB)."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_CAPTURE_BYTES + 1)
+    except OSError as err:
+        raise CaptureError(f"{path}: {err.strerror or err}") from err
+    if len(data) > MAX_CAPTURE_BYTES:
+        raise CaptureError(f"{path}: larger than {MAX_CAPTURE_BYTES // (1024 * 1024)} MiB")
+    if source == "nvidia-smi-xml":
+        return parse_xml(data, str(path))
+    try:
+        return parse_csv(data.decode("utf-8"), str(path))
+    except UnicodeDecodeError as err:
+        raise CaptureError(f"{path}: not UTF-8 text: {err}") from err

@@ -1,0 +1,458 @@
+"""The generated scripts, run for real against fake NVIDIA tools and a fake systemctl.
+
+capture-mig-config.sh must never replace a config unless export and assert both succeeded;
+uninstall-mig-restore.sh and the Packer provisioner scripts must be idempotent; verify-mig-restore.sh
+must pass a good node and name the unit that failed on a bad one. No real nvidia-smi or
+nvidia-mig-parted is ever called: the profile points the tools into the test's folder, and poisoned
+stand-ins sit first on PATH and record any call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import generate
+from realtools import FAKE_MANAGER, Ran, run
+
+pytestmark = pytest.mark.realtool
+
+PATH_OK = re.compile(r"^/[A-Za-z0-9._+/-]+$")  # what the schema allows in a path
+
+H200_LAYOUT = """\
+version: v1
+mig-configs:
+  current:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        1g.18gb: 7
+"""
+EMPTY_LAYOUT = """\
+version: v1
+mig-configs:
+  current:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+"""
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@dataclass
+class Node:
+    """A fake node in a folder: tools, systemctl, state files, and the generated scripts for it."""
+
+    root: Path
+    out: Path
+    bin: Path
+    state: Path
+    config: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for running a generated script here."""
+        tmp = self.root / "tmp"
+        tmp.mkdir(exist_ok=True)
+        return {
+            "PATH": f"{self.bin}:/usr/bin:/bin",
+            "STATE": str(self.state),
+            "TMPDIR": str(tmp),
+            "LC_ALL": "C.UTF-8",
+        }
+
+    def set(self, name: str, value: str) -> None:
+        """Write one state file (fake systemctl/tool behaviour)."""
+        path = self.state / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value)
+
+    def calls(self, tool: str) -> list[str]:
+        """The command lines ``tool`` was called with."""
+        log = self.state / f"{tool}.calls"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def run(self, script: Path, *args: str) -> Ran:
+        """Run a script with this node's environment."""
+        ran = run(["bash", str(script), *args], env=self.env, timeout=60)
+        assert not (self.state / "poison").exists(), (self.state / "poison").read_text()
+        return ran
+
+    def patched(self, rel: str, **paths: Path) -> Path:
+        """A copy of a generated script whose fixed /etc/systemd/system paths point into this folder."""
+        text = (self.out / rel).read_text()
+        for var, path in paths.items():
+            line = re.compile(rf"^{var}='/etc/systemd/system/[^']*'$", re.M)
+            assert len(line.findall(text)) == 1, (rel, var)
+            text = line.sub(f"{var}='{path}'", text)
+        return _exe(self.root / "patched" / Path(rel).name, text)
+
+
+FAKE_SYSTEMCTL = r"""#!/bin/bash
+# fake systemctl: units' states and properties are files under $STATE
+printf '%s\n' "$*" >>"$STATE/systemctl.calls"
+get() { cat "$STATE/$1" 2>/dev/null || printf '%s' "$2"; }
+case "$1" in
+  is-enabled) s="$(get "enabled/$2" disabled)"; echo "$s"; [ "$s" = enabled ] ;;
+  is-active) s="$(get "active/$2" inactive)"; echo "$s"; [ "$s" = active ] ;;
+  enable) mkdir -p "$STATE/enabled"; echo enabled >"$STATE/enabled/$2" ;;
+  disable) mkdir -p "$STATE/enabled"; echo disabled >"$STATE/enabled/$2" ;;
+  daemon-reload) ;;
+  show) get "props/$5.$3" "" ; echo ;;
+  *) echo "fake systemctl: unexpected: $*" >&2; exit 1 ;;
+esac
+"""
+FAKE_MIG_PARTED = r"""#!/bin/bash
+# fake nvidia-mig-parted: $STATE/mig-parted.mode says how export and assert behave
+printf '%s\n' "$*" >>"$STATE/mig-parted.calls"
+mode="$(cat "$STATE/mig-parted.mode" 2>/dev/null || echo ok)"
+case "$1:$mode" in
+  export:export-fails) cat "$STATE/layout"; echo "export: cannot talk to NVML" >&2; exit 1 ;;
+  export:export-empty) exit 0 ;;
+  export:export-no-devices) cat "$STATE/empty-layout" ;;
+  export:*) cat "$STATE/layout" ;;
+  assert:assert-fails) echo "assert: not all GPUs match the specified config" >&2; exit 1 ;;
+  assert:*) exit 0 ;;
+  *) echo "fake nvidia-mig-parted: unexpected: $*" >&2; exit 2 ;;
+esac
+"""
+FAKE_SMI = r"""#!/bin/bash
+printf '%s\n' "$*" >>"$STATE/nvidia-smi.calls"
+[ "$(cat "$STATE/smi.mode" 2>/dev/null)" = fails ] && { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+case "$1" in
+  -L) for i in 0 1; do
+        echo "GPU $i: NVIDIA H200 (UUID: GPU-$i)"
+        for j in 0 1 2 3 4 5 6; do echo "  MIG 1g.18gb     Device  $j: (UUID: MIG-$i-$j)"; done
+      done ;;
+  --query-gpu=*) printf '0, 0x233510DE\n1, 0x233510DE\n' ;;
+  *) ;;
+esac
+"""
+FAKE_JOURNALCTL = (
+    "#!/bin/bash\nprintf '%s\\n' \"$*\" >>\"$STATE/journalctl.calls\"\necho 'journal: apply failed'\n"
+)
+POISON = '#!/bin/bash\necho "$0 $*" >>"$STATE/poison"\nexit 99\n'
+
+
+def make_node(tmp_path: Path, profile_extra: str = "", *, kubelet: bool = True) -> Node:
+    """Generate a profile whose tools and config live in ``tmp_path``, and fake everything around it."""
+    root = tmp_path / "node"
+    tools = root / "opt" / "nvidia"
+    config = root / "etc" / "nvidia-mig" / "config.yaml"
+    for p in (tools, config):
+        assert PATH_OK.match(str(p)), f"{p}: pytest's temporary folder has characters a profile path may not"
+    text = f"""\
+version: 1
+name: scripts-under-test
+gpu_count: 2
+gpus:
+  - model: h200-141gb
+    mig:
+      layout: {{1g.18gb: 7}}
+kubelet: {{present: {str(kubelet).lower()}}}
+restore:
+  config_path: {config}
+tools:
+  nvidia_smi: {tools}/nvidia-smi
+  nvidia_mig_parted: {tools}/nvidia-mig-parted
+{profile_extra}"""
+    out = generate(text, tmp_path / "out")
+    bin_dir = root / "bin"
+    state = root / "state"
+    state.mkdir(parents=True)
+    _exe(bin_dir / "systemctl", FAKE_SYSTEMCTL)
+    _exe(bin_dir / "journalctl", FAKE_JOURNALCTL)
+    _exe(bin_dir / "id", "#!/bin/sh\necho 0\n")  # the scripts insist on root; the test need not be
+    _exe(bin_dir / "kubectl", "#!/bin/sh\nexit 1\n")  # no cluster here
+    for real in ("nvidia-smi", "nvidia-mig-parted"):
+        _exe(bin_dir / real, POISON)  # only the profile's absolute tool paths may be used
+    _exe(tools / "nvidia-mig-parted", FAKE_MIG_PARTED)
+    _exe(tools / "nvidia-smi", FAKE_SMI)
+    (state / "layout").write_text(H200_LAYOUT)
+    (state / "empty-layout").write_text(EMPTY_LAYOUT)
+    return Node(root, out, bin_dir, state, config)
+
+
+def file_state(path: Path) -> tuple[bytes, int] | None:
+    """Content and mode of a file, or None."""
+    return (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) if path.exists() else None
+
+
+# --- capture-mig-config.sh ------------------------------------------------------------------------
+
+FAILURES = {
+    "export-fails": "nvidia-mig-parted export failed",
+    "export-empty": "nvidia-mig-parted export printed nothing",
+    "export-no-devices": "the export has no MIG devices",
+    "assert-fails": "nvidia-mig-parted assert of the export failed",
+}
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["config-exists", "no-config"])
+@pytest.mark.parametrize("mode", sorted(FAILURES))
+def test_capture_leaves_the_config_alone_unless_export_and_assert_succeed(
+    tmp_path: Path, mode: str, existing: bool
+) -> None:
+    node = make_node(tmp_path)
+    if existing:
+        node.config.parent.mkdir(parents=True)
+        node.config.write_text("# the known-good config\n")
+        node.config.chmod(0o600)
+    before = file_state(node.config)
+    node.set("mig-parted.mode", mode)
+    ran = node.run(node.out / "scripts/capture-mig-config.sh")
+    assert ran.rc == 1, ran.text
+    assert FAILURES[mode] in ran.err and f"{node.config} left unchanged" in ran.err
+    assert file_state(node.config) == before
+    assert list((node.root / "tmp").iterdir()) == []  # the temporary export is cleaned up
+    exported = [c for c in node.calls("mig-parted") if c.startswith("export")]
+    assert exported == ["export --config-label current"]
+
+
+def test_capture_saves_the_export_after_assert(tmp_path: Path) -> None:
+    node = make_node(tmp_path)
+    node.config.parent.mkdir(parents=True)
+    node.config.write_text("# an older config\n")
+    node.config.chmod(0o600)
+    ran = node.run(node.out / "scripts/capture-mig-config.sh")
+    assert ran.rc == 0, ran.text
+    assert file_state(node.config) == (H200_LAYOUT.encode(), 0o644)
+    calls = node.calls("mig-parted")
+    assert calls[0] == "export --config-label current"
+    assert re.fullmatch(r"assert -f \S+ -c current", calls[1]), calls
+    assert "saved to" in ran.out
+    # a second capture of the same layout changes nothing
+    ran = node.run(node.out / "scripts/capture-mig-config.sh")
+    assert ran.rc == 0 and "already holds this layout" in ran.out, ran.text
+    assert file_state(node.config) == (H200_LAYOUT.encode(), 0o644)
+    assert list((node.root / "tmp").iterdir()) == []
+
+
+def test_capture_creates_a_missing_config_and_allow_empty_takes_an_empty_layout(tmp_path: Path) -> None:
+    node = make_node(tmp_path)
+    node.set("mig-parted.mode", "export-no-devices")
+    ran = node.run(node.out / "scripts/capture-mig-config.sh", "--allow-empty")
+    assert ran.rc == 0, ran.text
+    assert file_state(node.config) == (EMPTY_LAYOUT.encode(), 0o644)
+
+
+def test_capture_rejects_unknown_options_before_touching_anything(tmp_path: Path) -> None:
+    node = make_node(tmp_path)
+    ran = node.run(node.out / "scripts/capture-mig-config.sh", "--force")
+    assert ran.rc == 2 and "unknown option --force" in ran.err
+    assert node.calls("mig-parted") == [] and not node.config.exists()
+
+
+# --- uninstall-mig-restore.sh ---------------------------------------------------------------------
+
+
+def tree_state(*roots: Path, skip: tuple[str, ...] = (".calls",)) -> dict[str, str]:
+    """Every file and folder below ``roots`` with its content hash and mode (call logs left out)."""
+    out = {}
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            if p.name.endswith(skip):
+                continue
+            st = p.lstat()
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else ""
+            out[str(p)] = f"{stat.S_IMODE(st.st_mode):o} {digest}"
+    return out
+
+
+@pytest.mark.parametrize("purge", [False, True], ids=["keep-files", "purge"])
+def test_uninstall_is_idempotent(tmp_path: Path, purge: bool) -> None:
+    node = make_node(tmp_path)
+    etc = node.root / "etc/systemd/system"
+    dropin = etc / "kubelet.service.d/20-mig-restore.conf"
+    unit = etc / "nvidia-mig-restore.service"
+    for rel in (
+        "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf",
+        "rootfs/etc/systemd/system/nvidia-mig-restore.service",
+    ):
+        target = etc / Path(rel).relative_to("rootfs/etc/systemd/system")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((node.out / rel).read_bytes())
+    node.config.parent.mkdir(parents=True)
+    node.config.write_text(H200_LAYOUT)
+    node.set("enabled/nvidia-mig-restore.service", "enabled")
+    script = node.patched("scripts/uninstall-mig-restore.sh", dropin=dropin, unit_file=unit)
+    args = ["--purge"] if purge else []
+
+    ran = node.run(script, *args)
+    assert ran.rc == 0, ran.text
+    assert not dropin.exists() and not dropin.parent.exists()
+    assert "disable nvidia-mig-restore.service" in node.calls("systemctl")
+    assert (node.state / "enabled/nvidia-mig-restore.service").read_text().strip() == "disabled"
+    assert unit.exists() is not purge and node.config.exists() is not purge
+    after_first = tree_state(node.root)
+
+    calls_before = len(node.calls("systemctl"))
+    ran = node.run(script, *args)
+    assert ran.rc == 0, ran.text
+    assert tree_state(node.root) == after_first, "a second uninstall changed something"
+    assert "already absent" in ran.out and "already disabled" in ran.out
+    second = node.calls("systemctl")[calls_before:]
+    assert not any(c.startswith(("disable", "enable", "mask")) for c in second), second
+
+
+# --- provisioner scripts (packer/scripts) ---------------------------------------------------------
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="install -o root needs root (the scripts run as root)"
+)
+
+
+@needs_root
+@pytest.mark.parametrize("manager", ["enabled", "disabled", "absent"])
+@pytest.mark.parametrize("action", ["disable", "mask"])
+def test_provisioners_are_idempotent(tmp_path: Path, action: str, manager: str) -> None:
+    out = generate(
+        f"""\
+version: 1
+name: provisioned
+gpus:
+  - model: h200-141gb
+    mig:
+      layout: {{1g.18gb: 7}}
+conflicting_manager: {{action: {action}}}
+""",
+        tmp_path / "out",
+    )
+    target = tmp_path / "image"
+    (target / "etc/systemd/system").mkdir(parents=True)
+    (target / "usr/lib/systemd/system").mkdir(parents=True)
+    if manager != "absent":
+        (target / "usr/lib/systemd/system/nvidia-mig-manager.service").write_text(FAKE_MANAGER)
+    if manager == "enabled":
+        assert run(["systemctl", f"--root={target}", "enable", "nvidia-mig-manager.service"]).rc == 0
+    env = {"MIGBAKE_TARGET_ROOT": str(target)}
+    scripts = out / "packer/scripts"
+
+    def provision() -> list[str]:
+        logs = []
+        for script in ("disable-mig-manager.sh", "install-mig-restore.sh"):
+            ran = run(["bash", str(scripts / script), str(out / "rootfs")], env=env)
+            assert ran.rc == 0, ran.text
+            logs.append(ran.out)
+        return logs
+
+    provision()
+    first = tree_state(target, skip=())
+    state = run(["systemctl", f"--root={target}", "is-enabled", "nvidia-mig-restore.service"])
+    assert state.out.strip() == "enabled"
+    if manager != "absent" or action == "mask":
+        want = "masked" if action == "mask" else "disabled"
+        got = run(["systemctl", f"--root={target}", "is-enabled", "nvidia-mig-manager.service"]).out.strip()
+        assert got == want
+    logs = provision()
+    assert tree_state(target, skip=()) == first, "a second provisioner run changed the image"
+    assert "already" in logs[0] or "not installed" in logs[0], logs[0]
+    assert "installed /" not in logs[1] and logs[1].count("unchanged /") == 3, logs[1]
+
+
+# --- verify-mig-restore.sh ------------------------------------------------------------------------
+
+
+def good_node(tmp_path: Path) -> tuple[Node, Path]:
+    """A node where everything went right, and the verify script pointed at its drop-in."""
+    node = make_node(tmp_path)
+    node.config.parent.mkdir(parents=True)
+    node.config.write_text(H200_LAYOUT)
+    dropin = node.root / "etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+    dropin.parent.mkdir(parents=True)
+    dropin.write_bytes(
+        (node.out / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf").read_bytes()
+    )
+    r, k, m = "nvidia-mig-restore.service", "kubelet.service", "nvidia-mig-manager.service"
+    for name, value in {
+        f"enabled/{r}": "enabled",
+        f"active/{r}": "active",
+        f"props/{r}.Result": "success",
+        f"props/{r}.ActiveEnterTimestampMonotonic": "1000",
+        f"active/{k}": "active",
+        f"props/{k}.Requires": f"sysinit.target {r}",
+        f"props/{k}.After": f"basic.target {r} network.target",
+        f"props/{k}.InactiveExitTimestampMonotonic": "2000",
+        f"enabled/{m}": "disabled",
+        f"props/{m}.InactiveExitTimestampMonotonic": "0",
+    }.items():
+        node.set(name, value)
+    return node, node.patched("scripts/verify-mig-restore.sh", dropin=dropin)
+
+
+def _lines(ran: Ran, kind: str) -> list[str]:
+    return [line for line in ran.out.splitlines() if line.startswith(kind)]
+
+
+def test_verify_passes_a_good_node(tmp_path: Path) -> None:
+    node, script = good_node(tmp_path)
+    ran = node.run(script)
+    assert ran.rc == 0, ran.text
+    assert _lines(ran, "FAIL") == [] and "All checks passed." in ran.out
+    assert len(_lines(ran, "PASS")) >= 8, ran.out
+    assert node.calls("journalctl") == []
+    assert node.calls("mig-parted") == [f"assert -f {node.config} -c current"]
+    assert not any(
+        c.startswith(("enable", "disable", "start", "stop", "mask")) for c in node.calls("systemctl")
+    )
+
+
+BAD = {
+    "restore-failed": (
+        {
+            "active/nvidia-mig-restore.service": "failed",
+            "props/nvidia-mig-restore.service.Result": "exit-code",
+            "mig-parted.mode": "assert-fails",
+        },
+        "FAIL  nvidia-mig-restore.service is not active (result: exit-code)",
+    ),
+    "restore-disabled": (
+        {"enabled/nvidia-mig-restore.service": "disabled"},
+        "FAIL  nvidia-mig-restore.service is not enabled",
+    ),
+    "manager-enabled": (
+        {"enabled/nvidia-mig-manager.service": "enabled"},
+        "FAIL  nvidia-mig-manager.service is enabled",
+    ),
+    "kubelet-first": (
+        {"props/kubelet.service.InactiveExitTimestampMonotonic": "500"},
+        "FAIL  kubelet.service started before the restore finished",
+    ),
+    "not-required": (
+        {"props/kubelet.service.Requires": "sysinit.target"},
+        "FAIL  kubelet.service does not Require nvidia-mig-restore.service",
+    ),
+    "driver-missing": ({"smi.mode": "fails"}, "-L failed: is the driver loaded?"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_verify_fails_a_bad_node_and_names_the_unit(tmp_path: Path, case: str) -> None:
+    node, script = good_node(tmp_path)
+    changes, line = BAD[case]
+    for name, value in changes.items():
+        node.set(name, value)
+    ran = node.run(script)
+    assert ran.rc == 1, ran.text
+    assert any(line in f for f in _lines(ran, "FAIL")), ran.out
+    assert "Some checks failed" in ran.out
+    assert node.calls("journalctl") == ["-b -u nvidia-mig-restore.service --no-pager -n 20"]
+    assert "journal: apply failed" in ran.out
+
+
+def test_verify_checks_the_config_file(tmp_path: Path) -> None:
+    node, script = good_node(tmp_path)
+    node.config.unlink()
+    ran = node.run(script)
+    assert ran.rc == 1 and f"FAIL  config {node.config} is missing" in ran.out, ran.out

@@ -1,0 +1,338 @@
+"""The output directory: refused when it is not migbake's, never written through a link, replaced at once.
+
+``generate`` builds the tree beside OUT and swaps it in; ``generate --check`` compares without writing.
+These tests drive the real CLI (in-process) and ``write_tree`` with failures injected mid-write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import IMAGES, REPO
+
+from migbake import write
+from migbake.cli import main
+from migbake.render import render
+from migbake.validate import check_file
+from migbake.write import MARKER, write_tree
+
+PROFILE = IMAGES[0] / "node-profile.yaml"
+
+
+def cli(*args: str) -> Result:
+    """Run the migbake CLI in-process."""
+    return CliRunner().invoke(main, list(args))
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, str]]:
+    """Every entry below ``root`` (not following links): kind and mode, plus content hash or link target."""
+    out: dict[str, tuple[str, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            rel = p.relative_to(root).as_posix()
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = (f"dir {stat.S_IMODE(st.st_mode):o}", "")
+            else:
+                out[rel] = (f"file {stat.S_IMODE(st.st_mode):o}", hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def leftovers(parent: Path, out: Path) -> list[str]:
+    """Temporary folders write_tree might have left beside ``out``."""
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+@pytest.fixture
+def generated(tmp_path: Path) -> Iterator[Path]:
+    """A fresh OUT written by `migbake generate`."""
+    out = tmp_path / "out"
+    result = cli("generate", str(PROFILE), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    yield out
+
+
+# --- what OUT may be --------------------------------------------------------------------------------
+
+
+def test_generate_into_a_new_and_into_an_empty_directory(tmp_path: Path) -> None:
+    new = tmp_path / "a" / "b" / "out"
+    assert cli("generate", str(PROFILE), "-o", str(new)).exit_code == 0
+    assert (new / MARKER).is_file() and (new / "scripts/verify-mig-restore.sh").is_file()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli("generate", str(PROFILE), "-o", str(empty)).exit_code == 0
+    assert snapshot(empty) == snapshot(new)
+    assert leftovers(tmp_path, empty) == [] and leftovers(new.parent, new) == []
+
+
+def test_refuses_a_non_empty_directory_it_did_not_create(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes\n")
+    before = snapshot(out)
+    result = cli("generate", str(PROFILE), "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert "is not empty and was not created by migbake" in result.stderr and "--force" in result.stderr
+    assert "Traceback" not in result.output
+    assert snapshot(out) == before and leftovers(tmp_path, out) == []
+
+    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")
+    assert forced.exit_code == 0, forced.output
+    assert not (out / "notes.txt").exists() and (out / MARKER).is_file()
+    assert leftovers(tmp_path, out) == []
+
+
+def test_a_symlink_named_like_the_marker_does_not_make_a_directory_migbakes(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / MARKER).write_text("x")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes\n")
+    os.symlink(elsewhere / MARKER, out / MARKER)
+    before = snapshot(out)
+    result = cli("generate", str(PROFILE), "-o", str(out))
+    assert result.exit_code == 2 and "was not created by migbake" in result.stderr, result.output
+    assert snapshot(out) == before
+
+
+def test_refuses_a_file_as_out(tmp_path: Path) -> None:
+    out = tmp_path / "file"
+    out.write_text("data\n")
+    result = cli("generate", str(PROFILE), "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert out.read_text() == "data\n"
+
+
+@pytest.mark.parametrize("target_kind", ["empty-dir", "migbake-dir", "dangling"])
+@pytest.mark.parametrize("force", [False, True], ids=["plain", "force"])
+def test_refuses_out_that_is_a_symlink(tmp_path: Path, target_kind: str, force: bool) -> None:
+    target = tmp_path / "target"
+    if target_kind == "empty-dir":
+        target.mkdir()
+    elif target_kind == "migbake-dir":
+        assert cli("generate", str(PROFILE), "-o", str(target)).exit_code == 0
+        (target / "scripts/verify-mig-restore.sh").write_text("edited\n")
+    link = tmp_path / "out"
+    os.symlink(target, link)
+    before = snapshot(tmp_path)
+    result = cli("generate", str(PROFILE), "-o", str(link), *(["--force"] if force else []))
+    assert result.exit_code == 2, result.output
+    assert "symbolic link" in result.stderr
+    assert snapshot(tmp_path) == before
+
+
+def test_never_writes_through_a_symlink_inside_out(generated: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.sh").write_text("#!/bin/sh\necho precious\n")
+    (outside / "dir").mkdir()
+    (outside / "dir" / "keep").write_text("keep\n")
+    before = snapshot(outside)
+    # someone replaced generated files by links to files and folders outside OUT
+    script = generated / "scripts/verify-mig-restore.sh"
+    script.unlink()
+    os.symlink(outside / "precious.sh", script)
+    shutil.rmtree(generated / "rootfs/etc/nvidia-mig")
+    os.symlink(outside / "dir", generated / "rootfs/etc/nvidia-mig")
+
+    check = cli("generate", str(PROFILE), "-o", str(generated), "--check")
+    assert check.exit_code == 1
+    assert "not a regular file: scripts/verify-mig-restore.sh" in check.stdout
+    assert "not generated (would be removed): rootfs/etc/nvidia-mig\n" in check.stdout  # the link itself
+    assert "missing: rootfs/etc/nvidia-mig/config.yaml" in check.stdout  # not read through the link
+
+    result = cli("generate", str(PROFILE), "-o", str(generated))
+    assert result.exit_code == 0, result.output
+    assert snapshot(outside) == before
+    assert not script.is_symlink() and script.read_text().startswith("#!/usr/bin/env bash\n")
+    assert not (generated / "rootfs/etc/nvidia-mig").is_symlink()
+    assert cli("generate", str(PROFILE), "-o", str(generated), "--check").exit_code == 0
+
+
+# --- --check ----------------------------------------------------------------------------------------
+
+
+def test_check_is_quiet_when_up_to_date(generated: Path) -> None:
+    before = snapshot(generated)
+    result = cli("generate", str(PROFILE), "-o", str(generated), "--check")
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.stdout
+    assert snapshot(generated) == before
+
+
+def _edit(out: Path) -> str:
+    p = out / "scripts/verify-mig-restore.sh"
+    p.write_text(p.read_text().replace("set -uo pipefail", "set -u"))
+    return "scripts/verify-mig-restore.sh"
+
+
+def _chmod(out: Path) -> str:
+    (out / "scripts/capture-mig-config.sh").chmod(0o644)
+    return "mode of scripts/capture-mig-config.sh: 0644 on disk, 0755 generated"
+
+
+def _add(out: Path) -> str:
+    (out / "scripts/extra.sh").write_text("echo extra\n")
+    return "not generated (would be removed): scripts/extra.sh"
+
+
+def _remove(out: Path) -> str:
+    (out / "cloud-init/user-data").unlink()
+    return "missing: cloud-init/user-data"
+
+
+@pytest.mark.parametrize(
+    "change", [_edit, _chmod, _add, _remove], ids=["edit", "mode", "extra-file", "removed"]
+)
+def test_check_fails_with_a_diff_when_out_differs(generated: Path, change: object) -> None:
+    said = change(generated)  # type: ignore[operator]
+    before = snapshot(generated)
+    result = cli("generate", str(PROFILE), "-o", str(generated), "--check")
+    assert result.exit_code == 1, result.output
+    assert said in result.stdout
+    assert "is stale" in result.stderr
+    assert snapshot(generated) == before  # --check writes nothing
+    if change is _edit:
+        assert "-set -u" in result.stdout and "+set -uo pipefail" in result.stdout
+    # regenerating repairs it
+    assert cli("generate", str(PROFILE), "-o", str(generated)).exit_code == 0
+    assert cli("generate", str(PROFILE), "-o", str(generated), "--check").exit_code == 0
+
+
+def test_check_of_a_missing_out_fails(tmp_path: Path) -> None:
+    result = cli("generate", str(PROFILE), "-o", str(tmp_path / "nothing"), "--check")
+    assert result.exit_code == 1 and "does not exist" in result.stdout
+    assert not (tmp_path / "nothing").exists()
+
+
+# --- failures mid-write -----------------------------------------------------------------------------
+
+
+class Boom(OSError):
+    """The failure injected into write_tree."""
+
+
+def _artifacts() -> list[write.Artifact]:
+    checked = check_file(PROFILE)
+    assert checked.profile is not None
+    return render(checked.profile)
+
+
+def _fail_on_call(monkeypatch: pytest.MonkeyPatch, name: str, n: int) -> None:
+    """Make ``write.os.<name>`` raise on its ``n``-th call."""
+    real = getattr(os, name)
+    calls = {"n": 0}
+
+    def fake(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise Boom(f"injected failure in os.{name}")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write.os, name, fake)
+
+
+@pytest.mark.parametrize(
+    ("name", "n"),
+    [("open", 1), ("open", 5), ("chmod", 3), ("rename", 1)],
+    ids=["first-file", "fifth-file", "chmod", "swap"],
+)
+@pytest.mark.parametrize("existing", [True, False], ids=["replace", "new"])
+def test_a_failure_mid_write_leaves_out_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, n: int, existing: bool
+) -> None:
+    out = tmp_path / "out"
+    if existing:
+        write_tree(_artifacts(), out)
+        (out / "scripts/verify-mig-restore.sh").write_text("the old tree\n")
+    before = snapshot(out) if existing else None
+    if name == "rename" and existing:
+        monkeypatch.setattr(write, "_exchange", lambda a, b: (_ for _ in ()).throw(Boom("swap failed")))
+    else:
+        _fail_on_call(monkeypatch, name, n)
+    with pytest.raises(Boom):
+        write_tree(_artifacts(), out)
+    assert (snapshot(out) if existing else out.exists()) == (before if existing else False)
+    assert leftovers(tmp_path, out) == []
+
+
+def test_without_rename_exchange_a_failed_swap_puts_the_old_tree_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    write_tree(_artifacts(), out)
+    (out / "scripts/verify-mig-restore.sh").write_text("the old tree\n")
+    before = snapshot(out)
+    monkeypatch.setattr(write, "_exchange", lambda a, b: False)  # a system without renameat2
+    _fail_on_call(monkeypatch, "rename", 2)  # out -> .old succeeds, tmp -> out fails
+    with pytest.raises(Boom):
+        write_tree(_artifacts(), out)
+    assert snapshot(out) == before
+    assert leftovers(tmp_path, out) == []
+    monkeypatch.undo()
+    monkeypatch.setattr(write, "_exchange", lambda a, b: False)
+    write_tree(_artifacts(), out)  # and the fallback works when nothing fails
+    assert (out / "scripts/verify-mig-restore.sh").read_text().startswith("#!/usr/bin/env bash\n")
+    assert leftovers(tmp_path, out) == []
+
+
+def test_cli_reports_a_write_failure_without_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    assert cli("generate", str(PROFILE), "-o", str(out)).exit_code == 0
+    before = snapshot(out)
+    _fail_on_call(monkeypatch, "open", 3)
+    result = cli("generate", str(PROFILE), "-o", str(out))
+    assert result.exit_code == 3, result.output
+    assert "injected failure" in result.stderr and "Traceback" not in result.output
+    assert snapshot(out) == before and leftovers(tmp_path, out) == []
+
+
+# --- determinism ------------------------------------------------------------------------------------
+
+
+def test_same_input_gives_byte_identical_output(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli("generate", str(PROFILE), "-o", str(a)).exit_code == 0
+    assert cli("generate", str(PROFILE), "-o", str(b)).exit_code == 0
+    assert snapshot(a) == snapshot(b)
+    assert cli("generate", str(PROFILE), "-o", str(a)).exit_code == 0  # regenerating in place
+    assert snapshot(a) == snapshot(b)
+
+
+def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_path: Path) -> None:
+    """Two processes, two working directories, the profile at two paths: the same bytes and modes."""
+    trees = []
+    for i, (umask, rel) in enumerate(((0o022, "deep/er/node-profile.yaml"), (0o077, "p.yaml"))):
+        cwd = tmp_path / f"cwd{i}"
+        (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROFILE, cwd / rel)
+        code = f"import os; os.umask({umask}); from migbake.cli import main; main(prog_name='migbake')"
+        ran = subprocess.run(
+            [sys.executable, "-c", code, "generate", rel, "-o", "out"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO / "generator")},
+        )
+        assert ran.returncode == 0, ran.stderr
+        trees.append(snapshot(cwd / "out"))
+    assert trees[0] == trees[1]
+    assert trees[0]["scripts/verify-mig-restore.sh"][0] == "file 755"
