@@ -63,7 +63,7 @@ def wall(argv: list[str]) -> float:
 def interleaved(commands: dict[str, list[str]], rounds: int) -> dict[str, float]:
     """Median wall time of each command, the commands taking turns in every round."""
     times: dict[str, list[float]] = {name: [] for name in commands}
-    for name, argv in commands.items():  # warm the page cache once
+    for argv in commands.values():  # warm the page cache once
         wall(argv)
     for _ in range(rounds):
         for name, argv in commands.items():
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             peers_missing.append("check-jsonschema")
         ci = shutil.which("cloud-init")
         if ci:
-            commands["cloud-init schema (user-data)"] = [ci, "schema", "--config-file", str(out / "cloud-init/user-data")]
+            user_data = str(out / "cloud-init/user-data")
+            commands["cloud-init schema (user-data)"] = [ci, "schema", "--config-file", user_data]
         else:
             peers_missing.append("cloud-init")
         cold = interleaved(commands, rounds)

@@ -320,6 +320,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     exits 1; if Packer is missing it says how to install it.
     """
     from migbake import packer
+    from migbake.problems import PackerError
     from migbake.render import render
     from migbake.validate import check_file
     from migbake.write import write_tree
@@ -344,7 +345,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         binary = packer_bin or os.environ.get("MIGBAKE_PACKER") or "packer"
         try:
             version = packer.packer_version(packer.find_packer(packer_bin))
-        except packer.PackerError:
+        except PackerError:
             version = (1, 7, 0)  # not installed: show what a current Packer would run
         steps = packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
                                  variables=variables, var_files=var_files)

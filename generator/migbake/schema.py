@@ -111,15 +111,15 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
                                  "unknown-key", key=True)
         return
     if kind == "propertyNames":
-        bad = [k for k in (value if isinstance(value, dict) else {})
-               if not Draft202012Validator(error.validator_value).is_valid(k)]
         sub = error.validator_value if isinstance(error.validator_value, dict) else {}
+        bad = [k for k in (value if isinstance(value, dict) else {}) if not Draft202012Validator(sub).is_valid(k)]
         for key in bad:
             yield loaded.problem(join_pointer(pointer, key), f"{key!r} is not a valid name here: expected "
                                  f"{_allowed(sub)}", "schema-name", key=True)
         return
     if kind == "required":
-        missing = [k for k in error.validator_value if isinstance(value, dict) and k not in value]
+        required = error.validator_value if isinstance(error.validator_value, list) else []
+        missing = [k for k in required if isinstance(value, dict) and k not in value]
         for key in missing:
             yield loaded.problem(pointer, f"missing required key {key!r}", "missing-key")
         return

@@ -1,0 +1,19 @@
+"""The package stays strictly typed (mypy --strict) and lint-clean (ruff)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO
+from realtools import require, run
+
+pytestmark = pytest.mark.realtool
+
+
+def test_mypy_strict() -> None:
+    ran = run([require("mypy")], cwd=REPO, timeout=600)
+    assert ran.rc == 0, ran.text
+
+
+def test_ruff() -> None:
+    ran = run([require("ruff"), "check", "generator", "tests", "benchmarks"], cwd=REPO)
+    assert ran.rc == 0, ran.text
