@@ -76,4 +76,6 @@ def mig_parted_config(profile: NodeProfile, catalog: Catalog | None = None) -> d
 def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None) -> str:
     """The config as YAML text, without comments (the generated file adds a header above it)."""
     data = mig_parted_config(profile, catalog)
-    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100))
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter: same text, faster
+    return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                         width=100))

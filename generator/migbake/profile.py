@@ -206,6 +206,19 @@ class _Builder:
             return text
 
 
+def _plainly_shallow(text: str) -> bool:
+    """True when the text can hold no alias and no nesting deeper than MAX_PARSE_DEPTH.
+
+    Then the event pre-scan (which guards the recursive composer) can be skipped: a block level needs
+    at least one more column of indentation (or of ``- ``/``? `` indicators), a flow level a bracket.
+    """
+    if "*" in text:
+        return False
+    flow = text.count("[") + text.count("{")
+    indent = max((len(line) - len(line.lstrip(" -?")) for line in text.splitlines()), default=0)
+    return flow + indent + 1 <= MAX_PARSE_DEPTH
+
+
 def _position_of_offset(data: bytes, offset: int) -> tuple[int, int]:
     before = data[:offset]
     line = before.count(b"\n") + 1
@@ -236,7 +249,7 @@ def load_profile_bytes(data: bytes, file: str) -> tuple[LoadedProfile, list[Prob
     loaded.text = text
     try:
         depth, aliases = 0, False
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in ([] if _plainly_shallow(text) else yaml.parse(text, Loader=_Loader)):
             aliases = aliases or isinstance(event, yaml.AliasEvent)
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1

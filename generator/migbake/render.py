@@ -113,6 +113,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # templates do not change while migbake runs: no stat() per render
     )
     env.filters["sh"] = sh_quote
     env.filters["hcl"] = hcl_string
