@@ -185,21 +185,26 @@ class SystemdTree:
 
     def boot_graph(self, unit: str = "multi-user.target") -> Ran:
         """``systemd --test`` as nobody: every unit's dependencies and the boot's start jobs."""
-        if not SYSTEMD_BIN.exists():
-            require(str(SYSTEMD_BIN))
         subprocess.run(["chmod", "-R", "a+rX", str(self.base)], check=True)
-        env = {
-            "HOME": "/tmp",
-            "SYSTEMD_UNIT_PATH": f"{self.root}/etc/systemd/system:{self.root}/usr/lib/systemd/system",
-            "SYSTEMD_GENERATOR_PATH": str(self.empty),
-            "SYSTEMD_ENVIRONMENT_GENERATOR_PATH": str(self.empty),
-        }
-        return run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(SYSTEMD_BIN), "--test",
-                    "--system", f"--unit={unit}", "--no-pager"], env=env)
+        return boot_graph(self.root, self.empty, unit)
 
     def cleanup(self) -> None:
         """Remove the tree."""
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def boot_graph(root: Path, empty: Path, unit: str = "multi-user.target") -> Ran:
+    """``systemd --test`` as nobody over the units of ``root`` (which nobody must be able to read)."""
+    if not SYSTEMD_BIN.exists():
+        require(str(SYSTEMD_BIN))
+    env = {
+        "HOME": "/tmp",
+        "SYSTEMD_UNIT_PATH": f"{root}/etc/systemd/system:{root}/usr/lib/systemd/system:{root}/lib/systemd/system",
+        "SYSTEMD_GENERATOR_PATH": str(empty),
+        "SYSTEMD_ENVIRONMENT_GENERATOR_PATH": str(empty),
+    }
+    return run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(SYSTEMD_BIN), "--test",
+                "--system", f"--unit={unit}", "--no-pager"], env=env)
 
 
 def unit_section(dump: str, unit: str) -> str:

@@ -215,7 +215,7 @@ def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Itera
     filtered = _filtered(data, catalog)  # with a device-filter, entries of different models never meet
     for i, (ptr, group) in enumerate(groups):
         mine = _devices(group)
-        if isinstance(gpu_count, int) and mine:
+        if isinstance(gpu_count, int) and not isinstance(gpu_count, bool) and gpu_count >= 1 and mine:
             for idx, d in enumerate(group.get("devices", [])):
                 if isinstance(d, int) and d >= gpu_count:
                     yield loaded.problem(f"{ptr}/devices/{idx}", f"GPU index {d} does not exist on a node with "
@@ -260,7 +260,10 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
         if not isinstance(name, str):
             continue  # the schema reports it (a list here would not even be hashable)
         if name in seen:
-            yield loaded.problem(ptr, f"{name!r} is also {seen[name]}: these must be different units",
+            here, there = ptr, seen[name]
+            if here not in loaded.key_pos and there in loaded.key_pos:
+                here, there = there, f"{here} (its default)"  # point at the name the file wrote
+            yield loaded.problem(here, f"{name!r} is also {there}: these must be different units",
                                  "unit-name-clash")
         else:
             seen[name] = ptr

@@ -1,0 +1,256 @@
+"""What must be true after each boot, checked on evidence read back from the guest.
+
+Claims never look at the generator's output: only at the stub call log, ``systemctl show`` values, the
+journal and file modes the guest reported, and at the serial console.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from migbake.boottest.fixtures import Generation, Scenario
+from migbake.boottest.report import GuestReport
+
+BootPath = Literal["packer", "cloud-init"]
+RESTORE = "nvidia-mig-restore.service"
+KUBELET = "kubelet.service"
+MANAGER = "nvidia-mig-manager.service"
+EXPECTED_FILES = {
+    "/etc/nvidia-mig/config.yaml": ("644", "root:root"),
+    "/etc/systemd/system/nvidia-mig-restore.service": ("644", "root:root"),
+    "/etc/systemd/system/kubelet.service.d/20-mig-restore.conf": ("644", "root:root"),
+}
+KUBELET_DROP_IN = "/kubelet.service.d/20-mig-restore.conf"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checked statement about a boot."""
+
+    id: str
+    description: str
+    passed: bool
+    evidence: str
+
+
+@dataclass(frozen=True)
+class BootContext:
+    """What was booted, so the right claims are checked."""
+
+    path: BootPath
+    scenario: Scenario
+    generation: Generation
+    boot: int  # 1-based
+    console: str  # serial log text
+    kubelet: bool = True  # the output orders kubelet after the restore (it has the kubelet drop-in)
+    kubelet_requires: bool = True  # on_failure: block-kubelet (Requires=); False for continue (Wants=)
+
+
+def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
+    """All claims for one boot; a missing or cut-off report is itself a failed claim."""
+    if report is None or not report.complete:
+        what = "no /var/log/test-report.txt" if report is None else "the report has no end marker"
+        return [Claim("report-complete", "the guest wrote its full report and powered off", False,
+                      f"{what}; console tail: {_tail(ctx.console)}")]
+    checks: list[Callable[[GuestReport, BootContext], Claim]] = [_report_complete, _manager_never_ran,
+                                                                 _restore_enabled, _files_installed]
+    if ctx.scenario == "ok":
+        checks += [_call_order, _restore_active, _layout_applied]
+        if ctx.kubelet:
+            checks += [_restore_before_kubelet, _kubelet_active, _kubelet_started_once, _manual_stop_refused]
+        if ctx.boot > 1:
+            checks.append(_restored_after_reboot)
+        if ctx.path == "cloud-init":
+            checks.append(_cloud_init_done)
+    else:
+        checks += [_restore_failed, _failure_visible, _stub_calls_for_fault]
+        if ctx.kubelet and ctx.kubelet_requires:
+            checks.append(_kubelet_never_started)
+        elif ctx.kubelet:
+            checks.append(_kubelet_started_anyway)
+    return [check(report, ctx) for check in checks]
+
+
+def _report_complete(report: GuestReport, ctx: BootContext) -> Claim:
+    uptime = " ".join(report.section("uptime")).split()[:1]
+    return Claim("report-complete", "the guest wrote its full report and powered off", True,
+                 f"end marker present, guest uptime {uptime[0] if uptime else '?'} s")
+
+
+def _manager_never_ran(report: GuestReport, ctx: BootContext) -> Claim:
+    unit = report.unit(MANAGER)
+    ran = [c.text for c in report.calls() if c.event == "mig-manager"]
+    # A oneshot without RemainAfterExit never enters "active": its start shows in InactiveExit only.
+    started = unit.get("InactiveExitTimestampMonotonic", "0") != "0"
+    state = unit.get("UnitFileState", "?")
+    return Claim("mig-manager-never-ran",
+                 "the conflicting nvidia-mig-manager.service never ran and is not enabled",
+                 not ran and not started and state in ("disabled", "masked"),
+                 f"stub-log lines {ran or 'none'}; UnitFileState={state}, "
+                 f"InactiveExitTimestampMonotonic={unit.get('InactiveExitTimestampMonotonic', '?')}")
+
+
+def _restore_enabled(report: GuestReport, ctx: BootContext) -> Claim:
+    state = report.unit(RESTORE).get("UnitFileState", "?")
+    return Claim("restore-enabled", "nvidia-mig-restore.service is enabled", state == "enabled",
+                 f"UnitFileState={state}")
+
+
+def _files_installed(report: GuestReport, ctx: BootContext) -> Claim:
+    found = report.files()
+    wrong = []
+    for path, (mode, owner) in EXPECTED_FILES.items():
+        if path.endswith(KUBELET_DROP_IN) and not ctx.kubelet:
+            continue
+        stat = found.get(path)
+        if stat is None:
+            wrong.append(f"{path} missing")
+        elif (stat.mode, stat.owner) != (mode, owner):
+            wrong.append(f"{path} is {stat.mode} {stat.owner}, want {mode} {owner}")
+    return Claim("files-installed", "config, restore unit (and kubelet drop-in) exist as 0644 root:root",
+                 not wrong, "; ".join(wrong) or "; ".join(report.section("files")))
+
+
+def _call_order(report: GuestReport, ctx: BootContext) -> Claim:
+    calls = report.calls()
+    wanted = ("smi", "apply", "assert", "kubelet") if ctx.kubelet else ("smi", "apply", "assert")
+    description = " < ".join(wanted) + " (first calls in the stub log)"
+    first = {e: next((c for c in calls if c.event == e), None) for e in wanted}
+    missing = [e for e, c in first.items() if c is None]
+    if missing:
+        return Claim("call-order", description, False,
+                     f"never called: {', '.join(missing)}; log: {[c.text for c in calls]}")
+    seq = [c for c in first.values() if c is not None]
+    ordered = all(a.line < b.line and a.time <= b.time for a, b in zip(seq, seq[1:]))
+    return Claim("call-order", description, ordered,
+                 ", ".join(f"{e}@{c.time:.3f}" for e, c in zip(wanted, seq)))
+
+
+def _restore_before_kubelet(report: GuestReport, ctx: BootContext) -> Claim:
+    restored = _mono(report, RESTORE, "ActiveEnterTimestampMonotonic")
+    kubelet = _mono(report, KUBELET, "InactiveExitTimestampMonotonic")
+    return Claim("restore-before-kubelet", "systemd finished the restore before it started kubelet",
+                 0 < restored <= kubelet,
+                 f"restore ActiveEnterTimestampMonotonic={restored}, "
+                 f"kubelet InactiveExitTimestampMonotonic={kubelet}")
+
+
+def _restore_active(report: GuestReport, ctx: BootContext) -> Claim:
+    return _state_claim(report, RESTORE, "restore-active", ("active", "success"))
+
+
+def _kubelet_active(report: GuestReport, ctx: BootContext) -> Claim:
+    return _state_claim(report, KUBELET, "kubelet-active", ("active", "success"))
+
+
+def _restore_failed(report: GuestReport, ctx: BootContext) -> Claim:
+    return _state_claim(report, RESTORE, "restore-failed", ("failed", "exit-code"))
+
+
+def _kubelet_started_once(report: GuestReport, ctx: BootContext) -> Claim:
+    starts = [c for c in report.calls() if c.event == "kubelet"]
+    restarts = report.unit(KUBELET).get("NRestarts", "?")
+    return Claim("kubelet-started-once", "kubelet started exactly once this boot", len(starts) == 1
+                 and restarts == "0", f"{len(starts)} 'kubelet ExecStartPre' lines, NRestarts={restarts}")
+
+
+def _kubelet_never_started(report: GuestReport, ctx: BootContext) -> Claim:
+    exit_mono = _mono(report, KUBELET, "InactiveExitTimestampMonotonic")
+    starts = [c.text for c in report.calls() if c.event == "kubelet"]
+    return Claim("kubelet-never-started", "kubelet never started (fail closed)",
+                 exit_mono == 0 and not starts,
+                 f"kubelet InactiveExitTimestampMonotonic={exit_mono}, "
+                 f"ExecStartPre lines: {starts or 'none'}")
+
+
+def _kubelet_started_anyway(report: GuestReport, ctx: BootContext) -> Claim:
+    restore_exit = _mono(report, RESTORE, "InactiveExitTimestampMonotonic")
+    kubelet = _mono(report, KUBELET, "InactiveExitTimestampMonotonic")
+    state = report.unit(KUBELET).get("ActiveState", "?")
+    return Claim("kubelet-started-anyway", "on_failure: continue: kubelet still started after the failed restore",
+                 state == "active" and 0 < restore_exit <= kubelet,
+                 f"kubelet ActiveState={state}, restore started at {restore_exit}, kubelet at {kubelet}")
+
+
+def _manual_stop_refused(report: GuestReport, ctx: BootContext) -> Claim:
+    lines = report.section("manual-stop")
+    text = " | ".join(lines)
+    refused = [line for line in lines if "refused" in line.lower() or "not allowed" in line.lower()]
+    return Claim("manual-stop-refused", "a manual stop/restart of the restore is refused; kubelet keeps running",
+                 "stop-rc=0" not in lines and "restart-rc=0" not in lines and bool(refused)
+                 and "restore=active kubelet=active" in lines, text or "no manual-stop section")
+
+
+def _layout_applied(report: GuestReport, ctx: BootContext) -> Claim:
+    code = report.assert_exit_code()
+    return Claim("layout-applied", "at the end of boot the GPU state equals the installed config (assert)",
+                 code == 0, f"assert exit {code}; state: {' | '.join(report.section('mig-state')[3:])}")
+
+
+def _restored_after_reboot(report: GuestReport, ctx: BootContext) -> Claim:
+    lines = [line for line in report.section(f"journal {RESTORE}") if re.match(r"GPU \d+: MIG mode", line)]
+    # The simulated GPU lost its instances (Hopper: its mode too) at reboot; apply must bring them back.
+    kept_mode = "1 -> 1" if ctx.generation == "ampere" else "0 -> 1"
+    lost = bool(lines) and all(", instances - -> " in line and f"mode {kept_mode}" in line for line in lines)
+    events = [c.event for c in report.calls()]
+    return Claim("restored-after-reboot",
+                 f"after reboot {ctx.boot - 1} the layout was gone ({ctx.generation}) and was restored again",
+                 lost and "apply" in events and "assert" in events and report.assert_exit_code() == 0,
+                 f"apply said: {lines or 'nothing'}; stub calls this boot: {events}")
+
+
+def _failure_visible(report: GuestReport, ctx: BootContext) -> Claim:
+    console = _ANSI.sub("", ctx.console)
+    # systemd's own status lines (not the report echoing the journal); on the 80-column serial console
+    # systemd 252 cuts unit names: "Failed to start nvidia-mig… MIG configuration before kubelet."
+    failed = re.search(r"^\[FAILED\] Failed to start nvidia-mig(-restore\.service|…).*$", console, re.M)
+    depend = re.search(r"^\[DEPEND\] Dependency failed for kube(let\.service|…).*$", console, re.M)
+    reason = [line for line in report.section(f"journal {RESTORE}") if "injected failure" in line]
+    blocked = [line for line in report.section(f"journal {KUBELET}") if "Dependency failed" in line]
+    if not ctx.kubelet or not ctx.kubelet_requires:  # nothing is blocked: only the restore's own failure
+        return Claim("failure-visible", "console and journal say why the restore failed",
+                     bool(failed and reason),
+                     f"console: {failed.group(0) if failed else 'no [FAILED] line'!r}; "
+                     f"journal: {reason or 'no reason'}")
+    return Claim("failure-visible", "console and journal say why kubelet did not start",
+                 bool(failed and depend and reason and blocked),
+                 f"console: {failed.group(0) if failed else 'no [FAILED] line'!r}, "
+                 f"{depend.group(0) if depend else 'no [DEPEND] line'!r}; "
+                 f"journal: {reason + blocked or 'no reason'}")
+
+
+def _stub_calls_for_fault(report: GuestReport, ctx: BootContext) -> Claim:
+    events = [c.event for c in report.calls() if c.event in ("smi", "apply", "assert")]
+    want = ["smi", "apply"] if ctx.scenario == "fail-apply" else ["smi", "apply", "assert"]
+    return Claim("stub-calls", f"with {ctx.scenario} the restore stopped at the failing step",
+                 events == want, f"calls {events}, want {want}")
+
+
+def _cloud_init_done(report: GuestReport, ctx: BootContext) -> Claim:
+    lines = report.section("cloud-init")
+    status = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("status:")), "?")
+    invalid = [line for line in lines if "Invalid cloud-config" in line]
+    return Claim("cloud-init-done", "cloud-init finished without errors or invalid config",
+                 status == "done" and not invalid, f"status: {status}; invalid: {invalid or 'none'}")
+
+
+def _state_claim(report: GuestReport, unit: str, claim_id: str, want: tuple[str, str]) -> Claim:
+    props = report.unit(unit)
+    got = (props.get("ActiveState", "?"), props.get("Result", "?"))
+    return Claim(claim_id, f"{unit} is {want[0]} with result {want[1]}", got == want,
+                 f"ActiveState={got[0]} SubState={props.get('SubState', '?')} Result={got[1]} "
+                 f"ExecMainStatus={props.get('ExecMainStatus', '?')}")
+
+
+def _mono(report: GuestReport, unit: str, key: str) -> int:
+    value = report.unit(unit).get(key, "0")
+    return int(value) if value.isdigit() else 0
+
+
+def _tail(text: str, lines: int = 8) -> str:
+    return " | ".join(_ANSI.sub("", text).strip().splitlines()[-lines:])
+

@@ -1,0 +1,64 @@
+"""Running host commands for the boot tests: logged, captured, failures raised as BootTestError."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from migbake.boottest.errors import BootTestError
+
+Log = Callable[[str], None]
+
+
+def no_log(_: str) -> None:
+    """A ``log`` callback that drops every message."""
+
+
+def require_tools(*names: str) -> None:
+    """Raise BootTestError naming every host tool of ``names`` that is not on PATH (or sbin)."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = [n for n in names if shutil.which(n, path=path) is None]
+    if missing:
+        raise BootTestError(f"missing host tools: {', '.join(missing)} (see real-tool-recipes §0)")
+
+
+def run(
+    cmd: Sequence[str | Path],
+    *,
+    log: Log,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` with captured output; with ``check``, a non-zero exit raises BootTestError."""
+    argv = [str(c) for c in cmd]
+    shown = shlex.join(argv)
+    log(f"$ {shown}")
+    full_env = None if env is None else {**os.environ, **env}
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=full_env, timeout=timeout_s, capture_output=True, text=True,
+            errors="replace", stdin=subprocess.DEVNULL, check=False,
+        )
+    except FileNotFoundError as exc:
+        raise BootTestError(f"cannot run {argv[0]!r}: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise BootTestError(f"timed out after {timeout_s} s: {shown}") from exc
+    if check and proc.returncode != 0:
+        raise BootTestError(
+            f"command failed (exit {proc.returncode}, {time.monotonic() - start:.1f} s): {shown}\n"
+            + tail(proc.stdout + proc.stderr)
+        )
+    return proc
+
+
+def tail(text: str, lines: int = 25) -> str:
+    """The last ``lines`` lines of ``text``, for error messages."""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])

@@ -1,0 +1,218 @@
+"""One boot test end to end: rootfs copy + fixtures, the output under test installed, boots, claims."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from migbake.boottest import cache, fixtures, image, packer_chroot, qemu
+from migbake.boottest.claims import BootContext, BootPath, Claim, evaluate
+from migbake.boottest.commands import Log, no_log
+from migbake.boottest.errors import BootTestError
+from migbake.boottest.fixtures import Generation, Scenario
+from migbake.boottest.kernel import KernelAssets, ensure_kernel
+from migbake.boottest.report import parse_report
+from migbake.boottest.rootfs import BaseRootfs, ensure_rootfs
+
+OnFailure = Literal["keep", "clean"]
+RESTORE_UNIT = "rootfs/etc/systemd/system/nvidia-mig-restore.service"
+KUBELET_DROP_IN = "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+REQUIRED: dict[BootPath, tuple[str, ...]] = {
+    "packer": (RESTORE_UNIT, "packer/build.pkr.hcl", "packer/sources.pkr.hcl", "packer/variables.pkr.hcl"),
+    "cloud-init": (RESTORE_UNIT, "cloud-init/user-data"),
+}
+
+
+@dataclass(frozen=True)
+class BootAssets:
+    """The cached inputs every boot test shares: build once per session."""
+
+    rootfs: BaseRootfs
+    kernel: KernelAssets
+
+
+@dataclass(frozen=True)
+class BootOutcome:
+    """One boot of the image and the claims checked on what it left behind."""
+
+    index: int
+    exit_code: int
+    duration_s: float
+    serial_log: Path
+    report_path: Path | None
+    claims: tuple[Claim, ...]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.claims) and all(c.passed for c in self.claims)
+
+
+@dataclass(frozen=True)
+class BootTestResult:
+    """Everything one ``run_boot_test`` call found out."""
+
+    out_dir: Path
+    path: BootPath
+    scenario: Scenario
+    generation: Generation
+    work_dir: Path
+    boots: tuple[BootOutcome, ...]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.boots) and all(b.passed for b in self.boots)
+
+    def failed_claims(self) -> list[tuple[int, Claim]]:
+        """(boot index, claim) for every claim that did not hold."""
+        return [(b.index, c) for b in self.boots for c in b.claims if not c.passed]
+
+    def summary(self) -> str:
+        """A readable multi-line account: one line per claim, per boot."""
+        lines = [f"boot test {self.path}/{self.scenario}/{self.generation}: "
+                 f"{'PASSED' if self.passed else 'FAILED'} (work dir {self.work_dir})"]
+        for boot in self.boots:
+            lines.append(f"boot {boot.index}: exit {boot.exit_code}, {boot.duration_s:.1f} s, "
+                         f"console {boot.serial_log}")
+            lines += [f"  [{'ok' if c.passed else 'FAIL'}] {c.id}: {c.description} -- {c.evidence}"
+                      for c in boot.claims]
+        lines.append("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items()))
+        return "\n".join(lines)
+
+
+def prepare_assets(*, cache_root: Path | None = None, force_rebuild: bool = False,
+                   log: Log = no_log) -> BootAssets:
+    """Build (or find in the cache) the rootfs and the kernel + initramfs."""
+    return BootAssets(ensure_rootfs(cache_root=cache_root, force_rebuild=force_rebuild, log=log),
+                      ensure_kernel(cache_root=cache_root, force_rebuild=force_rebuild, log=log))
+
+
+def run_boot_test(
+    out_dir: Path,
+    *,
+    path: BootPath,
+    scenario: Scenario = "ok",
+    boots: int = 1,
+    gpu_generation: Generation = "hopper",
+    on_failure: OnFailure = "keep",
+    log: Log = no_log,
+    assets: BootAssets | None = None,
+    cache_root: Path | None = None,
+    work_dir: Path | None = None,
+    boot_timeout_s: float = 300,
+    expect: Literal["block-kubelet", "continue"] = "block-kubelet",
+) -> BootTestResult:
+    """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
+
+    ``packer``: a real ``packer build -only=null.ssh`` of OUT/packer into the rootfs (cloud-init disabled).
+    ``cloud-init``: a plain GPU image (kubelet and mig-manager enabled, no restore files) with
+    OUT/cloud-init/user-data on a NoCloud seed disk. Disk images are deleted when every claim holds,
+    and kept for inspection on failure unless ``on_failure`` is ``"clean"``; logs and reports stay.
+    ``expect`` is the profile's restore.on_failure: whether a failed restore must keep kubelet down.
+    """
+    out_dir = Path(out_dir).resolve()
+    if boots < 1:
+        raise BootTestError(f"boots must be at least 1, not {boots}")
+    missing = [name for name in REQUIRED[path] if not (out_dir / name).is_file()]
+    if missing:
+        raise BootTestError(f"{out_dir} is not a migbake output for the {path} path: "
+                            f"missing {', '.join(missing)}")
+    timings: dict[str, float] = {}
+    if assets is None:
+        with _timed(timings, "assets"):
+            assets = prepare_assets(cache_root=cache_root, log=log)
+    if work_dir is None:
+        parent = cache.cache_dir(cache_root) / "work"
+        parent.mkdir(exist_ok=True)
+        prefix = f"{path}-{scenario}-{gpu_generation}-{time.strftime('%Y%m%d-%H%M%S')}-"
+        work = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    else:
+        work = work_dir
+        cache.remove_tree(work)
+        work.mkdir(parents=True)
+    log(f"boot test {path}/{scenario}/{gpu_generation} x{boots} of {out_dir} in {work}")
+
+    kubelet = (out_dir / KUBELET_DROP_IN).is_file()  # a profile without kubelet has no drop-in
+    # what the profile promises, never read from the artifacts under test
+    requires = expect == "block-kubelet"
+    disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, kubelet, timings, log)
+    outcomes = []
+    for index in range(1, boots + 1):
+        ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
+                          kubelet_requires=requires)
+        with _timed(timings, f"boot-{index}"):
+            outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
+    result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings)
+    if result.passed or on_failure == "clean":
+        for leftover in (disk, seed):
+            if leftover is not None:
+                leftover.unlink(missing_ok=True)
+    else:
+        log(f"claims failed: disk image kept for inspection in {work}")
+    return result
+
+
+def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, scenario: Scenario,
+                 generation: Generation, kubelet: bool, timings: dict[str, float],
+                 log: Log) -> tuple[Path, Path | None]:
+    rootfs = work / "rootfs"
+    with _timed(timings, "rootfs-copy"):
+        assets.rootfs.fresh_copy(rootfs, log=log)
+    try:
+        with _timed(timings, "fixtures"):
+            commands = fixtures.restore_commands_from_unit((out_dir / RESTORE_UNIT).read_text())
+            config = out_dir / "rootfs" / commands.config_file.lstrip("/")
+            gpu = fixtures.gpu_model_for_config(config.read_text() if config.is_file() else "",
+                                                commands.config_name, generation)
+            fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log)
+            fixtures.inject_fault(rootfs, scenario)
+        seed = None
+        if path == "packer":
+            fixtures.disable_cloud_init(rootfs)
+            with _timed(timings, "packer-build"):
+                packer_chroot.build_into_rootfs(out_dir / "packer", rootfs, workdir=work / "sshd", log=log)
+        else:
+            seed = image.make_seed(out_dir / "cloud-init/user-data", work / "seed.img",
+                                   instance_id=f"iid-migbake-{work.name}", log=log)
+        with _timed(timings, "mkfs"):
+            disk = image.make_disk(rootfs, work / "disk.img", log=log)
+    finally:
+        cache.remove_tree(rootfs)  # the image holds it all; the copy is 200 MB
+    return disk, seed
+
+
+def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAssets, work: Path,
+               timeout_s: float, log: Log) -> BootOutcome:
+    index = ctx.boot
+    if index > 1:  # each boot's evidence must come from that boot only
+        for stale in (fixtures.STUB_LOG, fixtures.REPORT):
+            image.remove_file(disk, stale, log=log)
+    run = qemu.boot(kernel=kernel, disk=disk, seed=seed, serial_log=work / f"serial-{index}.log",
+                    timeout_s=timeout_s, log=log)
+    text = image.read_file(disk, fixtures.REPORT, log=log)
+    report_path = None
+    if text is not None:
+        report_path = work / f"report-{index}.txt"
+        report_path.write_text(text)
+    console = run.serial_log.read_text(errors="replace") if run.serial_log.exists() else ""
+    claims = evaluate(None if text is None else parse_report(text), replace(ctx, console=console))
+    if run.exit_code != 0:
+        why = f"killed after {run.duration_s:.0f} s" if run.timed_out else f"QEMU exited {run.exit_code}"
+        claims.insert(0, Claim("powered-off", "the guest powered off before the timeout", False, why))
+    for claim in claims:
+        log(f"boot {index}: [{'ok' if claim.passed else 'FAIL'}] {claim.id}: {claim.evidence}")
+    return BootOutcome(index, run.exit_code, run.duration_s, run.serial_log, report_path, tuple(claims))
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[stage] = round(time.monotonic() - start, 2)

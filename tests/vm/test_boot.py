@@ -1,0 +1,100 @@
+"""Boot the output under test in a real Debian VM: the Packer path and the cloud-init path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from migbake.boottest import BootAssets, BootTestError, BootTestResult, run_boot_test
+
+pytestmark = pytest.mark.vm
+
+OK_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed", "call-order",
+             "restore-before-kubelet", "restore-active", "kubelet-active", "kubelet-started-once",
+             "layout-applied", "manual-stop-refused"}
+FAIL_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed",
+               "restore-failed", "kubelet-never-started", "failure-visible", "stub-calls"}
+
+
+def claim_ids(result: BootTestResult, boot: int) -> set[str]:
+    return {c.id for c in result.boots[boot - 1].claims}
+
+
+def test_packer_ok_restores_before_kubelet_on_every_boot(out_dir: Path, boot_assets: BootAssets) -> None:
+    result = run_boot_test(out_dir, path="packer", scenario="ok", boots=2, gpu_generation="hopper",
+                           assets=boot_assets, log=print)
+    print(result.summary())
+    assert result.passed, result.summary()
+    assert claim_ids(result, 1) == OK_CLAIMS
+    assert claim_ids(result, 2) == OK_CLAIMS | {"restored-after-reboot"}
+
+
+def test_packer_fail_apply_keeps_kubelet_down(out_dir: Path, boot_assets: BootAssets) -> None:
+    result = run_boot_test(out_dir, path="packer", scenario="fail-apply", boots=1, gpu_generation="hopper",
+                           assets=boot_assets, log=print)
+    print(result.summary())
+    assert result.passed, result.summary()
+    assert claim_ids(result, 1) == FAIL_CLAIMS
+
+
+def test_cloud_init_hold_two_boots(out_dir: Path, boot_assets: BootAssets) -> None:
+    result = run_boot_test(out_dir, path="cloud-init", scenario="ok", boots=2, gpu_generation="ampere",
+                           assets=boot_assets, log=print)
+    print(result.summary())
+    assert result.passed, result.summary()
+    assert claim_ids(result, 1) == OK_CLAIMS | {"cloud-init-done"}
+    assert claim_ids(result, 2) == OK_CLAIMS | {"cloud-init-done", "restored-after-reboot"}
+
+
+def test_claims_catch_a_drop_in_without_requires(out_dir: Path, boot_assets: BootAssets,
+                                                 tmp_path: Path) -> None:
+    """Self-test: with only ordering (no Requires=), a failed restore no longer keeps kubelet down."""
+    broken = tmp_path / "out"
+    shutil.copytree(out_dir, broken)
+    drop_in = broken / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+    text = drop_in.read_text()
+    assert "Requires=nvidia-mig-restore.service" in text
+    drop_in.write_text(text.replace("Requires=", "Wants="))
+    result = run_boot_test(broken, path="packer", scenario="fail-apply", boots=1, assets=boot_assets,
+                           on_failure="clean", log=print)
+    print(result.summary())
+    assert {c.id for _, c in result.failed_claims()} == {"kubelet-never-started", "failure-visible"}
+
+
+def test_failed_packer_build_is_an_error_and_leaves_nothing_running(out_dir: Path, boot_assets: BootAssets,
+                                                                   tmp_path: Path) -> None:
+    broken = tmp_path / "out"
+    shutil.copytree(out_dir, broken)
+    script = broken / "packer/scripts/install-mig-restore.sh"
+    script.write_text(script.read_text() + "exit 3\n")
+    with pytest.raises(BootTestError, match="non-zero exit status: 3"):
+        run_boot_test(broken, path="packer", assets=boot_assets, log=print)
+    assert "migbake-chroot." not in Path("/proc/self/mounts").read_text()
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
+                if b"sshd_config" in _read(p) and b"/sshd/" in _read(p)]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended meanwhile
+        return b""
+
+
+def test_on_failure_continue_starts_kubelet_anyway(out_dir: Path, boot_assets: BootAssets,
+                                                   tmp_path: Path) -> None:
+    """restore.on_failure: continue: a failed restore is visible, and kubelet starts anyway."""
+    import subprocess
+
+    profile = tmp_path / "continue.yaml"
+    profile.write_text("version: 1\nname: continue\ngpus:\n  - model: h100-80gb\n    mig:\n"
+                       "      layout: {1g.10gb: 7}\nrestore: {on_failure: continue}\n")
+    out = tmp_path / "out"
+    subprocess.run(["migbake", "generate", str(profile), "-o", str(out)], check=True)
+    result = run_boot_test(out, path="packer", scenario="fail-assert", boots=1, assets=boot_assets,
+                           expect="continue", log=print)
+    print(result.summary())
+    assert result.passed, result.summary()
+    assert "kubelet-started-anyway" in claim_ids(result, 1)

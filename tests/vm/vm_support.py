@@ -1,0 +1,33 @@
+"""Helpers of the VM tier: which generated output it boots, and failing (not skipping) in CI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# the committed output of a real example image (tests/test_images.py keeps it equal to `generate`)
+SAMPLE_OUT = REPO / "images" / "h200-inference" / "generated"
+HOST_TOOLS = ("debootstrap", "qemu-system-x86_64", "packer", "mkfs.ext4", "debugfs", "mkfs.vfat", "mcopy",
+              "sshd", "ssh", "ssh-keygen", "cpio", "apt-get", "apt-cache", "dpkg-deb", "depmod", "modprobe",
+              "systemctl", "mount", "shellcheck")
+
+
+def unavailable(reason: str) -> None:
+    """Skip on a developer machine; in CI (CI=true) a missing tool or privilege fails the run."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"required in CI (CI=true): {reason}")
+    pytest.skip(reason)
+
+
+def require_vm_host() -> None:
+    """Root and every host tool the VM tier uses."""
+    if os.geteuid() != 0:
+        unavailable("the VM tier needs root (debootstrap, mount --bind, sshd chroot)")
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = [tool for tool in HOST_TOOLS if shutil.which(tool, path=path) is None]
+    if missing:
+        unavailable(f"missing host tools: {', '.join(missing)}")
