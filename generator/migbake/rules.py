@@ -17,6 +17,7 @@ from migbake.problems import Problem
 from migbake.profile import LoadedProfile, join_pointer
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
+SYSTEMD_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +269,10 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
         else:
             seen[name] = ptr
     path = _mapping(d.get("restore")).get("config_path")
+    if isinstance(path, str) and (path.startswith(SYSTEMD_DIRS) or path.rstrip("/") in SYSTEMD_DIRS):
+        yield loaded.problem("/restore/config_path", f"{path!r} is inside systemd's unit folders, where the "
+                             "restore unit and the kubelet drop-in go; keep the mig-parted config elsewhere, "
+                             "such as /etc/nvidia-mig/config.yaml", "config-path-in-systemd")
     if path == MANAGED_CONFIG:
         yield loaded.problem("/restore/config_path", f"{MANAGED_CONFIG} belongs to the packaged "
                              "nvidia-mig-manager, which regenerates it from the hardware at boot; use another "
