@@ -13,11 +13,14 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
 from migbake import __version__
+
+if TYPE_CHECKING:
+    from migbake.model import NodeProfile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +68,19 @@ def _guard(fn: F) -> F:
 def _debug_traceback() -> None:
     if _State.debug:
         traceback.print_exc()
+
+
+def _valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
+    """The checked profile at ``profile``; its problems go to stderr, and an invalid one exits 1."""
+    from migbake.validate import check_file
+
+    checked = check_file(profile)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    if checked.profile is None:
+        click.echo(f"migbake: {profile}: invalid" + (f", {consequence}" if consequence else ""), err=True)
+        sys.exit(EXIT_INVALID)
+    return checked.profile
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,16 +173,9 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     swapped in at once, so OUT is never half-written.
     """
     from migbake.render import render
-    from migbake.validate import check_file
     from migbake.write import diff_tree, write_tree
 
-    checked = check_file(profile)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
-    if checked.profile is None:
-        click.echo(f"migbake: {profile}: invalid, nothing written", err=True)
-        sys.exit(EXIT_INVALID)
-    artifacts = render(checked.profile)
+    artifacts = render(_valid_profile(profile, "nothing written"))
     artifacts += _user_data_forms(artifacts, user_data_gzip, mime_part)
     if check:
         diff = diff_tree(artifacts, out)
@@ -322,7 +331,6 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     from migbake import packer
     from migbake.problems import PackerError
     from migbake.render import render
-    from migbake.validate import check_file
     from migbake.write import write_tree
 
     profile, out_dir = _profile_and_out(target, out)
@@ -333,13 +341,8 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         packer.check_vars(variables)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--var") from e
-    checked = check_file(profile)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
-    if checked.profile is None:
-        click.echo(f"migbake: {profile}: invalid, nothing baked", err=True)
-        sys.exit(EXIT_INVALID)
-    write_tree(render(checked.profile), out_dir)
+    prof = _valid_profile(profile, "nothing baked")
+    write_tree(render(prof), out_dir)
     click.echo(f"generated {out_dir}")
     if dry_run:
         binary = packer_bin or os.environ.get("MIGBAKE_PACKER") or "packer"
@@ -356,7 +359,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     steps = packer.plan_bake(out_dir / "packer", binary=binary, version=packer.packer_version(binary),
                              only=only, variables=variables, var_files=var_files)
     packer.run_steps(steps, on_line=click.echo)
-    click.echo(f"migbake: baked {checked.profile.name} ({', '.join(only) or 'all sources'})")
+    click.echo(f"migbake: baked {prof.name} ({', '.join(only) or 'all sources'})")
 
 
 # --- boot-test ---------------------------------------------------------------------------------
@@ -391,15 +394,9 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     from migbake.boottest import BootTestError, prepare_assets, run_boot_test
     from migbake.migconfig import group_models
     from migbake.render import render
-    from migbake.validate import check_file
     from migbake.write import write_tree
 
-    checked = check_file(profile)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
-    if checked.profile is None:
-        sys.exit(EXIT_INVALID)
-    prof = checked.profile
+    prof = _valid_profile(profile)
     generation: Literal["hopper", "ampere"] = (
         "ampere" if all(m.mig_mode_persists for m in group_models(prof)) else "hopper")
     all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
@@ -494,14 +491,8 @@ def show(profile: Path) -> None:
     from migbake.migconfig import group_models
     from migbake.render import gpu_notes
     from migbake.slicemap import render_slice_map
-    from migbake.validate import check_file
 
-    checked = check_file(profile)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
-    if checked.profile is None:
-        sys.exit(EXIT_INVALID)
-    prof = checked.profile
+    prof = _valid_profile(profile)
     click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
     from migbake.catalog import load_catalog
 
@@ -546,23 +537,17 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, as_js
     unreadable capture.
     """
     from migbake.preflight import CaptureError, check_capture, read_capture, table
-    from migbake.validate import check_file
 
     capture_file = xml_file or csv_file
     if capture_file is None or (xml_file is not None and csv_file is not None):
         raise click.UsageError("give exactly one of --nvidia-smi-xml FILE or --nvidia-smi-csv FILE")
-    checked = check_file(profile)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
-    if checked.profile is None:
-        click.echo(f"migbake: {profile}: invalid profile, nothing checked", err=True)
-        sys.exit(EXIT_INVALID)
+    prof = _valid_profile(profile, "nothing checked")
     try:
         capture = read_capture(capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
     except CaptureError as e:
         click.echo(f"migbake: error: {e}", err=True)
         sys.exit(EXIT_USAGE)
-    result = check_capture(checked.profile, capture)
+    result = check_capture(prof, capture)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -656,15 +641,8 @@ def export(profile: Path, gpu_operator: bool, output: Path | None) -> None:
     from migbake.kubernetes import CONFIG_LABEL, configmap_name, gpu_operator_configmap
     from migbake.migconfig import mig_parted_config_text
     from migbake.render import header
-    from migbake.validate import check_file
 
-    checked = check_file(profile)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
-    if checked.profile is None:
-        click.echo(f"migbake: {profile}: invalid, nothing exported", err=True)
-        sys.exit(EXIT_INVALID)
-    prof, cat = checked.profile, load_catalog()
+    prof, cat = _valid_profile(profile, "nothing exported"), load_catalog()
     if not gpu_operator:
         _write_or_print(header(prof) + "\n" + mig_parted_config_text(prof, cat), output)
         return
