@@ -1,0 +1,1 @@
+"""The commands of the ``migbake`` command line, one module per area; ``migbake.cli`` assembles them."""

@@ -1,0 +1,162 @@
+"""Commands that build and boot images: bake (Packer), boot-test (QEMU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+import click
+
+from migbake.commands.base import EXIT_INVALID, guard, main, valid_profile
+
+# --- bake --------------------------------------------------------------------------------------
+
+def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
+    if target.is_dir():
+        profile = target / "node-profile.yaml"
+        if not profile.is_file():
+            raise click.BadParameter(f"{target} has no node-profile.yaml", param_hint="PROFILE|IMAGE_DIR")
+        return profile, out or target / "generated"
+    if not target.is_file():
+        raise click.BadParameter(f"{target} does not exist", param_hint="PROFILE|IMAGE_DIR")
+    return target, out or target.parent / "generated"
+
+
+@main.command()
+@click.argument("target", metavar="PROFILE|IMAGE_DIR", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to generate (default: IMAGE_DIR/generated, or `generated` beside PROFILE).")
+@click.option("--only", multiple=True, metavar="SOURCE",
+              help="Build only this source: amazon-ebs.golden or null.ssh (repeatable).")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="A Packer variable (repeatable).")
+@click.option("--var-file", "var_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="A Packer variables file (repeatable).")
+@click.option("--packer", "packer_bin", metavar="PATH", help="The Packer binary (default: $MIGBAKE_PACKER or packer).")
+@click.option("--dry-run", is_flag=True, help="Generate, then print the Packer commands instead of running them.")
+@guard
+def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple[str, ...],
+         var_files: tuple[Path, ...], packer_bin: str | None, dry_run: bool) -> None:
+    """Generate, then bake an image with Packer: [init], fmt -check, validate, build.
+
+    Packer's output is streamed. If a step fails, migbake names the step and Packer's exit code and
+    exits 1; if Packer is missing it says how to install it.
+    """
+    from migbake import packer
+    from migbake.problems import PackerError
+    from migbake.render import render
+    from migbake.write import write_tree
+
+    profile, out_dir = _profile_and_out(target, out)
+    for s in only:
+        if s not in ("amazon-ebs.golden", "null.ssh"):
+            raise click.BadParameter(f"{s!r}: the sources are amazon-ebs.golden and null.ssh", param_hint="--only")
+    try:
+        packer.check_vars(variables)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--var") from e
+    prof = valid_profile(profile, "nothing baked")
+    write_tree(render(prof), out_dir)
+    click.echo(f"generated {out_dir}")
+    if dry_run:
+        binary = packer_bin or os.environ.get("MIGBAKE_PACKER") or "packer"
+        try:
+            version = packer.packer_version(packer.find_packer(packer_bin))
+        except PackerError:
+            version = (1, 7, 0)  # not installed: show what a current Packer would run
+        steps = packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
+                                 variables=variables, var_files=var_files)
+        for step in steps:
+            click.echo(step.display())
+        return
+    binary = packer.find_packer(packer_bin)
+    steps = packer.plan_bake(out_dir / "packer", binary=binary, version=packer.packer_version(binary),
+                             only=only, variables=variables, var_files=var_files)
+    packer.run_steps(steps, on_line=click.echo)
+    click.echo(f"migbake: baked {prof.name} ({', '.join(only) or 'all sources'})")
+
+
+# --- boot-test ---------------------------------------------------------------------------------
+
+@main.command("boot-test")
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
+              show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
+@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", "all"]), default="all",
+              show_default=True, help="ok, or a simulated mig-parted whose apply/assert fails.")
+@click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
+              help="Boots per ok run (faults boot once).")
+@click.option("--keep", is_flag=True, help="Keep the disk images of every run (default: only of failing runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the Debian rootfs and kernel are cached (default: $MIGBAKE_CACHE or /var/cache/migbake).")
+@guard
+def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, as_json: bool,
+              cache: Path | None) -> None:
+    """Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.
+
+    Builds (and caches) a minimal Debian rootfs with systemd and cloud-init and a kernel, installs a
+    simulated nvidia-smi / nvidia-mig-parted and a fake kubelet, delivers the generated files through
+    the Packer provisioner or the cloud-init user-data, boots, and reads the results back from the disk.
+    Claims, on every boot: nvidia-smi < apply < assert < kubelet; a failing apply or assert keeps kubelet
+    down (unless on_failure: continue) and the console says why; the packaged manager never runs; the
+    layout comes back after a reboot; a manual stop of the restore is refused. Needs root. Exit 0 only
+    if every claim holds.
+    """
+    import tempfile
+
+    from migbake.boottest import BootTestError, prepare_assets, run_boot_test
+    from migbake.migconfig import group_models
+    from migbake.render import render
+    from migbake.write import write_tree
+
+    prof = valid_profile(profile)
+    generation: Literal["hopper", "ampere"] = (
+        "ampere" if all(m.mig_mode_persists for m in group_models(prof)) else "hopper")
+    all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
+    chosen_paths = [p for p in all_paths if paths in (p, "both")]
+    all_scenarios: list[Literal["ok", "fail-apply", "fail-assert"]] = ["ok", "fail-apply", "fail-assert"]
+    scenarios = [s for s in all_scenarios if scenario in (s, "all")]
+    log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
+        out = Path(tmp) / "out"
+        write_tree(render(prof), out)
+        try:
+            assets = prepare_assets(cache_root=cache, log=log)
+            for path in chosen_paths:
+                for sc in scenarios:
+                    results.append(run_boot_test(
+                        out, path=path, scenario=sc, boots=boots if sc == "ok" else 1, gpu_generation=generation,
+                        on_failure="keep", assets=assets, cache_root=cache, log=log,
+                        expect=prof.restore.on_failure))
+        except BootTestError as e:
+            raise click.ClickException(f"boot test could not run: {e}") from e
+    if not keep:
+        for r in results:
+            if r.passed:
+                import shutil
+
+                shutil.rmtree(r.work_dir, ignore_errors=True)
+    ok = all(r.passed for r in results)
+    if as_json:
+        click.echo(json.dumps({"profile": prof.name, "generation": generation, "passed": ok, "runs": [{
+            "path": r.path, "scenario": r.scenario, "passed": r.passed, "work_dir": str(r.work_dir),
+            "timings_s": {k: round(v, 1) for k, v in r.timings.items()},
+            "boots": [{"boot": b.index, "passed": b.passed, "seconds": round(b.duration_s, 1),
+                       "claims": [{"id": c.id, "passed": c.passed, "claim": c.description,
+                                   "evidence": c.evidence} for c in b.claims]} for b in r.boots],
+        } for r in results]}, indent=2))
+    else:
+        click.echo(f"{'PATH':<11}{'SCENARIO':<12}{'BOOT':<5}{'RESULT':<7}CLAIM")
+        for r in results:
+            for b in r.boots:
+                for c in b.claims:
+                    click.echo(f"{r.path:<11}{r.scenario:<12}{b.index:<5}{'pass' if c.passed else 'FAIL':<7}"
+                               f"{c.id}: {c.description}" + ("" if c.passed else f"\n{'':<35}{c.evidence}"))
+        times = ", ".join(f"{r.path}/{r.scenario} {sum(b.duration_s for b in r.boots):.0f} s" for r in results)
+        click.echo(f"\n{'all claims hold' if ok else 'SOME CLAIMS FAILED'} ({times} of boots)")
+    if not ok:
+        sys.exit(EXIT_INVALID)

@@ -1,0 +1,103 @@
+"""The command group, its error handling and the helpers every command shares.
+
+Exit codes: 0 success; 1 invalid input (a profile with errors), stale output (--check) or a failed
+step; 2 usage (bad options, an output directory migbake will not replace); 3 an internal error.
+Tracebacks only with --debug.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from migbake import __version__
+
+if TYPE_CHECKING:
+    from migbake.model import NodeProfile
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class _State:
+    debug = False
+
+
+def guard(fn: F) -> F:
+    """Turn migbake's errors into messages and exit codes; tracebacks only with --debug."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from migbake.problems import MigbakeError, OutputError
+
+        try:
+            return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except OutputError as e:
+            _debug_traceback()
+            click.echo(f"migbake: error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+        except MigbakeError as e:
+            _debug_traceback()
+            click.echo(f"migbake: error: {e}", err=True)
+            sys.exit(EXIT_INVALID)
+        except KeyboardInterrupt:
+            click.echo("migbake: interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:
+            _debug_traceback()
+            click.echo(f"migbake: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
+                       err=True)
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _debug_traceback() -> None:
+    if _State.debug:
+        traceback.print_exc()
+
+
+def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
+    """The checked profile at ``profile``; its problems go to stderr, and an invalid one exits 1."""
+    from migbake.validate import check_file
+
+    checked = check_file(profile)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    if checked.profile is None:
+        click.echo(f"migbake: {profile}: invalid" + (f", {consequence}" if consequence else ""), err=True)
+        sys.exit(EXIT_INVALID)
+    return checked.profile
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="migbake")
+@click.option("--debug", is_flag=True, help="Show a traceback when something fails.")
+def main(debug: bool) -> None:
+    """Bake NVIDIA MIG layouts into golden images and first-boot user-data.
+
+    A node profile (YAML) says which GPUs a node has and which MIG layout to restore. migbake
+    validates it (schema, profile names, counts, exact placement) and generates the
+    nvidia-mig-parted config, a oneshot restore unit ordered before kubelet, the kubelet drop-in,
+    cloud-init user-data, Packer templates and provisioner scripts, and verify/uninstall/capture
+    scripts.
+
+    Exit codes: 0 ok, 1 invalid input or stale output, 2 usage, 3 internal error.
+    """
+    _State.debug = debug or os.environ.get("MIGBAKE_DEBUG") == "1"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -1,0 +1,144 @@
+"""Commands that meet a real node: preflight, import, export."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from migbake.commands.base import EXIT_INVALID, EXIT_USAGE, guard, main, plural, valid_profile
+
+# --- preflight ---------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("profile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `nvidia-smi -q -x` captured on the node.")
+@click.option("--nvidia-smi-csv", "csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current "
+                   "--format=csv` (with or without the header).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@guard
+def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, as_json: bool) -> None:
+    """Check captured nvidia-smi output of a node against PROFILE, offline (for CI and support tickets).
+
+    The GPU checks of scripts/preflight-mig-restore.sh: GPU count, models (PCI ids) and indices of
+    every gpus entry, and the current MIG state. Checks that need the node itself are SKIP. Exit 0
+    when no check failed, 1 when one did (or the profile is invalid), 2 for bad usage or an
+    unreadable capture.
+    """
+    from migbake.preflight import CaptureError, check_capture, read_capture, table
+
+    capture_file = xml_file or csv_file
+    if capture_file is None or (xml_file is not None and csv_file is not None):
+        raise click.UsageError("give exactly one of --nvidia-smi-xml FILE or --nvidia-smi-csv FILE")
+    prof = valid_profile(profile, "nothing checked")
+    try:
+        capture = read_capture(capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
+    except CaptureError as e:
+        click.echo(f"migbake: error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    result = check_capture(prof, capture)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        for line in table(result):
+            click.echo(line)
+    if not result.ready:
+        sys.exit(EXIT_INVALID)
+
+
+# --- import / export ---------------------------------------------------------------------------
+
+def _write_or_print(text: str, output: Path | None, force: bool = True) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    if output.exists() and not force:
+        raise click.UsageError(f"{output} exists; pass --force to replace it")
+    with click.open_file(str(output), "w", encoding="utf-8", atomic=True) as fh:
+        fh.write(text)
+    click.echo(f"wrote {output}", err=True)
+
+
+@main.command("import")
+@click.argument("source", metavar="MIG_PARTED_YAML",
+                type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
+@click.option("--config", "config_name", metavar="NAME", help="The config to import (needed when there are several).")
+@click.option("--model", metavar="ID", help="The GPU model of entries without a device-filter (`migbake gpus`).")
+@click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="`nvidia-smi -q -x` of the node: the GPU models and gpu_count; every GPU must be covered.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the profile here (default: standard output).")
+@click.option("--name", default="", help="The profile's name (default: imported-<models>).")
+@click.option("--force", is_flag=True, help="Replace an existing OUTPUT.")
+@guard
+def import_(source: Path, config_name: str | None, model: str | None, xml_file: Path | None,
+            output: Path | None, name: str, force: bool) -> None:
+    """Turn an nvidia-mig-parted config (e.g. `nvidia-mig-parted export` of a known-good node) into a node profile.
+
+    The GPU model comes from each entry's device-filter, else from --model or --nvidia-smi-xml.
+    Whatever a profile cannot represent exactly is refused with its reason and location (exit 1):
+    another version, several configs without --config, malformed or unknown device-filter ids, MIG
+    devices with mig-enabled false, overlapping entries, ... The result is validated like any profile.
+    """
+    from migbake.catalog import load_catalog
+    from migbake.importer import ImportRefused, import_config
+    from migbake.preflight import CaptureError, read_capture
+
+    if model is not None and xml_file is not None:
+        raise click.UsageError("give --model or --nvidia-smi-xml, not both")
+    cat = load_catalog()
+    gpu = cat.find(model) if model is not None else None
+    if model is not None and gpu is None:
+        close = cat.close_matches(model)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise click.BadParameter(f"unknown GPU model {model!r}.{hint}", param_hint="--model")
+    try:
+        capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
+    except CaptureError as e:
+        click.echo(f"migbake: error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    display = "-" if str(source) == "-" else str(source)
+    with click.open_file(display, "rb") as fh:
+        data = fh.read(1024 * 1024)
+    try:
+        result = import_config(data, display, config=config_name, model=gpu, capture=capture, name=name)
+    except ImportRefused as e:
+        for p in e.problems:
+            click.echo(p.format(), err=True)
+        click.echo(f"migbake: {display}: cannot import ({plural(len(e.problems), 'problem')}), nothing written",
+                   err=True)
+        sys.exit(EXIT_INVALID)
+    for p in result.warnings:
+        click.echo(p.format(), err=True)
+    _write_or_print(result.text, output, force)
+
+
+@main.command()
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gpu-operator", is_flag=True,
+              help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write here (default: standard output).")
+@guard
+def export(profile: Path, gpu_operator: bool, output: Path | None) -> None:
+    """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap.
+
+    The ConfigMap is named <profile>-mig-parted-config with key config.yaml; the operator's mig-manager
+    applies it on nodes labelled nvidia.com/mig.config=<restore.config_name>.
+    """
+    from migbake.catalog import load_catalog
+    from migbake.kubernetes import CONFIG_LABEL, configmap_name, gpu_operator_configmap
+    from migbake.migconfig import mig_parted_config_text
+    from migbake.render import header
+
+    prof, cat = valid_profile(profile, "nothing exported"), load_catalog()
+    if not gpu_operator:
+        _write_or_print(header(prof) + "\n" + mig_parted_config_text(prof, cat), output)
+        return
+    _write_or_print(gpu_operator_configmap(prof, header(prof), cat), output)
+    click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
+               f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)

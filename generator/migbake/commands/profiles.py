@@ -1,0 +1,212 @@
+"""Commands on profiles and their output: validate, generate, images, show."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from migbake.commands.base import EXIT_INVALID, guard, main, plural, valid_profile
+
+# --- validate ----------------------------------------------------------------------------------
+
+PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
+
+
+def _expand(paths: tuple[str, ...]) -> Iterator[Path]:
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted({f for g in PROFILE_GLOBS for f in p.rglob(g) if f.is_file()})
+            if not found:
+                raise click.UsageError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
+            yield from found
+        else:
+            yield p
+
+
+@main.command()
+@click.argument("profiles", nargs=-1, required=True, metavar="PROFILE...")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json", "github", "sarif", "junit"]),
+              default="text", show_default=True,
+              help="text: one line per problem; json; github: Actions annotations; sarif: SARIF 2.1.0; "
+                   "junit: JUnit XML.")
+@click.option("-q", "--quiet", is_flag=True, help="Text format: problems only, no summary line.")
+@guard
+def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
+    """Check node profiles: schema, GPU models, MIG profile names, counts and placement.
+
+    PROFILE is a file, or a directory searched for node-profile.yaml and *.profile.yaml. In text
+    format every problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule], then a
+    count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
+    (warnings allowed), 1 when any is invalid.
+    """
+    from migbake.report import FileResult, render_report, summary
+    from migbake.validate import check_file
+
+    results = [FileResult(str(f), check_file(f).problems) for f in _expand(profiles)]
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
+    if fmt == "github" and not quiet:
+        click.echo(summary(results), err=True)
+    if any(r.errors for r in results):
+        sys.exit(EXIT_INVALID)
+
+
+
+
+
+# --- generate ----------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Output directory (created, or replaced as a whole if migbake made it).")
+@click.option("--force", is_flag=True, help="Replace OUT even if it is not empty and migbake did not create it.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated.")
+@click.option("--user-data-gzip", is_flag=True,
+              help="Also write cloud-init/user-data.gz (cloud-init inflates it; for EC2's 16 KB limit).")
+@click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
+              help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
+                   "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
+                   "not tell) first, then migbake's cloud-config merged onto it.")
+@guard
+def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
+             mime_part: str | None) -> None:
+    """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
+
+    Nothing is written when the profile is invalid (exit 1). The tree is built beside OUT and
+    swapped in at once, so OUT is never half-written.
+    """
+    from migbake.render import render
+    from migbake.write import diff_tree, write_tree
+
+    artifacts = render(valid_profile(profile, "nothing written"))
+    artifacts += _user_data_forms(artifacts, user_data_gzip, mime_part)
+    if check:
+        diff = diff_tree(artifacts, out)
+        if diff:
+            for line in diff:
+                click.echo(line)
+            click.echo(f"migbake: {out} is stale: run `migbake generate {profile} -o {out}`", err=True)
+            sys.exit(EXIT_INVALID)
+        click.echo(f"{out}: up to date ({plural(len(artifacts), 'file')})")
+        return
+    write_tree(artifacts, out, force=force)
+    click.echo(f"wrote {plural(len(artifacts), 'file')} to {out}")
+
+
+def _user_data_forms(artifacts: list[Any], gzipped: bool, mime_part: str | None) -> list[Any]:
+    from migbake import userdata
+    from migbake.render import Artifact
+
+    text = next(str(a.content) for a in artifacts if a.path == "cloud-init/user-data")
+    extra = []
+    if gzipped:
+        extra.append(Artifact("cloud-init/user-data.gz", userdata.gzip_user_data(text), 0o644))
+    if mime_part:
+        src, kind = Path(mime_part), ""
+        if not src.is_file() and ":" in mime_part:
+            path, kind = mime_part.rsplit(":", 1)
+            src = Path(path)
+        try:
+            theirs = src.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
+        try:
+            mime = userdata.mime_user_data(text, theirs, src.name, kind or None)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
+        extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
+    for name, data in [("cloud-init/user-data", text.encode())] + [(a.path, a.data) for a in extra]:
+        if userdata.too_big_for_ec2(data) and not (gzipped and name == "cloud-init/user-data"):
+            click.echo(f"migbake: warning: {name} is {len(data)} bytes, above EC2's 16 KB user-data limit "
+                       "(use --user-data-gzip)", err=True)
+    return extra
+
+
+# --- images ------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("images_dir", default="images", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff if any generated/ is stale.")
+@guard
+def images(images_dir: Path, check: bool) -> None:
+    """Regenerate (or --check) every IMAGES_DIR/*/generated from its node-profile.yaml.
+
+    For a repository of golden images laid out as images/<name>/node-profile.yaml: one command
+    keeps every committed output tree up to date, and `--check` fails CI (or a pre-commit hook)
+    when one is stale. Exit 1 if any profile is invalid or any tree is stale.
+    """
+    from migbake.render import render
+    from migbake.validate import check_file
+    from migbake.write import diff_tree, write_tree
+
+    profiles = sorted(images_dir.glob("*/node-profile.yaml"))
+    if not profiles:
+        raise click.UsageError(f"{images_dir}: no */node-profile.yaml found")
+    failed = 0
+    for profile in profiles:
+        out = profile.parent / "generated"
+        checked = check_file(profile)
+        for p in checked.problems:
+            click.echo(p.format(), err=True)
+        if checked.profile is None:
+            failed += 1
+            continue
+        artifacts = render(checked.profile)
+        if check:
+            diff = diff_tree(artifacts, out)
+            for line in diff:
+                click.echo(line)
+            failed += bool(diff)
+            click.echo(f"{out}: {'stale' if diff else 'up to date'}", err=bool(diff))
+        else:
+            write_tree(artifacts, out)
+            click.echo(f"wrote {out}")
+    if failed:
+        what = "stale or invalid" if check else "invalid"
+        click.echo(f"migbake: {plural(failed, 'image')} {what}; run `migbake images {images_dir}`", err=True)
+        sys.exit(EXIT_INVALID)
+
+
+# --- show --------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@guard
+def show(profile: Path) -> None:
+    """Draw each GPU's memory slices with the profile's MIG instances placed on them."""
+    from migbake.layout import fit
+    from migbake.migconfig import group_models
+    from migbake.render import gpu_notes
+    from migbake.slicemap import render_slice_map
+
+    prof = valid_profile(profile)
+    click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
+    from migbake.catalog import load_catalog
+
+    cat = load_catalog()
+    for note in gpu_notes(prof, cat):
+        click.echo(f"  {note}")
+    for i, (group, m) in enumerate(zip(prof.gpus, group_models(prof, cat))):
+        devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
+        click.echo(f"\n/gpus/{i}: {m.key}, {devices}")
+        if not group.mig_enabled:
+            click.echo("  MIG disabled: the whole GPU is one device")
+            continue
+        layout = group.layout_dict
+        if not layout:
+            click.echo("  MIG enabled, no instances")
+            continue
+        click.echo("  " + ", ".join(f"{n} x{c}" for n, c in layout.items()))
+        click.echo(render_slice_map(m, fit(m, layout).placements))
+    from migbake.kubernetes import resource_report
+
+    for line in resource_report(prof, cat):
+        click.echo(line)
