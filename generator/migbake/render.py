@@ -165,12 +165,17 @@ def _cloud_init_commands(p: NodeProfile) -> tuple[list[str], list[str]]:
         yaml_flow_list(["systemctl", "daemon-reload"]),
         yaml_flow_list(["sh", "-c", f"systemctl {verb} --now {shlex.quote(mgr)} 2>/dev/null || true"]),
         yaml_flow_list(["systemctl", "enable", restore]),
-        yaml_flow_list(["systemctl", "start", restore]),
     ]
-    if p.kubelet.present:
-        q = shlex.quote(kubelet)
-        runcmd.append(yaml_flow_list(
-            ["sh", "-c", f"if systemctl is-enabled --quiet {q}; then systemctl start --no-block {q}; fi"]))
+    if not p.kubelet.present:
+        runcmd.append(yaml_flow_list(["systemctl", "start", restore]))
+        return bootcmd, runcmd
+    # run the restore now (kubelet may only be started later, by kubeadm join), then kubelet if the
+    # image enables it; fail closed: after a failed restore kubelet is not started (which would
+    # only pull the failing restore in again), unless on_failure is continue
+    start_kubelet = (f"if systemctl is-enabled --quiet {shlex.quote(kubelet)}; then "
+                     f"systemctl start --no-block {shlex.quote(kubelet)}; fi")
+    link = " && " if p.restore.on_failure == "block-kubelet" else "; "
+    runcmd.append(yaml_flow_list(["sh", "-c", f"systemctl start {shlex.quote(restore)}{link}{start_kubelet}"]))
     return bootcmd, runcmd
 
 
