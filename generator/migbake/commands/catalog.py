@@ -13,12 +13,20 @@ from migbake.commands.base import guard, main, plural
 @main.command()
 @click.option("--profiles", "show_profiles", is_flag=True, help="Also list each model's MIG profiles.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--markdown", is_flag=True, help="Print a Markdown table (the one in the README).")
 @guard
-def gpus(show_profiles: bool, as_json: bool) -> None:
+def gpus(show_profiles: bool, as_json: bool, markdown: bool) -> None:
     """List the GPU models migbake knows: ids, names, aliases, PCI ids, MIG profiles."""
     from migbake.catalog import load_catalog
 
     cat = load_catalog()
+    if markdown:
+        click.echo("| id | generation | MIG mode after reboot | names and aliases | PCI device ids |")
+        click.echo("|---|---|---|---|---|")
+        for m in cat.models:
+            click.echo(f"| `{m.key}` | {m.generation} | {'kept' if m.mig_mode_persists else 'lost'} | "
+                       f"{', '.join(m.names + m.aliases)} | {', '.join(m.pci_device_ids)} |")
+        return
     if as_json:
         rows = [{
             "id": m.key, "names": list(m.names), "aliases": list(m.aliases), "generation": m.generation,

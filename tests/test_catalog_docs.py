@@ -1,0 +1,53 @@
+"""One source of truth for GPU facts: the schema's model examples and the README follow the catalog."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+from conftest import REPO
+
+from migbake.catalog import load_catalog
+from migbake.cli import main
+
+
+def test_schema_model_examples_are_the_catalog_ids() -> None:
+    schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text())
+    model = schema["properties"]["gpus"]["items"]["properties"]["model"]
+    assert model["examples"] == list(load_catalog().keys)
+
+
+def test_readme_gpu_table_is_what_migbake_gpus_prints() -> None:
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- gpu-models:[^>]*-->\n(.*?)<!-- /gpu-models -->", readme, re.S)
+    assert block, "README has no gpu-models block"
+    printed = CliRunner().invoke(main, ["gpus", "--markdown"]).stdout
+    assert block.group(1) == printed, "README's GPU table is stale: paste `migbake gpus --markdown` into it"
+
+
+def test_every_schema_property_has_a_description() -> None:
+    schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text())
+
+    def walk(node: object, path: str) -> list[str]:
+        missing: list[str] = []
+        if isinstance(node, dict):
+            for name, sub in node.get("properties", {}).items():
+                if "description" not in sub:
+                    missing.append(f"{path}/{name}")
+                missing += walk(sub, f"{path}/{name}")
+            for key in ("items", "additionalProperties"):
+                if isinstance(node.get(key), dict):
+                    missing += walk(node[key], f"{path}/{key}")
+            for sub in node.get("oneOf", []):
+                missing += walk(sub, path)
+        return missing
+
+    assert walk(schema, "") == []
+
+
+def test_readme_documents_every_top_level_profile_key() -> None:
+    schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    for key in schema["properties"]:
+        assert f"`{key}" in readme, key
