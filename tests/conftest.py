@@ -1,4 +1,4 @@
-"""Shared fixtures: the repository, the example images, and a helper that generates into a folder."""
+"""Shared fixtures; the shared helpers live in tests/support.py and tests/realtools.py."""
 
 from __future__ import annotations
 
@@ -7,22 +7,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
-sys.path.insert(0, str(Path(__file__).parent))  # tests/realtools.py
+sys.path.insert(0, str(Path(__file__).parent))  # tests/support.py, tests/realtools.py
+
+from support import IMAGES, REPO
+
 sys.path.insert(0, str(REPO / "generator"))  # always test this checkout's package
-
-
-def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:
-    """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``."""
-    from migbake.render import render
-    from migbake.validate import check_bytes
-    from migbake.write import write_tree
-
-    checked = check_bytes(profile_text.encode("utf-8"), name)
-    assert checked.profile is not None, "\n".join(p.format() for p in checked.problems)
-    write_tree(render(checked.profile), out)
-    return out
 
 
 @pytest.fixture(params=IMAGES, ids=[p.name for p in IMAGES])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import REPO
 from realtools import require, run
+from support import REPO
 
 pytestmark = pytest.mark.realtool
 

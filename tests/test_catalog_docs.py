@@ -6,7 +6,7 @@ import json
 import re
 
 from click.testing import CliRunner
-from conftest import REPO
+from support import REPO
 
 from migbake.catalog import load_catalog
 from migbake.cli import main

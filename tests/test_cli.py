@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import IMAGES, REPO
+from support import IMAGES, REPO
 
 from migbake import __version__
 from migbake.catalog import load_catalog

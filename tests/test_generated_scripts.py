@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import generate
 from realtools import FAKE_MANAGER, Ran, run
+from support import generate
 
 pytestmark = pytest.mark.realtool
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import IMAGES, REPO
+from support import IMAGES, REPO
 
 from migbake.render import render
 from migbake.validate import check_file

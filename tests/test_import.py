@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import generate
+from support import generate
 
 from migbake.catalog import load_catalog
 from migbake.cli import main

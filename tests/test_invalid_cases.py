@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
+from support import REPO
 
 from migbake.cli import main
 from migbake.problems import Problem

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import IMAGES, generate
+from support import IMAGES, generate
 from test_multimodel import H100_H200, run_verify
 
 from migbake.cli import main

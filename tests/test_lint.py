@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import REPO
 from realtools import require, run
+from support import REPO
 
 pytestmark = pytest.mark.realtool
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, generate
+from support import REPO, generate
 
 from migbake.catalog import load_catalog
 from migbake.migconfig import mig_parted_config, uses_device_filter

@@ -8,7 +8,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support import REPO
 
 pytestmark = pytest.mark.realtool
 

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 import pytest
 from click.testing import CliRunner
-from conftest import generate
 from realtools import IN_CI, bash_n, run, shellcheck
+from support import generate
 
 from migbake.cli import main
 from migbake.preflight import CaptureError, parse_csv, parse_xml

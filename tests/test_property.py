@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import IMAGES
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from realtools import cloud_init_schema, shellcheck
+from support import IMAGES
 
 from migbake.render import render
 from migbake.validate import Checked, check_bytes

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import generate
 from realtools import (
     SystemdTree,
     bash_n,
@@ -32,6 +31,7 @@ from realtools import (
     run,
     shellcheck,
 )
+from support import generate
 
 from migbake.problems import RenderError
 from migbake.render import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import IMAGES, generate
 from realtools import (
     SystemdTree,
     bash_n,
@@ -27,6 +26,7 @@ from realtools import (
     shellcheck,
     unit_section,
 )
+from support import IMAGES, generate
 
 pytestmark = pytest.mark.realtool
 

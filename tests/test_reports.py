@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import IMAGES, REPO
 from realtools import IN_CI, cloud_init_schema, require, run
+from support import IMAGES, REPO
 
 from migbake import userdata
 from migbake.cli import main

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import IMAGES, REPO
+from support import IMAGES, REPO
 
 from migbake import write
 from migbake.cli import main

@@ -174,8 +174,14 @@ def _cloud_init_commands(p: NodeProfile) -> tuple[list[str], list[str]]:
     # only pull the failing restore in again), unless on_failure is continue
     start_kubelet = (f"if systemctl is-enabled --quiet {shlex.quote(kubelet)}; then "
                      f"systemctl start --no-block {shlex.quote(kubelet)}; fi")
-    link = " && " if p.restore.on_failure == "block-kubelet" else "; "
-    runcmd.append(yaml_flow_list(["sh", "-c", f"systemctl start {shlex.quote(restore)}{link}{start_kubelet}"]))
+    if p.restore.on_failure == "block-kubelet":
+        why = (f"migbake: {restore} failed, so {kubelet} is not started (fail closed); "
+               f"see: journalctl -b -u {restore}")
+        script = (f"if systemctl start {shlex.quote(restore)}; then {start_kubelet}; "
+                  f"else echo {shlex.quote(why)} >&2; exit 1; fi")
+    else:
+        script = f"systemctl start {shlex.quote(restore)}; {start_kubelet}"
+    runcmd.append(yaml_flow_list(["sh", "-c", script]))
     return bootcmd, runcmd
 
 

@@ -98,3 +98,19 @@ def test_on_failure_continue_starts_kubelet_anyway(out_dir: Path, boot_assets: B
     print(result.summary())
     assert result.passed, result.summary()
     assert "kubelet-started-anyway" in claim_ids(result, 1)
+
+
+def test_claims_catch_a_user_data_that_starts_kubelet_early(out_dir: Path, boot_assets: BootAssets,
+                                                            tmp_path: Path) -> None:
+    """Self-test: without the bootcmd hold, the first boot starts kubelet (and the manager) unprotected."""
+    broken = tmp_path / "out"
+    shutil.copytree(out_dir, broken)
+    user_data = broken / "cloud-init/user-data"
+    text = user_data.read_text()
+    start, end = text.index("bootcmd:\n"), text.index("write_files:\n")
+    user_data.write_text(text[:start] + text[end:])
+    result = run_boot_test(broken, path="cloud-init", scenario="ok", boots=1, assets=boot_assets,
+                           on_failure="clean", log=print)
+    print(result.summary())
+    failed = {c.id for _, c in result.failed_claims()}
+    assert {"mig-manager-never-ran", "restore-before-kubelet"} <= failed, failed

@@ -211,6 +211,14 @@ def _failure_visible(report: GuestReport, ctx: BootContext) -> Claim:
     depend = re.search(r"^\[DEPEND\] Dependency failed for kube(let\.service|…).*$", console, re.M)
     reason = [line for line in report.section(f"journal {RESTORE}") if "injected failure" in line]
     blocked = [line for line in report.section(f"journal {KUBELET}") if "Dependency failed" in line]
+    if ctx.path == "cloud-init" and ctx.kubelet and ctx.kubelet_requires and ctx.boot == 1:
+        # first boot: kubelet's start job was held; runcmd does not start it after the failed restore
+        # and says so (no [DEPEND] line: nothing asked systemd to start kubelet)
+        held = re.search(r"migbake: \S+ failed, so \S+ is not started \(fail closed\).*$", console, re.M)
+        return Claim("failure-visible", "console and journal say why kubelet did not start",
+                     bool(failed and reason and held),
+                     f"console: {failed.group(0) if failed else 'no [FAILED] line'!r}, "
+                     f"{held.group(0) if held else 'no migbake runcmd line'!r}; journal: {reason or 'no reason'}")
     if not ctx.kubelet or not ctx.kubelet_requires:  # nothing is blocked: only the restore's own failure
         return Claim("failure-visible", "console and journal say why the restore failed",
                      bool(failed and reason),
