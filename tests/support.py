@@ -5,10 +5,23 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
+H200_FIXTURES = REPO.parent / "shared" / "fixtures" / "h200"  # real nvidia-smi/NVML output of an H200
+
+
+def shared_file(path: Path) -> Path:
+    """``path`` under ../shared; skipped when absent locally, a failure in CI (CI=true)."""
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is missing: CI must check out shared/ beside the repository")
+        pytest.skip(f"{path} not found (shared/ is not beside this checkout)")
+    return path
 
 
 def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:

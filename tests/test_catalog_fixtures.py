@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import H200_FIXTURES, shared_file
 
 from migbake.catalog import GpuModel, load_catalog
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-H200_FIXTURES = SHARED / "fixtures" / "h200"
+SHARED = H200_FIXTURES.parents[1]
 PACKAGED_CATALOG = Path(__file__).resolve().parents[1] / "generator" / "migbake" / "data" / "mig-catalog.json"
 
 # "GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1" (singular "Placement :" for a single start)
@@ -33,15 +32,6 @@ class LgipRow:
     free: int
     total: int
     memory_gib: float
-
-
-def shared_file(path: Path) -> Path:
-    """``path`` under ../shared; skipped when absent locally, a failure in CI (CI=true)."""
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{path} is missing: CI must check out shared/ beside the repository")
-        pytest.skip(f"{path} not found (shared/ is not beside this checkout)")
-    return path
 
 
 def parse_lgipp(text: str) -> dict[int, list[tuple[int, int]]]:

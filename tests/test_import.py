@@ -3,13 +3,12 @@ with the reason, at the config's own line."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from support import generate
+from support import H200_FIXTURES, generate, shared_file
 
 from migbake.catalog import load_catalog
 from migbake.cli import main
@@ -17,16 +16,12 @@ from migbake.importer import ImportRefused, import_config
 from migbake.preflight import read_capture
 from migbake.validate import check_bytes
 
-H200_XML = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "h200" / "nvidia-smi-q.xml"
+H200_XML = H200_FIXTURES / "nvidia-smi-q.xml"
 
 
 def fixture_xml() -> Path:
     """The real `nvidia-smi -q -x` of an H200 (shared/fixtures/h200): skipped when absent, fails in CI."""
-    if not H200_XML.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{H200_XML} is missing")
-        pytest.skip(f"{H200_XML} is missing")
-    return H200_XML
+    return shared_file(H200_XML)
 
 
 # `nvidia-mig-parted export` of a single-type node: no device-filter (README example shape)

@@ -11,13 +11,13 @@ from typing import Any, Literal
 
 import pytest
 from click.testing import CliRunner
-from realtools import IN_CI, bash_n, run, shellcheck
-from support import generate
+from realtools import bash_n, run, shellcheck
+from support import H200_FIXTURES, generate, shared_file
 
 from migbake.cli import main
 from migbake.preflight import CaptureError, parse_csv, parse_xml
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "h200"
+FIXTURES = H200_FIXTURES
 SCRIPT = "scripts/preflight-mig-restore.sh"
 QUERY = "--query-gpu=index,name,pci.device_id,mig.mode.current --format=csv,noheader"
 HARDWARE_CHECKS_WORDED_ALIKE = ("gpu-count", "coverage")  # and every gpus/N
@@ -30,12 +30,7 @@ H200_ENTRY = "  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
 
 def fixtures() -> Path:
     """The real H200 captures (shared/fixtures/h200): skip locally when absent, fail in CI."""
-    if not FIXTURES.is_dir():
-        message = f"{FIXTURES} is missing (the real nvidia-smi captures of an H200)"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return FIXTURES
+    return shared_file(FIXTURES)
 
 
 def cli(*args: str) -> tuple[int, str, str]:
