@@ -26,6 +26,10 @@ from migbake.resources import templates_dir
 
 DROPIN_NAME = "20-mig-restore.conf"
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
+# Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
+# as root directly, else through sudo; the staging directory is the script's first argument
+EXECUTE_COMMAND = ('"chmod +x {{ .Path }}; if [ \\"$(id -u)\\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '
+                   "'${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi\"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,7 @@ def _cloud_init_commands(p: NodeProfile) -> tuple[list[str], list[str]]:
     held = [kubelet, mgr] if p.kubelet.present else [mgr]
     hold = " ".join(f"systemctl stop --no-block {shlex.quote(u)} 2>/dev/null || true;" for u in held)
     bootcmd = [yaml_flow_list(["cloud-init-per", "instance", "migbake-hold", "sh", "-c", hold.rstrip(";")])]
-    verb = "mask" if p.conflicting_manager.action == "mask" else "disable"
+    verb = p.conflicting_manager.action  # disable or mask: both are systemctl verbs
     runcmd = [
         yaml_flow_list(["systemctl", "daemon-reload"]),
         yaml_flow_list(["sh", "-c", f"systemctl {verb} --now {shlex.quote(mgr)} 2>/dev/null || true"]),
@@ -210,9 +214,9 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
     dropin_rel = f"etc/systemd/system/{p.drop_in_dir}/{DROPIN_NAME}"
     mig = [p.tools.nvidia_mig_parted]
     conf = ["-f", p.restore.config_path, "-c", p.restore.config_name]
-    layouts = {json.dumps(g.layout_dict, sort_keys=True) for g in p.gpus if g.mig_enabled}
-    per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in json.loads(x).items()) or "no instances"
-                               for x in layouts)) or "MIG off"
+    layouts = {tuple(sorted(g.layout)) for g in p.gpus if g.mig_enabled}
+    per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
+                               for lay in layouts)) or "MIG off"
     ctx: dict[str, Any] = {
         "profile": p,
         "header": header(p),
@@ -226,15 +230,12 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
         "dropin_path": "/" + dropin_rel,
         "unit_path": "/" + unit_rel,
         "expected_per_gpu": per_gpu,
-        "manager_verb": "mask" if p.conflicting_manager.action == "mask" else "disable",
+        "manager_verb": p.conflicting_manager.action,
         "profile_name": hcl_string(p.name),
         "profile_sha": hcl_string(p.source_sha256),
         "migbake_version": hcl_string(__version__),
         "ami_name_prefix": hcl_string(f"migbake-{p.name}"),
-        "execute_command": hcl_string(
-            'chmod +x {{ .Path }}; if [ "$(id -u)" -eq 0 ]; then {{ .Vars }} {{ .Path }} \'${var.staging_dir}\'; '
-            "else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi"
-        ).replace("$${var.staging_dir}", "${var.staging_dir}"),
+        "execute_command": EXECUTE_COMMAND,
     }
 
     out: list[Artifact] = []
