@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,9 +108,26 @@ def test_h200_memory_slices_follow_gib(h200: GpuModel, lgip: list[LgipRow]) -> N
     assert [sizes[r.name] for r in ordered] == sorted(sizes[r.name] for r in ordered)
 
 
-def test_packaged_catalog_is_the_reference_copy() -> None:
-    reference = shared_file(SHARED / "reference" / "mig-catalog.json")
-    assert PACKAGED_CATALOG.read_bytes() == reference.read_bytes(), (
-        "generator/migbake/data/mig-catalog.json differs from shared/reference/mig-catalog.json: "
-        "copy the reference again"
+# what migbake adds to the team's reference catalog, each with its sources in the data file
+ADDED_MODELS = ["gb200-189gb"]  # GB200's pre-production profile names (3g.95gb, 4g.95gb, 7g.189gb)
+
+
+def test_packaged_catalog_is_the_reference_copy_plus_migbakes_additions() -> None:
+    reference = json.loads(shared_file(SHARED / "reference" / "mig-catalog.json").read_text(encoding="utf-8"))
+    packaged = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
+    known = {g["key"] for g in reference["gpus"]}
+    assert [g["key"] for g in packaged["gpus"] if g["key"] not in known] == ADDED_MODELS
+    packaged["gpus"] = [g for g in packaged["gpus"] if g["key"] in known]
+    packaged.pop("non_mig_gpus")
+    assert packaged == reference, (
+        "generator/migbake/data/mig-catalog.json differs from shared/reference/mig-catalog.json beyond "
+        "migbake's additions (ADDED_MODELS, non_mig_gpus): copy the reference again and re-add them"
     )
+
+
+def test_added_gpus_carry_sources() -> None:
+    packaged = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
+    added = [g for g in packaged["gpus"] if g["key"] in ADDED_MODELS] + packaged["non_mig_gpus"]["gpus"]
+    for gpu in added:
+        assert gpu["sources"] and gpu["pci_device_ids"], gpu["key"]
+        assert all(p["pci_ids_name"] for p in gpu["pci_device_ids"]), gpu["key"]

@@ -111,13 +111,14 @@ def test_import_is_deterministic_and_says_where_it_came_from() -> None:
     assert [g["model"] for g in data["gpus"]] == ["h100-80gb", "h200-141gb", "h200-141gb"]
 
 
-def test_single_model_filter_is_kept_as_device_filter_always(tmp_path: Path) -> None:
+def test_single_model_filter_is_kept_exactly(tmp_path: Path) -> None:
     export = EXPORT_H200.replace("  - devices: all", '  - device-filter: "0x233510DE"\n    devices: all')
     profile = _import(export)
-    assert yaml.safe_load(profile)["device_filter"] == "always"
+    data = yaml.safe_load(profile)
+    assert data["device_filter"] == "always"
+    assert data["gpus"][0]["pci_device_ids"] == ["0x233510DE"]  # not widened to H200 NVL's 0x233B10DE
     (entry,) = _generated_entries(profile, tmp_path)
-    assert entry["device-filter"] == ["0x233510DE", "0x233B10DE"]  # widened to the model, said in the header
-    assert "names only some PCI ids of h200-141gb" in profile
+    assert entry["device-filter"] == ["0x233510DE"]
 
 
 def test_import_with_the_h200_fixture_xml() -> None:

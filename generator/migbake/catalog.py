@@ -1,7 +1,8 @@
 """GPU facts: MIG profiles, slices, placements and PCI ids per GPU model, read from package data.
 
-The data file is ``data/mig-catalog.json``, a copy of the team's reference catalog
-(``shared/reference/mig-catalog.json``); every value there carries its source and status.
+The data file is ``data/mig-catalog.json``: the team's reference catalog
+(``shared/reference/mig-catalog.json``) plus what migbake added (models appended to ``gpus``, and
+``non_mig_gpus``: GPUs without MIG); every value there carries its source and status.
 This module only turns it into frozen, typed objects and answers look-ups.
 """
 
@@ -51,7 +52,7 @@ class MigProfile:
 
 @dataclass(frozen=True, slots=True)
 class GpuModel:
-    """A GPU model that supports MIG, as the catalog describes it."""
+    """A GPU model as the catalog describes it: one with MIG, or (``has_mig`` false) one without."""
 
     key: str
     names: tuple[str, ...]
@@ -66,6 +67,7 @@ class GpuModel:
     profiles: tuple[MigProfile, ...]
     ci_counts: dict[str, dict[str, int]]
     status: str
+    has_mig: bool = True  # False: a GPU of ``non_mig_gpus`` (no profiles, no slices)
 
     def profile(self, name: str) -> MigProfile | None:
         """The GPU-instance profile called exactly ``name`` on this model, if any."""
@@ -96,14 +98,37 @@ def _norm(s: str) -> str:
 
 @dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity: one per process
 class Catalog:
-    """Every GPU model migbake knows, with look-up by id, name or alias (case-insensitive)."""
+    """Every GPU model migbake knows, with look-up by id, name or alias (case-insensitive).
+
+    ``models`` are the GPUs with MIG; ``non_mig_gpus`` the GPUs without it (a DGX Station's display
+    GPU, L4, L40S, ...), which a profile may list only with MIG off. ``find`` and ``by_key`` see MIG
+    models only; ``find_non_mig`` the others; ``find_gpu`` and ``by_pci_id`` both kinds.
+    """
 
     models: tuple[GpuModel, ...]
     source_snapshot: str
+    non_mig_gpus: tuple[GpuModel, ...] = ()
 
     def find(self, name: str) -> GpuModel | None:
-        """The model whose id, name or alias is ``name`` (case and punctuation insensitive)."""
+        """The MIG model whose id, name or alias is ``name`` (case and punctuation insensitive)."""
         return _index(self).get(_norm(name)) if name else None
+
+    def find_non_mig(self, name: str) -> GpuModel | None:
+        """The GPU *without* MIG whose id, name, alias or PCI id is ``name`` (``L40S``, ``0x26B910DE``), if any.
+
+        For messages such as "L40S has no MIG"; the result has ``has_mig`` false and no profiles.
+        """
+        if not name:
+            return None
+        found = _index(self, non_mig=True).get(_norm(name))
+        if found is None and re.fullmatch(r"(?:0[xX])?[0-9A-Fa-f]{8}", name.strip()):
+            want = canonical_pci_id(name)
+            found = next((g for g in self.non_mig_gpus if want in g.pci_device_ids), None)
+        return found
+
+    def find_gpu(self, name: str) -> GpuModel | None:
+        """What a profile's ``gpus[].model`` may name: a MIG model, else a GPU without MIG."""
+        return self.find(name) or (_index(self, non_mig=True).get(_norm(name)) if name else None)
 
     def by_key(self, key: str) -> GpuModel:
         """The model with catalog id ``key`` (KeyError if unknown)."""
@@ -113,12 +138,14 @@ class Catalog:
         raise KeyError(key)
 
     def by_pci_id(self, pci_id: str) -> GpuModel | None:
-        """The model with PCI id ``pci_id`` (``0xDDDDVVVV``, any case, optional ``0x``)."""
+        """The GPU with PCI id ``pci_id`` (``0xDDDDVVVV``, any case, optional ``0x``): MIG models first."""
+        found = self.all_by_pci_id(pci_id)
+        return found[0] if found else None
+
+    def all_by_pci_id(self, pci_id: str) -> list[GpuModel]:
+        """Every GPU with PCI id ``pci_id``, MIG models first (a board's pre-production names share its id)."""
         want = canonical_pci_id(pci_id)
-        for m in self.models:
-            if want in m.pci_device_ids:
-                return m
-        return None
+        return [m for m in (*self.models, *self.non_mig_gpus) if want in m.pci_device_ids]
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
         """Catalog ids that look like ``name``, best first."""
@@ -144,13 +171,22 @@ class Catalog:
         return tuple(m.key for m in self.models)
 
 
-@lru_cache(maxsize=4)
-def _index(catalog: Catalog) -> dict[str, GpuModel]:
+@lru_cache(maxsize=8)
+def _index(catalog: Catalog, non_mig: bool = False) -> dict[str, GpuModel]:
     index: dict[str, GpuModel] = {}
-    for m in catalog.models:
+    for m in catalog.non_mig_gpus if non_mig else catalog.models:
         for x in (m.key, *m.names, *m.aliases):
             index.setdefault(_norm(x), m)  # the first model to claim a name keeps it
     return index
+
+
+def gpu_instance_name(name: str) -> str | None:
+    """The GPU-instance profile a layout name uses: ``1c.3g.40gb`` -> ``3g.40gb``; None if not a profile name."""
+    m = PROFILE_NAME_RE.match(name)
+    if not m:
+        return None
+    suffix = f"{m['sign']}{m['attrs']}" if m["sign"] else ""
+    return f"{int(m['g'])}g.{int(m['gb'])}gb{suffix}"
 
 
 def canonical_pci_id(pci_id: str) -> str:
@@ -201,9 +237,19 @@ def _model(raw: dict[str, Any]) -> GpuModel:
     )
 
 
+def _non_mig(raw: dict[str, Any]) -> GpuModel:
+    return GpuModel(
+        key=raw["key"], names=tuple(raw.get("names", ())), aliases=tuple(raw.get("aliases", ())),
+        pci_device_ids=tuple(canonical_pci_id(p["id"]) for p in raw["pci_device_ids"]),
+        generation=raw["generation"], mig_mode_persists=False, total_compute_slices=0, total_memory_slices=0,
+        max_gpu_instances=0, min_driver="", profiles=(), ci_counts={}, status="", has_mig=False,
+    )
+
+
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The packaged catalog (parsed once per process)."""
     raw = json.loads(catalog_text())
     snap = raw.get("snapshots", {}).get("NVIDIA/mig-parted", "")
-    return Catalog(models=tuple(_model(g) for g in raw["gpus"]), source_snapshot=str(snap))
+    return Catalog(models=tuple(_model(g) for g in raw["gpus"]), source_snapshot=str(snap),
+                   non_mig_gpus=tuple(_non_mig(g) for g in raw.get("non_mig_gpus", {}).get("gpus", ())))

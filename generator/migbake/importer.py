@@ -2,8 +2,11 @@
 profile, or every reason it cannot become one.
 
 mig-parted accepts things a node profile cannot say, and silently ignores some mistakes (a device-filter
-without ``0x`` matches no GPU at all). Whatever cannot be represented exactly is refused, at the config's
-own line and column; the profile that results is then checked by the normal validator.
+without ``0x`` matches no GPU at all). What is imported is kept exactly: the config's name, each entry's
+devices, MIG mode and devices, and its device-filter's PCI ids (``pci_device_ids``); an entry whose filter
+names GPUs of several models becomes one profile entry per model. Whatever cannot be represented exactly
+is refused, at the config's own line and column; the profile that results is then checked by the
+normal validator.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 import yaml
 
 from migbake import __version__
-from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, canonical_pci_id, load_catalog
+from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
+from migbake.devicefilter import read_filter_id
 from migbake.preflight import Capture
 from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
 from migbake.profile import LoadedProfile, join_pointer, load_profile_bytes
@@ -25,8 +29,7 @@ from migbake.validate import check_bytes
 
 NVIDIA_VENDOR = "10DE"
 ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
-_FILTER = re.compile(r"^0[xX][0-9A-Fa-f]{8}$")
-_SUBSYSTEM = re.compile(r"^0[xX][0-9A-Fa-f]{8}:0[xX][0-9A-Fa-f]{8}$")
+_HEX8 = re.compile(r"^0[xX][0-9A-Fa-f]{8}$")
 _CONFIG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _GPUS_PTR = re.compile(r"/gpus/(\d+)")
 _MALFORMED = "import-filter-malformed"
@@ -55,6 +58,7 @@ class _Group:
     devices: str | list[int]
     enabled: bool
     layout: dict[str, int]
+    pci_ids: list[str]  # exactly the filter's ids of this model; empty: the entry has no filter
 
 
 @dataclass(slots=True)
@@ -71,8 +75,9 @@ class _Reader:
     def bad(self, pointer: str, message: str, rule: str, *, key: bool = False) -> None:
         self.problems.append(self.loaded.problem(pointer, message, rule, key=key))
 
-    def filter_models(self, value: object, ptr: str) -> tuple[list[GpuModel], set[str]] | None:
-        """The models an entry's device-filter names, and its ids; None when there is no filter."""
+    def filter_models(self, value: object, ptr: str,
+                      layout: dict[str, int]) -> tuple[list[tuple[GpuModel, list[str]]], set[str]] | None:
+        """The models an entry's device-filter names, each with its ids, and all ids; None: no filter."""
         items = [value] if isinstance(value, (str, int)) else value
         if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
             numbers = [s for s in items if isinstance(s, int)] if isinstance(items, list) else []
@@ -82,33 +87,53 @@ class _Reader:
             return [], set()
         if items in ([], [""]):
             return None
-        models: list[GpuModel] = []
+        models: dict[str, tuple[GpuModel, list[str]]] = {}
         ids: set[str] = set()
         for j, s in enumerate(items):
             here = ptr if isinstance(value, str) else f"{ptr}/{j}"
-            if _SUBSYSTEM.match(s):
-                self.bad(here, f"{s!r} also matches a subsystem id: a node profile filters by device id "
-                         "only, so this cannot be represented", "import-filter-subsystem")
-            elif not _FILTER.match(s):
-                self.bad(here, f"{s!r} is not a PCI id mig-parted can read: write 0x and the 8 hex digits of "
-                         "device and vendor id (e.g. 0x233510DE); mig-parted silently ignores a malformed "
-                         "filter, so this entry would match no GPU at all", "import-filter-malformed")
-            elif (pci := canonical_pci_id(s))[-4:] != NVIDIA_VENDOR:
-                self.bad(here, f"{s!r} is not an NVIDIA PCI id (vendor 0x{pci[-4:]}, NVIDIA is 0x10DE)",
-                         "import-filter-unknown")
-            elif (model := self.catalog.by_pci_id(pci)) is None:
-                self.bad(here, f"no GPU model in migbake's catalog has PCI id {pci}, so its layout cannot be "
-                         "checked (`migbake gpus` lists the known ids)", "import-filter-unknown")
-            else:
+            pci = self.filter_id(s, here)
+            if pci is None:
+                continue
+            model = self.model_of_id(pci, layout, here)
+            if model is not None:
                 ids.add(pci)
                 self.sources.setdefault(model.key, f"device-filter {pci}")
-                if model not in models:
-                    models.append(model)
-        for m in models:
-            if not set(m.pci_device_ids) <= ids:
-                self.notes.append(f"{ptr} names only some PCI ids of {m.key}; the profile's filter will name "
-                                  f"all of them ({', '.join(m.pci_device_ids)}).")
-        return models, ids
+                found = models.setdefault(model.key, (model, []))[1]
+                if pci not in found:
+                    found.append(pci)
+        return list(models.values()), ids
+
+    def filter_id(self, text: str, here: str) -> str | None:
+        """The PCI id a filter string names, as mig-parted reads it; None (and a problem) if it names none."""
+        fid = read_filter_id(text)
+        if fid.subsystem:
+            self.bad(here, f"{text!r} also matches a subsystem id: a node profile filters by device id "
+                     "only, so this cannot be represented", "import-filter-subsystem")
+        elif fid.pci is None or (text[:2].lower() == "0x" and not _HEX8.match(text)):
+            read = (f"mig-parted reads it as {fid.pci}, " if fid.pci
+                    else "mig-parted silently ignores a malformed filter, ")
+            self.bad(here, f"{text!r} is not a PCI id mig-parted can read: write 0x and the 8 hex digits of "
+                     f"device and vendor id (e.g. 0x233510DE); {read}so this entry would match no GPU at all",
+                     _MALFORMED)
+        elif fid.pci[-4:] != NVIDIA_VENDOR:
+            self.bad(here, f"{text!r} is not an NVIDIA PCI id (mig-parted reads {fid.reading}: vendor "
+                     f"0x{fid.pci[-4:]}, NVIDIA is 0x10DE)", "import-filter-unknown")
+        else:
+            if not _HEX8.match(text):
+                self.notes.append(f"{here}: {text!r} is read by mig-parted as {fid.reading}; the profile "
+                                  f"writes {fid.pci}.")
+            return fid.pci
+        return None
+
+    def model_of_id(self, pci: str, layout: dict[str, int], here: str) -> GpuModel | None:
+        """The catalog GPU with this id; of several (pre-production names), the one that has the layout."""
+        found = self.catalog.all_by_pci_id(pci)
+        if not found:
+            self.bad(here, f"no GPU in migbake's catalog has PCI id {pci}, so its layout cannot be "
+                     "checked (`migbake gpus` lists the known ids)", "import-filter-unknown")
+            return None
+        fits = [m for m in found if all(m.profile(gpu_instance_name(n) or n) for n in layout)]
+        return (fits or found)[0]
 
     def layout(self, e: dict[str, Any], ptr: str, enabled: bool) -> dict[str, int]:
         raw = e.get("mig-devices")
@@ -169,12 +194,14 @@ class _Reader:
         devices, layout = self.devices(e, ptr), self.layout(e, ptr, on)
         found = None
         if "device-filter" in e:
-            found = self.filter_models(e["device-filter"], f"{ptr}/device-filter")
-        models, ids = found if found is not None else (self.node_models, None)
-        if not models and found is None:
-            self.bad(ptr, "no device-filter, so the entry applies to any GPU, and nothing says which model: "
-                     "pass --model ID or --nvidia-smi-xml FILE", "import-model")
-        return [_Group(ptr, m, devices, on, layout) for m in models], ids
+            found = self.filter_models(e["device-filter"], f"{ptr}/device-filter", layout)
+        if found is None:
+            if not self.node_models:
+                self.bad(ptr, "no device-filter, so the entry applies to any GPU, and nothing says which "
+                         "model: pass --model ID or --nvidia-smi-xml FILE", "import-model")
+            return [_Group(ptr, m, devices, on, dict(layout), []) for m in self.node_models], None
+        # a dict of its own per group: one shared dict would make PyYAML write an anchor and an alias
+        return [_Group(ptr, m, devices, on, dict(layout), ids) for m, ids in found[0]], found[1]
 
 
 def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, list[Any]] | None:
@@ -189,21 +216,36 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
     if not isinstance(configs, dict) or not configs:
         r.bad("/mig-configs", "mig-configs must map config names to lists of entries", "import-config")
         return None
-    names = ", ".join(map(str, configs))
+    names = ", ".join(map(_yaml_name, configs))
     if config is None and len(configs) > 1:
         r.bad("/mig-configs", f"{len(configs)} configs ({names}): choose one with --config NAME",
               "import-config")
         return None
-    name = config if config is not None else str(next(iter(configs)))
-    if name not in configs:
-        r.bad("/mig-configs", f"no config {name!r} here (the file has {names})", "import-config")
+    key = next(iter(configs)) if config is None else next((k for k in configs if _yaml_name(k) == config), config)
+    if key not in configs:
+        r.bad("/mig-configs", f"no config {config!r} here (the file has {names})", "import-config")
         return None
-    entries = configs[name]
+    here = join_pointer("/mig-configs", _yaml_name(key))
+    if not isinstance(key, str):
+        r.bad(here, f"the config name {_yaml_name(key)} is not a string in YAML 1.1, which mig-parted reads "
+              f"(it sees the {type(key).__name__} {key!r}): quote the name in the file, then import it",
+              "import-config-name", key=True)
+        return None
+    if not _CONFIG_NAME.match(key):
+        r.bad(here, f"the config name {key!r} cannot be a profile's restore.config_name (letters, digits and "
+              "_ . -, starting with a letter or digit, at most 63): rename it in the file, then import it; "
+              "migbake never renames a config", "import-config-name", key=True)
+        return None
+    entries = configs[key]
     if not isinstance(entries, list) or not entries:
-        r.bad(join_pointer("/mig-configs", name), "a config must be a non-empty list of entries",
-              "import-config")
+        r.bad(here, "a config must be a non-empty list of entries", "import-config")
         return None
-    return name, entries
+    return key, entries
+
+
+def _yaml_name(key: object) -> str:
+    """A config key as the file spelled it, as near as PyYAML tells (booleans in YAML's lower case)."""
+    return str(key).lower() if isinstance(key, bool) or key is None else str(key)
 
 
 def _check_capture(r: _Reader, capture: Capture, matchers: list[tuple[str, str | list[int], set[str] | None]],
@@ -229,10 +271,11 @@ def _profile_data(groups: list[_Group], name: str, config: str, gpu_count: int |
     if gpu_count is not None:
         data["gpu_count"] = gpu_count
     data["gpus"] = [{"model": g.model.key, "devices": g.devices,
-                     "mig": {"layout": g.layout} if g.enabled else {"enabled": False}} for g in groups]
-    if any_filter and len(keys) == 1:
+                     **({"pci_device_ids": list(g.pci_ids)} if g.pci_ids else {}),
+                     "mig": {"layout": dict(g.layout)} if g.enabled else {"enabled": False}} for g in groups]
+    if any_filter:
         data["device_filter"] = "always"  # keep the filter: on other hardware, fail at assert
-    if config != "current" and _CONFIG_NAME.match(config):
+    if config != "current":
         data["restore"] = {"config_name": config}
     return data
 
@@ -292,6 +335,12 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
         groups += made
         if made:
             matchers.append((ptr, made[0].devices, ids))
+    filtered = [ptr for ptr, _, ids in matchers if ids is not None]
+    if filtered and len(filtered) < len(matchers):
+        unfiltered = next(ptr for ptr, _, ids in matchers if ids is None)
+        r.bad(unfiltered, f"this entry has no device-filter but {filtered[0]} has one: a profile writes a "
+              "device-filter on every entry or on none, so this cannot be represented exactly",
+              "import-filter-mixed")
     if model and all(ids is not None for _, _, ids in matchers) and model not in [g.model for g in groups]:
         r.bad("", f"--model {model.key}: every entry has a device-filter, none for {model.key}",
               "import-model")
@@ -308,6 +357,13 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     return Imported(text, _relocate(r, groups, checked.problems))
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Never writes ``&anchor``/``*alias``: a node profile refuses aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, config: str) -> str:
     source = "standard input" if file in ("-", "<stdin>") else PurePath(file).name
     sha = hashlib.sha256(data).hexdigest()[:16]
@@ -316,5 +372,5 @@ def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, config: s
                {g["model"] for g in profile["gpus"]}),
              *r.notes,
              "Review it, then: migbake validate PROFILE && migbake generate PROFILE -o OUT"]
-    body = yaml.safe_dump(profile, sort_keys=False, default_flow_style=None, width=100)
+    body = yaml.dump(profile, Dumper=_NoAliasDumper, sort_keys=False, default_flow_style=None, width=100)
     return "".join(f"# {line}\n" for line in lines) + str(body)

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from migbake.catalog import PROFILE_NAME_RE, Catalog, load_catalog
-from migbake.migconfig import group_models, mig_parted_config_text, uses_device_filter
+from migbake.migconfig import entry_pci_ids, group_models, mig_parted_config_text, uses_device_filter
 from migbake.model import GpuGroup, MigStrategy, NodeProfile
 
 WHOLE_GPU = "nvidia.com/gpu"
@@ -108,7 +108,7 @@ def verify_groups(profile: NodeProfile, catalog: Catalog | None = None) -> list[
     """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources."""
     filtered = uses_device_filter(profile, catalog)
     strategy = profile.kubernetes.mig_strategy
-    return [{"model": m.key, "pci_ids": " ".join(m.pci_device_ids),
+    return [{"model": m.key, "pci_ids": " ".join(entry_pci_ids(g, m)),
              "devices": "all" if g.devices == "all" else " ".join(map(str, g.devices)),
              "filtered": "yes" if filtered else "no",
              "resources": " ".join(f"{r}={n}" for r, n in per_gpu(g, strategy).items())}

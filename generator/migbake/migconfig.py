@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,23 +17,30 @@ def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[G
     cat = catalog or load_catalog()
     models = []
     for g in profile.gpus:
-        m = cat.find(g.model)
+        m = cat.find_gpu(g.model)
         if m is None:  # validation guarantees this cannot happen
             raise KeyError(g.model)
         models.append(m)
     return models
 
 
-def filter_on(mode: str, model_keys: Iterable[str]) -> bool:
-    """Whether entries carry a device-filter: ``always``, ``never``, or (``auto``) with several models."""
+def filter_on(mode: str, model_keys: Iterable[str], exact_ids: bool = False) -> bool:
+    """Whether entries carry a device-filter: ``always``, ``never``, or (``auto``) with several models
+    or when an entry names its exact ``pci_device_ids``."""
     if mode in ("always", "never"):
         return mode == "always"
-    return len(set(model_keys)) > 1
+    return exact_ids or len(set(model_keys)) > 1
 
 
 def uses_device_filter(profile: NodeProfile, catalog: Catalog | None = None) -> bool:
-    """Whether entries carry a device-filter (the profile's ``device_filter``; auto: several models)."""
-    return filter_on(profile.device_filter, (m.key for m in group_models(profile, catalog)))
+    """Whether entries carry a device-filter (``device_filter``; auto: several models, or exact ids)."""
+    exact = any(g.pci_device_ids for g in profile.gpus)
+    return filter_on(profile.device_filter, (m.key for m in group_models(profile, catalog)), exact)
+
+
+def entry_pci_ids(group: GpuGroup, model: GpuModel) -> tuple[str, ...]:
+    """The PCI ids an entry's device-filter names: its own ``pci_device_ids``, else all of its model's."""
+    return group.pci_device_ids or model.pci_device_ids
 
 
 def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
@@ -43,12 +51,14 @@ def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[s
                     "whatever the GPU model."]
         return ["No device-filter (one GPU model): on a GPU of another model apply tries these profile",
                 "names and fails; device_filter: always makes such a node fail at assert instead."]
-    seen: dict[str, GpuModel] = {m.key: m for m in group_models(profile, catalog)}
+    seen: dict[str, dict[str, None]] = {}  # model -> its entries' ids, in order
+    for g, m in zip(profile.gpus, group_models(profile, catalog)):
+        seen.setdefault(m.key, {}).update(dict.fromkeys(entry_pci_ids(g, m)))
     kubelet = ("kubelet stays down (fail closed)" if profile.restore.on_failure == "block-kubelet"
                else "kubelet starts anyway (on_failure: continue)")
     return [
         "Each entry applies only to GPUs whose PCI id is one of its model's (device-filter):",
-        *(f"  {m.key}: {', '.join(m.pci_device_ids)}" for m in seen.values()),
+        *(f"  {key}: {', '.join(ids)}" for key, ids in seen.items()),
         "A GPU of any other model matches no entry: apply leaves it alone, assert fails",
         f"(\"not all GPUs match the specified config\"), the restore unit fails and {kubelet};",
         "scripts/verify-mig-restore.sh names that GPU and its PCI id.",
@@ -58,7 +68,7 @@ def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[s
 def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {}
     if with_filter:
-        entry["device-filter"] = list(model.pci_device_ids)
+        entry["device-filter"] = list(entry_pci_ids(group, model))
     entry["devices"] = "all" if group.devices == "all" else list(group.devices)
     entry["mig-enabled"] = group.mig_enabled
     entry["mig-devices"] = dict(group.layout) if group.mig_enabled else {}
@@ -70,12 +80,36 @@ def mig_parted_config(profile: NodeProfile, catalog: Catalog | None = None) -> d
     models = group_models(profile, catalog)
     with_filter = uses_device_filter(profile, catalog)
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
-    return {"version": "v1", "mig-configs": {profile.restore.config_name: entries}}
+    return {"version": "v1", "mig-configs": {_ConfigName(profile.restore.config_name): entries}}
+
+
+class _ConfigName(str):
+    """A config name, quoted unless every YAML 1.1 reader takes it plainly as a string."""
+
+    __slots__ = ()
+
+
+# mig-parted reads YAML with go-yaml v2, whose YAML 1.1 also reads y/n as booleans and 1e3 or a date as
+# numbers; PyYAML would write those plainly. A name of letters first is plain text to both.
+_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: faster
+
+
+class _ConfigDumper(_BaseDumper):  # type: ignore[valid-type,misc]
+    """The emitter of mig-parted configs: config names quoted where go-yaml v2 would not read a string."""
+
+
+def _represent_name(dumper: yaml.SafeDumper, name: _ConfigName) -> yaml.ScalarNode:
+    plain = _PLAIN_NAME.match(name) and name.lower() not in _YAML11_WORDS
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(name), style=None if plain else "'")
+
+
+_ConfigDumper.add_representer(_ConfigName, _represent_name)
 
 
 def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None) -> str:
     """The config as YAML text, without comments (the generated file adds a header above it)."""
     data = mig_parted_config(profile, catalog)
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter: same text, faster
-    return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                         width=100))
+    return str(yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=100))

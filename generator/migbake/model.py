@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from migbake.catalog import canonical_pci_id
+
 OnFailure = Literal["block-kubelet", "continue"]
 ManagerAction = Literal["disable", "mask"]
 Driver = Literal["host", "container"]
@@ -21,6 +23,7 @@ class GpuGroup:
     devices: Literal["all"] | tuple[int, ...]
     mig_enabled: bool
     layout: tuple[tuple[str, int], ...]
+    pci_device_ids: tuple[str, ...] = ()  # exactly the ids its device-filter names (empty: all of the model's)
 
     @property
     def layout_dict(self) -> dict[str, int]:
@@ -102,6 +105,7 @@ def _group(raw: dict[str, Any]) -> GpuGroup:
         devices="all" if devices == "all" else tuple(int(d) for d in devices),
         mig_enabled=bool(mig.get("enabled", True)),
         layout=tuple((str(k), int(v)) for k, v in layout.items()),
+        pci_device_ids=tuple(canonical_pci_id(str(p)) for p in raw.get("pci_device_ids", ())),
     )
 
 

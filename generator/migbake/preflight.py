@@ -18,7 +18,7 @@ from typing import Any, Literal
 from xml.parsers import expat
 
 from migbake.catalog import Catalog, canonical_pci_id
-from migbake.migconfig import group_models, uses_device_filter
+from migbake.migconfig import entry_pci_ids, group_models, uses_device_filter
 from migbake.model import NodeProfile
 from migbake.problems import MigbakeError
 
@@ -117,7 +117,7 @@ def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[
     for i, (g, m) in enumerate(zip(profile.gpus, group_models(profile, catalog))):
         mode = "Enabled" if g.mig_enabled else "Disabled"
         want = f"MIG Enabled, {_layout_text(g.layout)}" if g.mig_enabled else "MIG Disabled"
-        out.append(Expectation(f"gpus/{i}", m.key, m.pci_device_ids, g.devices, filtered, mode,
+        out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
                                sum(n for _, n in g.layout) if g.mig_enabled else 0, want))
     return tuple(out)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -314,3 +315,16 @@ def iter_pointers(data: object, pointer: str = "") -> Iterator[tuple[str, object
     elif isinstance(data, list):
         for i, v in enumerate(data):
             yield from iter_pointers(v, join_pointer(pointer, i))
+
+
+def as_mapping(value: object) -> dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one (rules read raw data defensively)."""
+    return value if isinstance(value, dict) else {}
+
+
+def gpu_entries(data: object) -> list[tuple[str, dict[str, Any]]]:
+    """``(pointer, entry)`` for each mapping in the raw profile's ``gpus`` list."""
+    gpus = as_mapping(data).get("gpus")
+    if not isinstance(gpus, list):
+        return []
+    return [(f"/gpus/{i}", g) for i, g in enumerate(gpus) if isinstance(g, dict)]

@@ -145,7 +145,9 @@ def gpu_notes(profile: NodeProfile, catalog: Catalog) -> list[str]:
         if m.key in seen:
             continue
         seen.add(m.key)
-        if m.mig_mode_persists:
+        if not m.has_mig:
+            notes.append(f"{m.display_name}: no MIG; mig-parted keeps MIG off on it.")
+        elif m.mig_mode_persists:
             notes.append(f"{m.display_name} ({m.generation.capitalize()}): MIG mode survives a reboot, "
                          "the GPU/compute instances do not; apply re-creates them.")
         else:

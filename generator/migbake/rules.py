@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, load_catalog
+from migbake.gpurules import rule_no_mig, rule_pci_device_ids
 from migbake.layout import fit
 from migbake.migconfig import filter_on
 from migbake.problems import Problem
 from migbake.profile import LoadedProfile, join_pointer
+from migbake.profile import as_mapping as _mapping
+from migbake.profile import gpu_entries as _groups
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 SYSTEMD_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
@@ -32,20 +35,9 @@ class LayoutEntry:
     g: int
 
 
-def _mapping(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _groups(data: object) -> list[tuple[str, dict[str, Any]]]:
-    gpus = _mapping(data).get("gpus")
-    if not isinstance(gpus, list):
-        return []
-    return [(f"/gpus/{i}", g) for i, g in enumerate(gpus) if isinstance(g, dict)]
-
-
 def _model_of(group: dict[str, Any], catalog: Catalog) -> GpuModel | None:
     model = group.get("model")
-    return catalog.find(model) if isinstance(model, str) else None
+    return catalog.find_gpu(model) if isinstance(model, str) else None
 
 
 def _layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
@@ -72,7 +64,7 @@ def rule_known_model(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
     """Every GPU model is in the catalog (by id, name or alias)."""
     for ptr, group in _groups(data):
         model = group.get("model")
-        if isinstance(model, str) and catalog.find(model) is None:
+        if isinstance(model, str) and catalog.find_gpu(model) is None:
             close = catalog.close_matches(model)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             yield loaded.problem(f"{ptr}/model", f"unknown GPU model {model!r}{hint} (`migbake gpus` lists "
@@ -88,6 +80,8 @@ def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) 
     """Each layout entry names a canonical profile of its GPU model, with a count from 1 to its maximum."""
     for ptr, group in _groups(data):
         model = _model_of(group, catalog)
+        if model is not None and not model.has_mig:
+            continue  # rule_no_mig
         for e in _layout_entries(ptr, group):
             if isinstance(e.count, int) and not isinstance(e.count, bool) and e.count < 1:
                 yield loaded.problem(e.pointer, f"count {e.count} for {e.name!r}: must be at least 1; remove "
@@ -137,7 +131,7 @@ def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
     """A layout fits its GPU: one media-extension instance at most, compute slices, exact placement."""
     for ptr, group in _groups(data):
         model = _model_of(group, catalog)
-        if model is None:
+        if model is None or not model.has_mig:
             continue
         layout = _group_layout_ok(loaded, ptr, group, model, earlier)
         if not layout:
@@ -173,6 +167,8 @@ def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
     """MIG on needs instances (warning), MIG off must have none."""
     for ptr, group in _groups(data):
         mig = group.get("mig")
+        if (model := _model_of(group, catalog)) is not None and not model.has_mig:
+            continue  # rule_no_mig
         if not isinstance(mig, dict):
             if "mig" not in group:
                 yield loaded.problem(ptr, "no mig: section: MIG will be enabled with no instances; the device "
@@ -206,7 +202,8 @@ def _model_key(group: dict[str, Any], catalog: Catalog) -> str:
 def _filtered(data: object, catalog: Catalog) -> bool:
     """Whether the config's entries carry a device-filter (device_filter; auto: several models)."""
     mode = _mapping(data).get("device_filter", "auto")
-    return filter_on(str(mode), (_model_key(g, catalog) for _, g in _groups(data)))
+    exact = any("pci_device_ids" in g for _, g in _groups(data))
+    return filter_on(str(mode), (_model_key(g, catalog) for _, g in _groups(data)), exact)
 
 
 def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
@@ -390,7 +387,8 @@ def _shown(layout: dict[str, Any]) -> str:
 
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
-                           rule_coverage, rule_mig_strategy, rule_driver, rule_units)
+                           rule_coverage, rule_mig_strategy, rule_driver, rule_units, rule_no_mig,
+                           rule_pci_device_ids)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:

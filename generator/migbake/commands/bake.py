@@ -114,7 +114,7 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
 
     prof = valid_profile(profile)
     generation: Literal["hopper", "ampere"] = (
-        "ampere" if all(m.mig_mode_persists for m in group_models(prof)) else "hopper")
+        "ampere" if all(m.mig_mode_persists for m in group_models(prof) if m.has_mig) else "hopper")
     all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
     chosen_paths = [p for p in all_paths if paths in (p, "both")]
     all_scenarios: list[Literal["ok", "fail-apply", "fail-assert"]] = ["ok", "fail-apply", "fail-assert"]
