@@ -19,3 +19,12 @@ def image_dir(request: pytest.FixtureRequest) -> Path:
     """Each folder of images/."""
     path: Path = request.param
     return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how many configs NVIDIA's own parser judged in this run (tests/realtools.mig_parted_valid)."""
+    from realtools import MIG_PARTED_CHECKS
+
+    if MIG_PARTED_CHECKS:
+        terminalreporter.write_line(f"nvidia-mig-parted assert --valid-config: {len(MIG_PARTED_CHECKS)} configs "
+                                    "checked by NVIDIA's parser")

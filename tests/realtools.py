@@ -1,4 +1,5 @@
-"""The real tools that check generated output: cloud-init, systemd, shellcheck, Packer, an HCL2 parser.
+"""The real tools that check generated output: cloud-init, systemd, shellcheck, Packer, an HCL2 parser,
+and NVIDIA's own nvidia-mig-parted parser.
 
 Each checker returns what the tool said, so that a test can assert on it and a negative test can
 show the same checker rejecting a deliberately broken input. In CI (CI=true) a missing tool fails
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+from support import REPO, shared_file
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 SYSTEMD_BIN = Path("/lib/systemd/systemd")
@@ -233,3 +236,56 @@ def boot_jobs(dump: str) -> list[str]:
         if started and "Action:" in line and "-> start" in line:
             jobs.append(line.split("Action:")[1].split("->")[0].strip())
     return jobs
+
+
+# --- nvidia-mig-parted (NVIDIA's own parser) ----------------------------------------------------
+
+MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
+MIG_PARTED_CHECKS: list[str] = []  # "FILE -c NAME" for every config the real parser judged in this run
+_CANONICAL_FILTER = r"0x[0-9A-F]{8}"
+
+
+def mig_parted_valid(config: Path, name: str) -> Ran:
+    """``nvidia-mig-parted assert --valid-config -f CONFIG -c NAME``: NVIDIA's strict parser, no GPU needed.
+
+    The v0.15.0 binary in ../shared/tools (skipped locally when absent, a failure in CI). It reads YAML
+    1.1 (go-yaml v2), checks version, keys, devices, mig-enabled, profile names and counts, and that
+    config NAME exists; it does not check device-filter strings (see ``device_filter_problems``).
+    """
+    tool = shared_file(MIG_PARTED)
+    ran = run([str(tool), "assert", "--valid-config", "-f", str(config), "-c", name], timeout=60)
+    MIG_PARTED_CHECKS.append(f"{config.name} -c {name}")
+    return ran
+
+
+def device_filter_problems(text: str) -> list[str]:
+    """Our own check of what mig-parted does not check: every device-filter a catalog PCI id, 0x + 8 hex."""
+    import re
+
+    from migbake.catalog import load_catalog
+
+    cat, bad = load_catalog(), []
+    for name, entries in (yaml.safe_load(text).get("mig-configs") or {}).items():
+        for i, entry in enumerate(entries or []):
+            found = entry.get("device-filter", []) if isinstance(entry, dict) else []
+            for f in [found] if isinstance(found, str) else found:
+                if not isinstance(f, str) or not re.fullmatch(_CANONICAL_FILTER, f) or cat.by_pci_id(f) is None:
+                    bad.append(f"{name}/{i}: device-filter {f!r}")
+    return bad
+
+
+def assert_mig_parted_accepts(text: str, names: list[str] | None, where: Path) -> list[str]:
+    """Write the config ``text`` to ``where``; NVIDIA's parser must accept each config in ``names``.
+
+    ``names`` None: every config of the file (as PyYAML reads the names: pass them explicitly where
+    YAML 1.1 readers disagree). Also runs our own device-filter check. Returns the names checked.
+    """
+    where.write_text(text, encoding="utf-8")
+    if names is None:
+        names = [str(n) for n in yaml.safe_load(text)["mig-configs"]]
+    for name in names:
+        ran = mig_parted_valid(where, name)
+        assert ran.rc == 0 and "Selected MIG configuration is valid" in ran.text, (
+            f"nvidia-mig-parted assert --valid-config -f {where} -c {name!r} refused it:\n{ran.text}\n{text}")
+    assert device_filter_problems(text) == []
+    return names

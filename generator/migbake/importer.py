@@ -216,21 +216,16 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
     if not isinstance(configs, dict) or not configs:
         r.bad("/mig-configs", "mig-configs must map config names to lists of entries", "import-config")
         return None
-    names = ", ".join(map(_yaml_name, configs))
+    names = ", ".join(map(str, configs))  # the loader has refused keys that are not strings
     if config is None and len(configs) > 1:
         r.bad("/mig-configs", f"{len(configs)} configs ({names}): choose one with --config NAME",
               "import-config")
         return None
-    key = next(iter(configs)) if config is None else next((k for k in configs if _yaml_name(k) == config), config)
+    key = config if config is not None else str(next(iter(configs)))
     if key not in configs:
-        r.bad("/mig-configs", f"no config {config!r} here (the file has {names})", "import-config")
+        r.bad("/mig-configs", f"no config {key!r} here (the file has {names})", "import-config")
         return None
-    here = join_pointer("/mig-configs", _yaml_name(key))
-    if not isinstance(key, str):
-        r.bad(here, f"the config name {_yaml_name(key)} is not a string in YAML 1.1, which mig-parted reads "
-              f"(it sees the {type(key).__name__} {key!r}): quote the name in the file, then import it",
-              "import-config-name", key=True)
-        return None
+    here = join_pointer("/mig-configs", key)
     if not _CONFIG_NAME.match(key):
         r.bad(here, f"the config name {key!r} cannot be a profile's restore.config_name (letters, digits and "
               "_ . -, starting with a letter or digit, at most 63): rename it in the file, then import it; "
@@ -241,11 +236,6 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
         r.bad(here, "a config must be a non-empty list of entries", "import-config")
         return None
     return key, entries
-
-
-def _yaml_name(key: object) -> str:
-    """A config key as the file spelled it, as near as PyYAML tells (booleans in YAML's lower case)."""
-    return str(key).lower() if isinstance(key, bool) or key is None else str(key)
 
 
 def _check_capture(r: _Reader, capture: Capture, matchers: list[tuple[str, str | list[int], set[str] | None]],
