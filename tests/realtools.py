@@ -258,6 +258,18 @@ def mig_parted_valid(config: Path, name: str) -> Ran:
     return ran
 
 
+def mig_parted_refusals(configs: list[tuple[Path, str]]) -> list[str]:
+    """``mig_parted_valid`` over many (FILE, NAME) pairs in one shell loop; what the parser refused."""
+    tool = shared_file(MIG_PARTED)
+    script = ('t=$1; shift; while [ $# -gt 0 ]; do out=$("$t" assert --valid-config -f "$1" -c "$2" 2>&1) '
+              '|| printf "%s -c %s: %s\\n" "$1" "$2" "$out"; shift 2; done')
+    args = [str(x) for f, n in configs for x in (f, n)]
+    ran = run(["bash", "-c", script, "_", str(tool), *args], timeout=600)
+    assert ran.rc == 0, ran.text
+    MIG_PARTED_CHECKS.extend(f"{f.name} -c {n}" for f, n in configs)
+    return ran.out.splitlines()
+
+
 def device_filter_problems(text: str) -> list[str]:
     """Our own check of what mig-parted does not check: every device-filter a catalog PCI id, 0x + 8 hex."""
     import re

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from realtools import assert_mig_parted_accepts, device_filter_problems, mig_parted_valid
+from realtools import assert_mig_parted_accepts, device_filter_problems, mig_parted_refusals, mig_parted_valid
 from support import IMAGES, REPO
 from test_multimodel import RULE_CASES
 
@@ -73,6 +73,14 @@ def test_the_real_parser_refuses(name: str, tmp_path: Path) -> None:
     assert ran.rc == 1 and "Selected MIG configuration is valid" not in ran.text, ran.text
     with pytest.raises(AssertionError, match="refused it"):
         assert_mig_parted_accepts(text, [config], path)
+
+
+def test_the_batch_check_reports_each_refusal(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    bad.write_text(REFUSED["zero-counts"][0])
+    (refused,) = mig_parted_refusals([(good, "all-1g.10gb"), (bad, "all-1g.10gb"), (good, "all-1g.10gb")])
+    assert refused.startswith(f"{bad} -c all-1g.10gb: ") and "all counts for all MigProfiles are 0" in refused
 
 
 def test_device_filters_are_checked_by_us_because_mig_parted_does_not(tmp_path: Path) -> None:

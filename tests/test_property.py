@@ -4,7 +4,8 @@ Inputs are the example profiles of images/ mutated (keys deleted or added, value
 types, hostile strings, huge numbers, random Unicode), emitted as block YAML, flow YAML or JSON and
 then sometimes damaged as text or bytes; plus YAML-ish token soup and plain random bytes. Every
 accepted profile is rendered and its output passes the fast checks (PyYAML reads config.yaml and
-user-data, ``bash -n`` reads every script); a few also go through shellcheck and cloud-init's schema.
+user-data, ``bash -n`` reads every script); a few also go through shellcheck and cloud-init's schema,
+and every distinct mig-parted config goes through NVIDIA's own parser (in one batch, at the end).
 
 Derandomized, so CI sees the same inputs every run; the counts are printed by the last test
 (``pytest -s`` or the ``-rA`` summary shows them).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
 import subprocess
 import tempfile
 from collections import Counter
@@ -25,7 +27,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from realtools import cloud_init_schema, shellcheck
+from realtools import cloud_init_schema, device_filter_problems, mig_parted_refusals, shellcheck
 from support import IMAGES
 
 from migbake.render import render
@@ -37,6 +39,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is dep
 
 SEEDS: list[dict[str, Any]] = [yaml.safe_load((p / "node-profile.yaml").read_text()) for p in IMAGES]
 COUNTS: Counter[str] = Counter()
+MIG_CONFIGS: dict[tuple[str, str], Path] = {}  # (config text, config name) -> file, for NVIDIA's parser
+MIG_CONFIG_DIR = Path(tempfile.mkdtemp(prefix="migbake-prop-mig-"))
 DEEP_CHECKS = 6  # accepted profiles that also go through shellcheck and cloud-init (slow: ~1 s each)
 
 # no explain phase: it would write .hypothesis/patches into the checkout on a failure
@@ -343,6 +347,11 @@ def _fast_checks(checked: Checked) -> None:
     assert len(config) == 1
     cfg = yaml.safe_load(config[0].content)
     assert list(cfg["mig-configs"]) == [checked.profile.restore.config_name]
+    assert device_filter_problems(config[0].content) == []
+    key = (config[0].content, checked.profile.restore.config_name)
+    if key not in MIG_CONFIGS:
+        MIG_CONFIGS[key] = MIG_CONFIG_DIR / f"{len(MIG_CONFIGS)}.yaml"
+        MIG_CONFIGS[key].write_text(key[0], encoding="utf-8")
     user_data = yaml.safe_load(files["cloud-init/user-data"].content)
     assert set(user_data) == {"bootcmd", "write_files", "runcmd"}
     with tempfile.TemporaryDirectory(prefix="migbake-prop-") as tmp:
@@ -403,6 +412,17 @@ def test_seeds_are_accepted() -> None:
         assert checked.ok, [p.format() for p in checked.problems]
 
 
+def test_accepted_configs_pass_nvidias_parser() -> None:
+    """Every distinct config the properties rendered, judged by nvidia-mig-parted (after them, in one batch)."""
+    if not MIG_CONFIGS:
+        pytest.skip("the property tests did not run")
+    try:
+        assert mig_parted_refusals([(path, name) for (_, name), path in MIG_CONFIGS.items()]) == []
+    finally:
+        shutil.rmtree(MIG_CONFIG_DIR, ignore_errors=True)
+    COUNTS["mig-parted"] = len(MIG_CONFIGS)
+
+
 def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """Print how many inputs the properties ran (last in the file, so after them)."""
     if not COUNTS["inputs"]:
@@ -412,6 +432,7 @@ def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
             f"\nproperty inputs: {COUNTS['inputs']} ({COUNTS['inputs:mutated']} mutated, "
             f"{COUNTS['inputs:allowed']} schema-allowed variants, {COUNTS['inputs:random']} random); "
             f"accepted and rendered: {COUNTS['rendered']}; "
-            f"shellcheck + cloud-init on {COUNTS['deep']}"
+            f"shellcheck + cloud-init on {COUNTS['deep']}; nvidia-mig-parted on {COUNTS['mig-parted']} "
+            "distinct configs"
         )
     assert COUNTS["rendered"] > 0, "no mutated profile was accepted: the mutations are too destructive"
