@@ -221,3 +221,14 @@ def test_import_never_makes_a_profile_migbake_rejects(text: str, tmp_path: Path)
     except ImportRefused as e:
         for p in e.problems:
             assert p.file == "nvidia.yaml" and p.line >= 1 and not p.rule.startswith(_OWN_OUTPUT), p.format()
+
+
+def test_a_dgx_station_node_passes_preflight_with_its_display_gpu() -> None:
+    from migbake.preflight import Capture, Gpu, check_capture
+
+    checked = check_bytes(import_config(DGX_STATION.encode(), "nvidia.yaml").text.encode(), "p.yaml")
+    assert checked.profile is not None
+    gpus = (*(Gpu(i, "A100-SXM4-80GB", "0x20B210DE", "Enabled", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"))
+              for i in (0, 1, 2, 4)), Gpu(3, "DGX Display", "0x1FB010DE", "[N/A]"))
+    result = check_capture(checked.profile, Capture("nvidia-smi-csv", "station.csv", gpus))
+    assert result.ready and all(c.status in ("PASS", "SKIP") for c in result.checks), result

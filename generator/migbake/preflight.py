@@ -115,8 +115,9 @@ def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[
     filtered = uses_device_filter(profile, catalog)
     out = []
     for i, (g, m) in enumerate(zip(profile.gpus, group_models(profile, catalog))):
-        mode = "Enabled" if g.mig_enabled else "Disabled"
-        want = f"MIG Enabled, {_layout_text(g.layout)}" if g.mig_enabled else "MIG Disabled"
+        # nvidia-smi shows a GPU without MIG (a display GPU, an L40S) as mig.mode.current [N/A]
+        mode = "Enabled" if g.mig_enabled else "Disabled" if m.has_mig else "[N/A]"
+        want = f"MIG Enabled, {_layout_text(g.layout)}" if g.mig_enabled else f"MIG {mode}"
         out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
                                sum(n for _, n in g.layout) if g.mig_enabled else 0, want))
     return tuple(out)

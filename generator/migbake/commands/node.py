@@ -80,9 +80,11 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
     """Turn an nvidia-mig-parted config (e.g. `nvidia-mig-parted export` of a known-good node) into a node profile.
 
     The GPU model comes from each entry's device-filter, else from --model or --nvidia-smi-xml.
+    Kept exactly: the config's name, each entry's devices, MIG mode, MIG devices and device-filter ids.
     Whatever a profile cannot represent exactly is refused with its reason and location (exit 1):
-    another version, several configs without --config, malformed or unknown device-filter ids, MIG
-    devices with mig-enabled false, overlapping entries, ... The result is validated like any profile.
+    another version, several configs without --config, a config name a profile cannot carry, malformed
+    or unknown device-filter ids, filtered and unfiltered entries mixed, MIG devices with mig-enabled
+    false, overlapping entries, ... The result is validated like any profile.
     """
     from migbake.catalog import load_catalog
     from migbake.importer import ImportRefused, import_config
@@ -91,7 +93,7 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
     if model is not None and xml_file is not None:
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
     cat = load_catalog()
-    gpu = cat.find(model) if model is not None else None
+    gpu = cat.find_gpu(model) if model is not None else None
     if model is not None and gpu is None:
         close = cat.close_matches(model)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
