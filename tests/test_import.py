@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from realtools import assert_mig_parted_accepts
 from support import H200_FIXTURES, generate, shared_file
 
 from migbake.catalog import load_catalog
@@ -79,7 +80,9 @@ def _import(text: str, **kw: object) -> str:
 
 def _generated_entries(profile_text: str, tmp_path: Path) -> list[dict[str, object]]:
     out = generate(profile_text, tmp_path / "out")
-    config = yaml.safe_load((out / "rootfs/etc/nvidia-mig/config.yaml").read_text())
+    text = (out / "rootfs/etc/nvidia-mig/config.yaml").read_text()
+    assert_mig_parted_accepts(text, ["current"], tmp_path / "round-trip.yaml")  # NVIDIA's parser agrees
+    config = yaml.safe_load(text)
     entries: list[dict[str, object]] = config["mig-configs"]["current"]
     return entries
 
