@@ -7,6 +7,7 @@ Tracebacks only with --debug.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -82,7 +83,36 @@ def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
     return checked.profile
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# each command and the module that defines it: a command's module (and what it imports: Jinja2, the
+# Packer wrapper, the boot test) loads only when that command runs, or when --help lists it
+COMMANDS = {
+    "bake": "migbake.commands.bake",
+    "boot-test": "migbake.commands.bake",
+    "export": "migbake.commands.node",
+    "generate": "migbake.commands.profiles",
+    "gpus": "migbake.commands.catalog",
+    "images": "migbake.commands.profiles",
+    "import": "migbake.commands.node",
+    "layouts": "migbake.commands.catalog",
+    "preflight": "migbake.commands.node",
+    "show": "migbake.commands.profiles",
+    "validate": "migbake.commands.profiles",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (click's documented lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            importlib.import_module(COMMANDS[cmd_name])  # its @main.command() adds it to this group
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="migbake")
 @click.option("--debug", is_flag=True, help="Show a traceback when something fails.")
 def main(debug: bool) -> None:
