@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -67,6 +66,8 @@ def guard(fn: F) -> F:
 
 def _debug_traceback() -> None:
     if _State.debug:
+        import traceback  # only with --debug: start-up does not pay for it
+
         traceback.print_exc()
 
 
