@@ -2,15 +2,19 @@
 
     python benchmarks/bench_cli.py [--rounds N] [--smoke]
 
-1. Cold ``migbake validate`` of one profile (a new process, as CI and pre-commit run it) against
-   ``check-jsonschema --schemafile schemas/node-profile.schema.json PROFILE`` (schema only) and
-   ``cloud-init schema --config-file`` on the generated user-data. The commands run interleaved,
-   round after round, and each figure is the median of its rounds.
-2. One process validating and generating (rendering in memory) 1, 100 and 1,000 profiles: how the
-   cost grows with the work. Each count is a fresh process; figures are medians.
-3. ``migbake layouts`` for every catalog GPU, in one process (maximal-layout enumeration).
+Every figure is a median of interleaved rounds (the commands take turns in every round, so a busy
+moment of the machine hits all of them alike), and every target is a ratio to something measured
+in the same run: the interpreter's floor (``python -c pass``) or a peer.
 
-Every figure is also given as a ratio to a reference measured in the same run.
+1. Cold start (a new process, as pre-commit and CI run it): ``migbake validate`` of one valid
+   profile against ``check-jsonschema --schemafile`` on the same file (a peer that checks the schema
+   only, while migbake also checks layouts), ``cloud-init schema`` on the generated user-data, and
+   the floor; ``migbake --version`` and ``migbake gpus`` against the floor.
+2. One process validating and generating (rendering in memory) 1, 100 and 1,000 distinct profiles.
+3. ``migbake validate DIR`` over a directory of 1,000 distinct profiles against one profile, cold.
+4. ``migbake layouts`` for every catalog GPU, in one process (maximal-layout enumeration).
+
+The spread printed beside each median is the interquartile range of its rounds.
 """
 
 from __future__ import annotations
@@ -29,14 +33,12 @@ PROFILE = REPO / "images" / "h200-inference" / "node-profile.yaml"
 SCHEMA = REPO / "schemas" / "node-profile.schema.json"
 
 BATCH = """
-import sys, time
-t0 = time.perf_counter()
+import sys
 from migbake.render import render
 from migbake.validate import check_bytes
 text = open(sys.argv[1], encoding="utf-8").read()
-n = int(sys.argv[2])
 files = 0
-for i in range(n):
+for i in range(int(sys.argv[2])):
     checked = check_bytes(text.replace("name: h200-inference", f"name: node-{i}").encode(), f"p{i}.yaml")
     assert checked.profile is not None
     files += len(render(checked.profile))
@@ -50,6 +52,16 @@ print(sum(len(maximal_layouts(m)) for m in load_catalog().models))
 """
 
 
+class Timing:
+    """The rounds of one command: median and interquartile spread, in seconds."""
+
+    def __init__(self, samples: list[float]) -> None:
+        self.samples = sorted(samples)
+        self.median = statistics.median(self.samples)
+        quart = statistics.quantiles(self.samples, n=4) if len(self.samples) > 1 else [self.median] * 3
+        self.spread = quart[2] - quart[0]
+
+
 def wall(argv: list[str]) -> float:
     """Seconds one command takes, start to exit; it must succeed."""
     start = time.perf_counter()
@@ -60,71 +72,97 @@ def wall(argv: list[str]) -> float:
     return took
 
 
-def interleaved(commands: dict[str, list[str]], rounds: int) -> dict[str, float]:
-    """Median wall time of each command, the commands taking turns in every round."""
+def interleaved(commands: dict[str, list[str]], rounds: int) -> dict[str, Timing]:
+    """Each command's timing, the commands taking turns in every round."""
     times: dict[str, list[float]] = {name: [] for name in commands}
     for argv in commands.values():  # warm the page cache once
         wall(argv)
     for _ in range(rounds):
         for name, argv in commands.items():
             times[name].append(wall(argv))
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: Timing(t) for name, t in times.items()}
 
 
-def table(title: str, rows: list[tuple[str, float, float]], unit: str = "ms") -> None:
-    """Print rows of (what, seconds, ratio)."""
+def table(title: str, rows: list[tuple[str, Timing, str, float, float | None]]) -> None:
+    """Print rows of (what, timing, ratio-to name, ratio, target ratio or None)."""
     print(f"\n{title}")
     width = max(len(r[0]) for r in rows)
-    print(f"  {'':<{width}}  {unit:>9}  {'ratio':>7}")
-    for what, seconds, ratio in rows:
-        print(f"  {what:<{width}}  {seconds * 1000:>9.1f}  {ratio:>6.2f}x")
+    print(f"  {'':<{width}}  {'median ms':>9}  {'spread':>7}  {'ratio':>18}  target")
+    for what, timing, to, ratio, target in rows:
+        verdict = "" if target is None else f"<= {target:g}x {'met' if ratio <= target else 'NOT MET'}"
+        print(f"  {what:<{width}}  {timing.median * 1000:>9.1f}  {timing.spread * 1000:>7.1f}  "
+              f"{ratio:>6.2f}x {to:<10}  {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the three measurements and print their tables."""
+    """Run the measurements and print their tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15, help="rounds per measurement (median reported)")
     parser.add_argument("--smoke", action="store_true", help="2 rounds and 1/10/100 profiles: check it runs")
     args = parser.parse_args(argv)
-    rounds = 2 if args.smoke else max(1, args.rounds)
+    rounds = 2 if args.smoke else max(2, args.rounds)
     counts = (1, 10, 100) if args.smoke else (1, 100, 1000)
 
     migbake = shutil.which("migbake")
     if not migbake:
         raise SystemExit("migbake is not installed: pip install .")
+    py = sys.executable
+    print(f"migbake benchmarks: {rounds} rounds, median wall time; python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         subprocess.run([migbake, "generate", str(PROFILE), "-o", str(out)], check=True, stdout=subprocess.DEVNULL)
-        commands = {"migbake validate (schema + MIG rules)": [migbake, "validate", str(PROFILE)]}
-        peers_missing = []
-        cjs = shutil.which("check-jsonschema")
-        if cjs:
-            commands["check-jsonschema (schema only)"] = [cjs, "--schemafile", str(SCHEMA), str(PROFILE)]
-        else:
-            peers_missing.append("check-jsonschema")
-        ci = shutil.which("cloud-init")
-        if ci:
-            user_data = str(out / "cloud-init/user-data")
-            commands["cloud-init schema (user-data)"] = [ci, "schema", "--config-file", user_data]
-        else:
-            peers_missing.append("cloud-init")
+        many = Path(tmp) / "profiles"
+        text = PROFILE.read_text(encoding="utf-8")
+        for i in range(counts[-1]):
+            folder = many / f"node-{i:04d}"
+            folder.mkdir(parents=True)
+            (folder / "node-profile.yaml").write_text(text.replace("name: h200-inference", f"name: node-{i}"))
+
+        commands = {"python -c pass (floor)": [py, "-c", "pass"],
+                    "migbake validate PROFILE": [migbake, "validate", str(PROFILE)],
+                    "migbake --version": [migbake, "--version"],
+                    "migbake gpus": [migbake, "gpus"]}
+        missing = [tool for tool in ("check-jsonschema", "cloud-init") if not shutil.which(tool)]
+        if "check-jsonschema" not in missing:
+            commands["check-jsonschema (schema only)"] = [str(shutil.which("check-jsonschema")), "--schemafile",
+                                                          str(SCHEMA), str(PROFILE)]
+        if "cloud-init" not in missing:
+            commands["cloud-init schema (user-data)"] = [str(shutil.which("cloud-init")), "schema",
+                                                         "--config-file", str(out / "cloud-init/user-data")]
+        commands[f"migbake validate DIR ({counts[-1]})"] = [migbake, "validate", str(many)]
         cold = interleaved(commands, rounds)
-    base = cold["migbake validate (schema + MIG rules)"]
-    print(f"migbake benchmarks: {rounds} rounds, median wall time; python {sys.version.split()[0]}")
-    table("1. cold validate of one profile (new process each time); ratio to migbake",
-          [(k, v, v / base) for k, v in cold.items()])
-    if peers_missing:
-        print(f"  (not measured, not installed: {', '.join(peers_missing)})")
 
-    batch = interleaved({str(n): [sys.executable, "-c", BATCH, str(PROFILE), str(n)] for n in counts}, rounds)
-    one = batch[str(counts[0])]
-    table("2. validate + generate N profiles in one process; ratio to N=1",
-          [(f"{n:>5} profiles", batch[str(n)], batch[str(n)] / one) for n in counts])
+    floor = cold["python -c pass (floor)"]
+    one = cold["migbake validate PROFILE"]
+    peer = cold.get("check-jsonschema (schema only)")
+    rows = [("python -c pass (floor)", floor, "floor", 1.0, None),
+            ("migbake validate PROFILE", one, "floor", one.median / floor.median, 5.0)]
+    if peer is not None:
+        rows += [("migbake validate PROFILE", one, "peer", one.median / peer.median, 0.35),
+                 ("check-jsonschema (schema only)", peer, "floor", peer.median / floor.median, None)]
+    for name in ("migbake --version", "migbake gpus"):
+        rows.append((name, cold[name], "floor", cold[name].median / floor.median, 3.0))
+    if "cloud-init schema (user-data)" in cold:
+        ci = cold["cloud-init schema (user-data)"]
+        rows.append(("cloud-init schema (user-data)", ci, "floor", ci.median / floor.median, None))
+    table("1. cold start, a new process each time (floor: python -c pass; peer: check-jsonschema)", rows)
+    if missing:
+        print(f"  (not measured, not installed: {', '.join(missing)})")
 
-    lay = interleaved({"layouts": [sys.executable, "-c", LAYOUTS]}, rounds)["layouts"]
-    start = interleaved({"startup": [sys.executable, "-c", "import migbake.layout"]}, rounds)["startup"]
-    table("3. maximal layouts of every catalog GPU (one process); ratio to importing migbake.layout",
-          [("all catalog GPUs", lay, lay / start), ("import only", start, 1.0)])
+    batch = interleaved({str(n): [py, "-c", BATCH, str(PROFILE), str(n)] for n in counts}, rounds)
+    first = batch[str(counts[0])]
+    table("2. validate + generate N distinct profiles in one process; ratio to N=1",
+          [(f"{n:>5} profiles", batch[str(n)], "N=1", batch[str(n)].median / first.median,
+            3.0 if n == counts[-1] else None) for n in counts])
+
+    many_dir = cold[f"migbake validate DIR ({counts[-1]})"]
+    table(f"3. migbake validate over a directory of {counts[-1]} profiles; ratio to one profile, cold",
+          [(f"validate DIR ({counts[-1]})", many_dir, "1 profile", many_dir.median / one.median, 2.0)])
+
+    lay = interleaved({"layouts": [py, "-c", LAYOUTS]}, rounds)["layouts"]
+    start = interleaved({"startup": [py, "-c", "import migbake.layout"]}, rounds)["startup"]
+    table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.layout",
+          [("all catalog GPUs", lay, "import", lay.median / start.median, None)])
     return 0
 
 

@@ -16,8 +16,10 @@ def test_bench_cli_smoke() -> None:
     require("cloud-init")
     ran = run([sys.executable, str(REPO / "benchmarks/bench_cli.py"), "--smoke"], timeout=600)
     assert ran.rc == 0, ran.text
-    for heading in ("1. cold validate", "check-jsonschema (schema only)", "cloud-init schema (user-data)",
-                    "2. validate + generate", "100 profiles", "3. maximal layouts"):
+    for heading in ("1. cold start", "python -c pass (floor)", "check-jsonschema (schema only)",
+                    "cloud-init schema (user-data)", "migbake --version", "migbake gpus",
+                    "2. validate + generate", "100 profiles", "3. migbake validate over a directory",
+                    "4. maximal layouts"):
         assert heading in ran.out, ran.out
 
 

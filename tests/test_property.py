@@ -30,7 +30,10 @@ from hypothesis import strategies as st
 from realtools import cloud_init_schema, device_filter_problems, mig_parted_refusals, shellcheck
 from support import IMAGES
 
+from migbake.profile import load_profile_bytes
 from migbake.render import render
+from migbake.schema import _fast_check
+from migbake.schema_messages import _validator
 from migbake.validate import Checked, check_bytes
 
 # on a failure Hypothesis' pytest plugin imports libcst, which warns through mypy_extensions: with
@@ -383,6 +386,9 @@ def _property(raw: bytes, kind: str) -> None:
     COUNTS[f"inputs:{kind}"] += 1
     checked = check_bytes(raw, "fuzz.yaml")  # must not raise, whatever the bytes
     _check_problems(checked)
+    loaded, _ = load_profile_bytes(raw, "fuzz.yaml")
+    if loaded.data is not None:  # the fast schema check and jsonschema give the same verdict
+        assert _fast_check()(loaded.data) == _validator().is_valid(loaded.data), raw
     if checked.profile is not None:
         COUNTS["accepted"] += 1
         _fast_checks(checked)

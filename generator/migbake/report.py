@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from xml.etree import ElementTree as ET
 
 from migbake import __version__
 from migbake.problems import Problem
@@ -128,6 +127,8 @@ def sarif_report(results: Sequence[FileResult]) -> str:
 
 def junit_report(results: Sequence[FileResult]) -> str:
     """JUnit XML: one test case per file, failing when the file has errors."""
+    from xml.etree import ElementTree as ET  # only this format needs XML: start-up does not pay for it
+
     suites = ET.Element("testsuites", name="migbake validate")
     suite = ET.SubElement(suites, "testsuite", name="migbake validate", tests=str(len(results)),
                           failures=str(sum(r.errors > 0 for r in results)), errors="0", skipped="0")

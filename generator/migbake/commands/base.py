@@ -7,9 +7,9 @@ Tracebacks only with --debug.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,6 +66,8 @@ def guard(fn: F) -> F:
 
 def _debug_traceback() -> None:
     if _State.debug:
+        import traceback  # only with --debug: start-up does not pay for it
+
         traceback.print_exc()
 
 
@@ -82,7 +84,36 @@ def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
     return checked.profile
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# each command and the module that defines it: a command's module (and what it imports: Jinja2, the
+# Packer wrapper, the boot test) loads only when that command runs, or when --help lists it
+COMMANDS = {
+    "bake": "migbake.commands.bake",
+    "boot-test": "migbake.commands.bake",
+    "export": "migbake.commands.node",
+    "generate": "migbake.commands.profiles",
+    "gpus": "migbake.commands.catalog",
+    "images": "migbake.commands.profiles",
+    "import": "migbake.commands.node",
+    "layouts": "migbake.commands.catalog",
+    "preflight": "migbake.commands.node",
+    "show": "migbake.commands.profiles",
+    "validate": "migbake.commands.profiles",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (click's documented lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            importlib.import_module(COMMANDS[cmd_name])  # its @main.command() adds it to this group
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="migbake")
 @click.option("--debug", is_flag=True, help="Show a traceback when something fails.")
 def main(debug: bool) -> None:
