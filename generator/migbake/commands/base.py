@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -21,6 +21,7 @@ from migbake import __version__
 if TYPE_CHECKING:
     from migbake.catalog import GpuModel
     from migbake.model import NodeProfile
+    from migbake.problems import CatalogError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,11 +47,7 @@ def guard(fn: F) -> F:
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except CatalogError as e:
-            _debug_traceback()
-            for p in e.problems:
-                click.echo(p.format(), err=True)
-            click.echo(f"migbake: error: {e}", err=True)
-            sys.exit(EXIT_INVALID)
+            _catalog_failed(e)
         except OutputError as e:
             _debug_traceback()
             click.echo(f"migbake: error: {e}", err=True)
@@ -69,6 +66,15 @@ def guard(fn: F) -> F:
             sys.exit(EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _catalog_failed(e: CatalogError) -> NoReturn:
+    """An invalid --catalog file: its problems, one line each, then exit 1."""
+    _debug_traceback()
+    for p in e.problems:
+        click.echo(p.format(), err=True)
+    click.echo(f"migbake: error: {e}", err=True)
+    sys.exit(EXIT_INVALID)
 
 
 def _debug_traceback() -> None:
@@ -97,10 +103,14 @@ class GpuModelType(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> GpuModel:
         """The catalog model ``value`` names."""
         from migbake.catalog import GpuModel, load_catalog
+        from migbake.problems import CatalogError
 
         if isinstance(value, GpuModel):
             return value
-        catalog = load_catalog()
+        try:
+            catalog = load_catalog()
+        except CatalogError as e:  # parsing arguments happens before the command's guard
+            _catalog_failed(e)
         found = catalog.find(str(value))
         if found is None:
             self.fail(catalog.unknown_model(str(value))[0], param, ctx)
