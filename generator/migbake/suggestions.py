@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from itertools import product
 
 from migbake.catalog import GpuModel
-from migbake.layout import fit, maximal_layouts
+from migbake.layout import fit, maximal_layouts, memory_slices_of
 
 # enumerating the sub-layouts of a request is a product of (count + 1) per profile; past this, skip it
 MAX_SUBLAYOUTS = 20_000
@@ -29,6 +29,16 @@ def _maximal(model: GpuModel, include_media: bool) -> list[dict[str, int]]:
         cached = (model, maximal_layouts(model, include_media=include_media))
         _MAXIMAL[(id(model), include_media)] = cached
     return cached[1]
+
+
+def _may_fit(model: GpuModel, layout: Mapping[str, int]) -> bool:
+    """False when the slices alone rule ``layout`` out (cheap; the exact search decides the rest)."""
+    profiles = [(model.profile(name), n) for name, n in layout.items()]
+    if any(p is None for p, _ in profiles):
+        return True  # compute-instance forms: only fit() knows how they pack
+    compute = sum(p.compute_slices * n for p, n in profiles if p)
+    memory = sum(memory_slices_of(p) * n for p, n in profiles if p)
+    return compute <= model.total_compute_slices and memory <= model.total_memory_slices
 
 
 def fewest_removed(model: GpuModel, layout: Mapping[str, int], limit: int = 2) -> list[dict[str, int]]:
@@ -49,7 +59,8 @@ def fewest_removed(model: GpuModel, layout: Mapping[str, int], limit: int = 2) -
         if kept and sum(counts) < sum(layout.values()):
             by_size.setdefault(sum(counts), []).append(kept)
     for size in sorted(by_size, reverse=True):
-        fitting = [(r, candidate) for candidate in by_size[size] if (r := fit(model, candidate)).ok]
+        fitting = [(r, candidate) for candidate in by_size[size]
+                   if _may_fit(model, candidate) and (r := fit(model, candidate)).ok]
         if fitting:
             fitting.sort(key=lambda t: (-t[0].compute_slices, -t[0].memory_slices))
             return [candidate for _, candidate in fitting[:limit]]
