@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import REPO
 
 from migbake.catalog import GpuModel, load_catalog
 from migbake.cli import main
@@ -129,3 +130,23 @@ def test_layouts_without_a_model_lists_the_models() -> None:
     result = CliRunner().invoke(main, ["layouts"])
     assert result.exit_code == 0
     assert all(f"  {key} " in result.stdout for key in CATALOG.keys)
+
+
+def test_readme_first_profile_walkthrough_is_what_migbake_prints(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    section = (REPO / "README.md").read_text().split("## Writing your first profile", 1)[1].split("\n## ", 1)[0]
+    blocks = section.split("```")[1::2]  # the fenced blocks, in order
+    profile_text = next(b for b in blocks if b.startswith("yaml\n"))[len("yaml\n"):]
+    monkeypatch.chdir(tmp_path)  # the README shows relative file names
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(profile_text)
+    runner = CliRunner()
+    out = runner.invoke(main, ["validate", "node-profile.yaml"]).stdout
+    assert out.strip() in next(b for b in blocks if "$ migbake validate" in b), out
+    layouts = next(b for b in blocks if '$ migbake layouts "NVIDIA H200"' in b)
+    shown = runner.invoke(main, ["layouts", "NVIDIA H200"]).stdout.splitlines()
+    for line in layouts.splitlines()[2:-2]:
+        assert line in shown, line
+    profile.write_text(profile_text.replace("3g.71gb: 1, 1g.18gb: 1", "2g.35gb: 1, 1g.18gb: 1"))
+    show = next(b for b in blocks if "$ migbake show" in b)
+    assert runner.invoke(main, ["show", "node-profile.yaml"]).stdout.strip() in show

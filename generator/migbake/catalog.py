@@ -116,10 +116,10 @@ class GpuModel:
 class NonMigGpu:
     """A data-center GPU without MIG, known so that its name gets "has no MIG" rather than "unknown"."""
 
-    name: str
-    aliases: tuple[str, ...]
-    pci_device_ids: tuple[str, ...]
-    source: str
+    name: str  # as people write it (L40S); nvidia-smi's 'NVIDIA L40S' matches it too
+    aliases: tuple[str, ...] = ()
+    pci_device_ids: tuple[str, ...] = ()  # 0xDDDDVVVV, as mig-parted's device-filter
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
     return checked.profile
 
 
-class GpuModelType(click.ParamType):
+class GpuModelType(click.ParamType["GpuModel"]):
     """A GPU model argument: any name the catalog knows; otherwise the catalog's one explanation (exit 2)."""
 
     name = "model"
