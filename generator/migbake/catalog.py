@@ -17,7 +17,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from migbake.catalogfile import read_catalog_file
 from migbake.gpunames import Named, loose_key, rank, strict_key
 from migbake.resources import catalog_text
 
@@ -338,7 +337,12 @@ def load_catalog() -> Catalog:
 @lru_cache(maxsize=4)
 def _load(path: Path | None) -> Catalog:
     raw = json.loads(catalog_text())
-    return build_catalog(raw, [] if path is None else [(str(path), read_catalog_file(path))])
+    if path is None:
+        return build_catalog(raw)
+    # only a --catalog file needs the JSON Schema pass (and jsonschema's import time): `gpus` stays quick
+    from migbake.catalogfile import read_catalog_file
+
+    return build_catalog(raw, [(str(path), read_catalog_file(path))])
 
 
 def non_mig_gpu(name: str) -> NonMigGpu | None:

@@ -1,7 +1,8 @@
 """Semantic rules: what the schema cannot say. Each rule is a small function that yields problems.
 
 Rules read the raw profile data defensively (the schema may have failed elsewhere in the same
-file), so that one run reports every problem of a profile, shape and meaning alike.
+file), so that one run reports every problem of a profile, shape and meaning alike. The rules on
+GPU models and layouts live in ``layoutrules``; this module holds the others and runs them all.
 """
 
 from __future__ import annotations
