@@ -104,6 +104,9 @@ BAD_FILES: dict[str, tuple[object, list[str]]] = {
     "placement": ({"gpus": [dict(_new_sku(), total_memory_slices=4)]},
                   [r"extra.json:\d+:\d+: error: /gpus/0/profiles/\d+/placements/\d+: memory slices .* beyond the "
                    r"GPU's 4 .*\[catalog-placement\]"]),
+    "duplicate-id": ({"gpus": [_new_sku(), _new_sku()]},
+                     [r"extra.json:\d+:\d+: error: /gpus/1/key: id 'h300-200gb' is also /gpus/0.*"
+                      r"\[catalog-duplicate-id\]"]),
     "not-an-object": ("[]", [r"extra.json:1:1: error: /: \[\] is a list; expected mapping"]),
     "duplicate-key": ('{"gpus": [], "gpus": []}', [r"extra.json:1:\d+: error: .*duplicate key 'gpus'"]),
 }
