@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 from support import REPO
 
@@ -26,8 +27,9 @@ def test_readme_gpu_table_is_what_migbake_gpus_prints() -> None:
     assert block.group(1) == printed, "README's GPU table is stale: paste `migbake gpus --markdown` into it"
 
 
-def test_every_schema_property_has_a_description() -> None:
-    schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text())
+@pytest.mark.parametrize("name", ["node-profile.schema.json", "mig-catalog.schema.json"])
+def test_every_schema_property_has_a_description(name: str) -> None:
+    schema = json.loads((REPO / "schemas" / name).read_text())
 
     def walk(node: object, path: str) -> list[str]:
         missing: list[str] = []

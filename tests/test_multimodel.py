@@ -64,6 +64,9 @@ def _same(first: str, second: str, extra: str = "") -> str:
             f"  - {{model: h100-80gb, devices: {second}, mig: {{layout: {{3g.40gb: 2}}}}}}\n")
 
 
+# explicit indices without gpu_count: a warning, once per profile, at the first explicit devices
+_NO_COUNT0 = ("devices-without-gpu-count", "/gpus/0/devices", "warning")
+
 RULE_CASES = {
     # good
     "two-models-all": (_two("all", "all"), []),
@@ -73,11 +76,13 @@ RULE_CASES = {
     "never-disjoint-indices": (_two("[0, 1]", "[2, 3]", "device_filter: never\ngpu_count: 4\n"), []),
     "always-one-model": (H200 + "device_filter: always\n", []),
     # overlaps: within a model always, across models only without a filter
-    "overlap-same-model": (_same("[0, 1]", "[1, 2]"), [("device-overlap", "/gpus/1/devices", "error")]),
-    "overlap-same-model-all": (_same("all", "[3]"), [("device-overlap", "/gpus/1/devices", "error")]),
+    "overlap-same-model": (_same("[0, 1]", "[1, 2]"), [("device-overlap", "/gpus/1/devices", "error"), _NO_COUNT0]),
+    "overlap-same-model-all": (_same("all", "[3]"), [("device-overlap", "/gpus/1/devices", "error"),
+                                                      ("devices-without-gpu-count", "/gpus/1/devices", "warning")]),
     "overlap-same-model-two-models": (
         _two("all", "all") + "  - {model: h100-80gb, devices: [0], mig: {layout: "
-        "{7g.80gb: 1}}}\n", [("device-overlap", "/gpus/2/devices", "error")]),
+        "{7g.80gb: 1}}}\n", [("device-overlap", "/gpus/2/devices", "error"),
+                              ("devices-without-gpu-count", "/gpus/2/devices", "warning")]),
     "never-cross-model-overlap": (_two("all", "all", "device_filter: never\n"),
                                   [("device-overlap", "/gpus/1/devices", "error")]),
     # coverage: every GPU in an entry; with a filter, every GPU of each model

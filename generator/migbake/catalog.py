@@ -1,20 +1,24 @@
-"""GPU facts: MIG profiles, slices, placements and PCI ids per GPU model, read from package data.
+"""GPU facts: MIG profiles, slices, placements, PCI ids and names per GPU model, read from package data.
 
-The data file is ``data/mig-catalog.json``: the team's reference catalog
-(``shared/reference/mig-catalog.json``) plus what migbake added (models appended to ``gpus``, and
-``non_mig_gpus``: GPUs without MIG); every value there carries its source and status.
-This module only turns it into frozen, typed objects and answers look-ups.
+The data file is ``data/mig-catalog.json`` (first built from the reference catalog of NVIDIA's MIG
+facts, ``shared/reference/mig-catalog.json``, plus what migbake added: models appended to ``gpus``, and
+``non_mig_gpus``: GPUs without MIG); every value there carries its source and status. A catalog file
+given with ``--catalog`` / ``MIGBAKE_CATALOG`` (see ``catalogfile``) adds or replaces models. This
+module turns the data into frozen, typed objects and answers look-ups: by id, by any name nvidia-smi
+prints or people write (``gpunames``), by PCI id; and it says why a name is not a model.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from migbake.gpunames import Named, loose_key, rank, strict_key
 from migbake.resources import catalog_text
 
 # mig-parted's profile grammar (go-nvlib parseMigProfile), as a regular expression.
@@ -68,6 +72,10 @@ class GpuModel:
     ci_counts: dict[str, dict[str, int]]
     status: str
     has_mig: bool = True  # False: a GPU of ``non_mig_gpus`` (no profiles, no slices)
+    alias_notes: dict[str, str] = field(default_factory=dict)  # alias -> why it is here (not part of the name)
+    nvidia_smi_names: tuple[str, ...] = ()  # what nvidia-smi --query-gpu=name prints for this model
+    memory_gb: int | None = None  # nominal, as the product is sold
+    origin: str = ""  # "" for the packaged catalog, else the --catalog file it came from
 
     def profile(self, name: str) -> MigProfile | None:
         """The GPU-instance profile called exactly ``name`` on this model, if any."""
@@ -87,48 +95,112 @@ class GpuModel:
         return self.names[0] if self.names else self.key
 
     @property
+    def short_name(self) -> str:
+        """The shortest of the catalog names (``L40S`` rather than ``NVIDIA L40S``)."""
+        return min(self.names, key=len) if self.names else self.key
+
+    @property
     def hopper_or_later(self) -> bool:
         """Whether MIG mode itself is lost at reboot (Hopper and later)."""
         return not self.mig_mode_persists
 
+    @property
+    def all_names(self) -> tuple[str, ...]:
+        """Every name this model answers to: id, names, aliases, nvidia-smi names."""
+        return (self.key, *self.names, *self.aliases, *self.nvidia_smi_names)
 
-def _norm(s: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "", s.lower())
+    def telling_apart(self) -> str:
+        """What distinguishes this model from others of the same name: memory, PCI ids, nvidia-smi names."""
+        parts = [f"{self.memory_gb} GB"] if self.memory_gb else []
+        parts.append("PCI " + ", ".join(self.pci_device_ids))
+        if self.nvidia_smi_names:
+            parts.append("nvidia-smi: " + ", ".join(repr(n) for n in self.nvidia_smi_names))
+        return f"{self.key} ({'; '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What a GPU model name means: one model, several (ambiguous), a GPU without MIG, or nothing."""
+
+    model: GpuModel | None
+    candidates: tuple[GpuModel, ...] = ()
+    non_mig: GpuModel | None = None  # a GPU without MIG of that name
+
+
+_PCI_ID = re.compile(r"^(0x)?[0-9a-f]{8}$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity: one per process
 class Catalog:
-    """Every GPU model migbake knows, with look-up by id, name or alias (case-insensitive).
+    """Every GPU model migbake knows, with look-up by id, name, alias, nvidia-smi name or PCI id.
 
     ``models`` are the GPUs with MIG; ``non_mig_gpus`` the GPUs without it (a DGX Station's display
     GPU, L4, L40S, ...), which a profile may list only with MIG off. ``find`` and ``by_key`` see MIG
-    models only; ``find_non_mig`` the others; ``find_gpu`` and ``by_pci_id`` both kinds.
+    models only; ``non_mig_gpu`` the others; ``find_gpu`` and ``by_pci_id`` both kinds.
     """
 
     models: tuple[GpuModel, ...]
     source_snapshot: str
     non_mig_gpus: tuple[GpuModel, ...] = ()
+    files: tuple[str, ...] = ()  # --catalog files merged in
+
+    def resolve(self, name: str) -> Resolution:
+        """What ``name`` means: the strict normal form first, the loose one (``-`` = space) if that finds nothing."""
+        if not name or not name.strip():
+            return Resolution(None)
+        if _PCI_ID.match(name.strip()):
+            by_pci = self.by_pci_id(name)
+            if by_pci is not None and by_pci.has_mig:
+                return Resolution(by_pci)
+        strict, loose = _index(self)
+        for table, k in ((strict, strict_key(name)), (loose, loose_key(name))):
+            found = table.get(k, ())
+            if len(found) == 1:
+                return Resolution(found[0])
+            if found:
+                order = rank(name, [_named(m) for m in found], n=len(found), cutoff=0.0)
+                return Resolution(None, tuple(self.by_key(key) for key in order))
+        return Resolution(None, non_mig=self.non_mig_gpu(name))
 
     def find(self, name: str) -> GpuModel | None:
-        """The MIG model whose id, name or alias is ``name`` (case and punctuation insensitive)."""
-        return _index(self).get(_norm(name)) if name else None
+        """The one model ``name`` means (None when unknown, ambiguous or a GPU without MIG)."""
+        return self.resolve(name).model
 
-    def find_non_mig(self, name: str) -> GpuModel | None:
-        """The GPU *without* MIG whose id, name, alias or PCI id is ``name`` (``L40S``, ``0x26B910DE``), if any.
+    def non_mig_gpu(self, name: str) -> GpuModel | None:
+        """The GPU *without* MIG called ``name`` (any case, with or without ``NVIDIA``) or with that PCI id.
 
         For messages such as "L40S has no MIG"; the result has ``has_mig`` false and no profiles.
         """
-        if not name:
+        if not name or not name.strip():
             return None
-        found = _index(self, non_mig=True).get(_norm(name))
-        if found is None and re.fullmatch(r"(?:0[xX])?[0-9A-Fa-f]{8}", name.strip()):
-            want = canonical_pci_id(name)
-            found = next((g for g in self.non_mig_gpus if want in g.pci_device_ids), None)
-        return found
+        want, pci = loose_key(name), canonical_pci_id(name) if _PCI_ID.match(name.strip()) else ""
+        for g in self.non_mig_gpus:
+            if want in {loose_key(n) for n in (g.key, *g.names, *g.aliases)} or pci in g.pci_device_ids:
+                return g
+        return None
 
     def find_gpu(self, name: str) -> GpuModel | None:
         """What a profile's ``gpus[].model`` may name: a MIG model, else a GPU without MIG."""
-        return self.find(name) or (_index(self, non_mig=True).get(_norm(name)) if name else None)
+        return self.find(name) or self.non_mig_gpu(name)
+
+    def unknown_model(self, name: str) -> tuple[str, str]:
+        """Why ``name`` is not one model, as (message, rule id): ambiguous, without MIG, or unknown."""
+        found = self.resolve(name)
+        if found.candidates:
+            apart = "; ".join(m.telling_apart() for m in found.candidates)
+            return (f"{name!r} is the name of {len(found.candidates)} GPU models with different MIG profiles: "
+                    f"{apart}; write the id of yours (its memory size or nvidia-smi's pci.device_id tells "
+                    "them apart)", "ambiguous-model")
+        if found.non_mig is not None:
+            g = found.non_mig
+            short = g.short_name
+            called = "" if strict_key(name) == strict_key(short) else f"{name!r} is the {short}; "
+            return (f"{short} has no MIG ({called}PCI {', '.join(g.pci_device_ids)}): there is no MIG layout "
+                    "to restore on it (`migbake gpus` lists the GPUs with MIG)", "no-mig")
+        close = self.close_matches(name)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return (f"unknown GPU model {name!r}{hint} (`migbake gpus` lists every model; for a GPU migbake does "
+                "not know yet, add it with --catalog FILE)", "unknown-model")
 
     def by_key(self, key: str) -> GpuModel:
         """The model with catalog id ``key`` (KeyError if unknown)."""
@@ -148,18 +220,8 @@ class Catalog:
         return [m for m in (*self.models, *self.non_mig_gpus) if want in m.pci_device_ids]
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
-        """Catalog ids that look like ``name``, best first."""
-        keys = [m.key for m in self.models]
-        by_norm = {_norm(x): m.key for m in self.models for x in (m.key, *m.names, *m.aliases)}
-        found = difflib.get_close_matches(_norm(name), list(by_norm), n=n * 2, cutoff=0.6)
-        out: list[str] = []
-        for f in found:
-            k = by_norm[f]
-            if k not in out:
-                out.append(k)
-        if not out:
-            out = difflib.get_close_matches(name.lower(), keys, n=n, cutoff=0.4)
-        return out[:n]
+        """Catalog ids that ``name`` most likely means, best first (see ``gpunames.rank``)."""
+        return rank(name, [_named(m) for m in self.models], n=n)
 
     def owners_of_profile(self, profile_name: str) -> list[GpuModel]:
         """Every model that has a GPU-instance profile called ``profile_name``."""
@@ -171,13 +233,24 @@ class Catalog:
         return tuple(m.key for m in self.models)
 
 
+def _named(m: GpuModel) -> Named:
+    return Named(m.key, m.names, (*m.aliases, *m.nvidia_smi_names))
+
+
+Index = dict[str, tuple[GpuModel, ...]]
+
+
 @lru_cache(maxsize=8)
-def _index(catalog: Catalog, non_mig: bool = False) -> dict[str, GpuModel]:
-    index: dict[str, GpuModel] = {}
-    for m in catalog.non_mig_gpus if non_mig else catalog.models:
-        for x in (m.key, *m.names, *m.aliases):
-            index.setdefault(_norm(x), m)  # the first model to claim a name keeps it
-    return index
+def _index(catalog: Catalog) -> tuple[Index, Index]:
+    """Strict and loose normal form -> every model with such a name (two or more: an ambiguous name)."""
+    strict: Index = {}
+    loose: Index = {}
+    for m in catalog.models:
+        for x in m.all_names:
+            for table, k in ((strict, strict_key(x)), (loose, loose_key(x))):
+                if m not in table.get(k, ()):
+                    table[k] = (*table.get(k, ()), m)
+    return strict, loose
 
 
 def gpu_instance_name(name: str) -> str | None:
@@ -219,7 +292,8 @@ def _ci_counts(raw: dict[str, Any]) -> dict[str, dict[str, int]]:
     return {g: {c: int(n) for c, n in row.items()} for g, row in table.items()}
 
 
-def _model(raw: dict[str, Any]) -> GpuModel:
+def _model(raw: dict[str, Any], origin: str = "") -> GpuModel:
+    memory = raw.get("memory_gb_nominal")
     return GpuModel(
         key=raw["key"],
         names=tuple(raw.get("names", ())),
@@ -234,6 +308,10 @@ def _model(raw: dict[str, Any]) -> GpuModel:
         profiles=tuple(_profile(p) for p in raw["profiles"]),
         ci_counts=_ci_counts(raw),
         status=str(raw.get("status", "")),
+        alias_notes={str(k): str(v) for k, v in (raw.get("alias_notes") or {}).items()},
+        nvidia_smi_names=tuple(str(n["name"]) for n in raw.get("nvidia_smi_names", ())),
+        memory_gb=memory if isinstance(memory, int) and not isinstance(memory, bool) else None,
+        origin=origin,
     )
 
 
@@ -246,10 +324,57 @@ def _non_mig(raw: dict[str, Any]) -> GpuModel:
     )
 
 
-@lru_cache(maxsize=1)
-def load_catalog() -> Catalog:
-    """The packaged catalog (parsed once per process)."""
-    raw = json.loads(catalog_text())
+def _non_mig_list(data: dict[str, Any]) -> list[GpuModel]:
+    return [_non_mig(g) for g in (data.get("non_mig_gpus") or {}).get("gpus", ())]
+
+
+def build_catalog(raw: dict[str, Any], extra: Sequence[tuple[str, dict[str, Any]]] = ()) -> Catalog:
+    """A catalog from the packaged data ``raw`` plus catalog files ``extra`` ((name, data), later wins).
+
+    A model of a file replaces the model with the same id, else it is added; files' models come
+    first, so that their names win over the packaged ones.
+    """
+    models = {g["key"]: _model(g) for g in raw["gpus"]}
+    added: dict[str, GpuModel] = {}
+    non_mig = _non_mig_list(raw)
+    for origin, data in extra:
+        for g in data.get("gpus", ()):
+            models.pop(g["key"], None)
+            added.pop(g["key"], None)
+            added[g["key"]] = _model(g, origin)
+        non_mig += _non_mig_list(data)
     snap = raw.get("snapshots", {}).get("NVIDIA/mig-parted", "")
-    return Catalog(models=tuple(_model(g) for g in raw["gpus"]), source_snapshot=str(snap),
-                   non_mig_gpus=tuple(_non_mig(g) for g in raw.get("non_mig_gpus", {}).get("gpus", ())))
+    return Catalog(models=(*added.values(), *models.values()), source_snapshot=str(snap),
+                   non_mig_gpus=tuple(non_mig), files=tuple(origin for origin, _ in extra))
+
+
+class _Settings:
+    """The catalog file chosen on the command line (--catalog / MIGBAKE_CATALOG); None: the packaged one."""
+
+    file: Path | None = None
+
+
+def use_catalog_file(path: Path | None) -> None:
+    """Make ``load_catalog()`` merge the catalog file ``path`` (None: the packaged catalog alone)."""
+    _Settings.file = path
+
+
+def load_catalog() -> Catalog:
+    """The catalog in use: the packaged one, plus the file of ``use_catalog_file`` (parsed once each)."""
+    return _load(_Settings.file)
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path | None) -> Catalog:
+    raw = json.loads(catalog_text())
+    if path is None:
+        return build_catalog(raw)
+    # only a --catalog file needs the JSON Schema pass (and jsonschema's import time): `gpus` stays quick
+    from migbake.catalogfile import read_catalog_file
+
+    return build_catalog(raw, [(str(path), read_catalog_file(path))])
+
+
+def non_mig_gpu(name: str) -> GpuModel | None:
+    """The GPU without MIG called ``name`` in the catalog in use (see ``Catalog.non_mig_gpu``)."""
+    return load_catalog().non_mig_gpu(name)

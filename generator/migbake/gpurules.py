@@ -23,16 +23,16 @@ def rule_no_mig(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterat
         mig = group.get("mig")
         if not isinstance(mig, dict):
             if "mig" not in group:
-                yield loaded.problem(ptr, f"{gpu.display_name} ({gpu.key}) has no MIG: list it with mig: "
+                yield loaded.problem(ptr, f"{gpu.short_name} ({gpu.key}) has no MIG: list it with mig: "
                                      "{enabled: false} (mig-parted then keeps MIG off on it)", "no-mig")
             continue  # the schema reports a mig that is not a mapping
         layout = mig.get("layout")
         if isinstance(layout, dict) and layout:
-            yield loaded.problem(f"{ptr}/mig/layout", f"{gpu.display_name} ({gpu.key}) has no MIG, so no MIG "
+            yield loaded.problem(f"{ptr}/mig/layout", f"{gpu.short_name} ({gpu.key}) has no MIG, so no MIG "
                                  "layout: remove the layout and write mig: {enabled: false}", "no-mig")
         elif mig.get("enabled", True) is not False:
             where = f"{ptr}/mig/enabled" if "enabled" in mig else f"{ptr}/mig"
-            yield loaded.problem(where, f"{gpu.display_name} ({gpu.key}) has no MIG: write mig: "
+            yield loaded.problem(where, f"{gpu.short_name} ({gpu.key}) has no MIG: write mig: "
                                  "{enabled: false}", "no-mig")
 
 

@@ -39,6 +39,8 @@ class FitResult:
     placements: tuple[PlacedInstance, ...]
     unplaced: tuple[str, ...]
     reason: str
+    compute_slices: int = 0  # what the whole layout asks for (compute-instance forms packed into GPU instances)
+    memory_slices: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,8 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
         units.extend(_pack_compute_instances(gi_profile, forms))
 
     units.sort(key=_unit_order)
+    asked_compute = sum(u.profile.compute_slices for u in units)
+    asked_memory = sum(_size(u.profile) for u in units)
     units = _cap_max_count(units, reasons, unplaced)
     media = [u.profile.name for u in units if u.profile.media_extension]
     if len(media) > MAX_MEDIA_EXTENSION_INSTANCES:
@@ -106,6 +110,8 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
         placements=tuple(placed),
         unplaced=tuple(unplaced),
         reason="; ".join(reasons),
+        compute_slices=asked_compute,
+        memory_slices=asked_memory,
     )
 
 
@@ -135,6 +141,11 @@ def maximal_layouts(model: GpuModel, *, include_media: bool = True) -> list[dict
         {p.name: n for p, n in zip(profiles, counts, strict=True) if n}
         for counts in sorted(maximal, key=order)
     ]
+
+
+def memory_slices_of(profile: MigProfile) -> int:
+    """Memory slices one instance of ``profile`` occupies (its placement size)."""
+    return _size(profile)
 
 
 def _size(profile: MigProfile) -> int:

@@ -62,6 +62,15 @@ class ProfileError(MigbakeError):
         super().__init__(f"{sum(p.severity == 'error' for p in problems)} problem(s)")
 
 
+class CatalogError(MigbakeError):
+    """A catalog file (--catalog) is invalid; ``problems`` says every reason."""
+
+    def __init__(self, file: str, problems: list[Problem]) -> None:
+        self.file = file
+        self.problems = problems
+        super().__init__(f"{file}: invalid GPU catalog ({len(problems)} problem{'' if len(problems) == 1 else 's'})")
+
+
 class RenderError(MigbakeError):
     """Generation failed after validation (a bug or an unexpected value)."""
 

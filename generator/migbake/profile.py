@@ -301,8 +301,12 @@ def read_profile(path: Path, display: str | None = None) -> tuple[LoadedProfile,
         with path.open("rb") as fh:
             data = fh.read(MAX_PROFILE_BYTES + 1)
     except OSError as e:
+        why = e.strerror or str(e)
+        if path.is_dir():
+            inside = path / "node-profile.yaml"
+            why = "it is a directory, not a profile file" + (f" (give {inside})" if inside.is_file() else "")
         return LoadedProfile(file=name, text="", data=None), [
-            Problem(name, 1, 1, "", f"cannot read the file: {e.strerror or e}", "unreadable")]
+            Problem(name, 1, 1, "", f"cannot read the file: {why}", "unreadable")]
     return load_profile_bytes(data, name)
 
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SCHEMA_FILE = "node-profile.schema.json"
+CATALOG_SCHEMA_FILE = "mig-catalog.schema.json"
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -37,6 +38,11 @@ def schemas_dir() -> Path:
 def schema_path() -> Path:
     """The node-profile JSON Schema."""
     return schemas_dir() / SCHEMA_FILE
+
+
+def catalog_schema_path() -> Path:
+    """The JSON Schema of a GPU catalog file (the packaged catalog and --catalog files)."""
+    return schemas_dir() / CATALOG_SCHEMA_FILE
 
 
 def catalog_text() -> str:

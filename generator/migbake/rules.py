@@ -1,173 +1,37 @@
 """Semantic rules: what the schema cannot say. Each rule is a small function that yields problems.
 
 Rules read the raw profile data defensively (the schema may have failed elsewhere in the same
-file), so that one run reports every problem of a profile, shape and meaning alike.
+file), so that one run reports every problem of a profile, shape and meaning alike. The rules on
+GPU models and layouts live in ``layoutrules``; this module holds the others and runs them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, load_catalog
+from migbake.catalog import Catalog, load_catalog
 from migbake.gpurules import rule_no_mig, rule_pci_device_ids
-from migbake.layout import fit
+from migbake.layoutrules import (
+    layout_entries,
+    model_of,
+    rule_known_model,
+    rule_layout_fits,
+    rule_layout_profiles,
+)
 from migbake.migconfig import filter_on
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile, join_pointer
-from migbake.profile import as_mapping as _mapping
-from migbake.profile import gpu_entries as _groups
+from migbake.profile import LoadedProfile, as_mapping, gpu_entries
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 SYSTEMD_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
 
 
-@dataclass(frozen=True, slots=True)
-class LayoutEntry:
-    """One ``profile: count`` pair of a layout, parsed."""
-
-    name: str
-    count: object
-    pointer: str
-    gi_name: str  # the GPU-instance profile it consumes (itself, or Gg.. for a Cc.Gg.. form)
-    c: int | None
-    g: int
-
-
-def _model_of(group: dict[str, Any], catalog: Catalog) -> GpuModel | None:
-    model = group.get("model")
-    return catalog.find_gpu(model) if isinstance(model, str) else None
-
-
-def _layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
-    layout = _mapping(_mapping(group.get("mig")).get("layout"))
-    out = []
-    for name, count in layout.items():
-        m = PROFILE_NAME_RE.match(str(name))
-        if not m:
-            continue  # the schema reports bad names
-        g = int(m["g"])
-        c = int(m["c"]) if m["c"] else None
-        suffix = f"{m['sign']}{m['attrs']}" if m["sign"] else ""
-        out.append(LayoutEntry(str(name), count, join_pointer(f"{group_ptr}/mig/layout", name),
-                               f"{g}g.{int(m['gb'])}gb{suffix}", c, g))
-    return out
-
-
-def _ci_allowed(c: int, g: int) -> bool:
-    # go-nvlib VisitMigProfiles emits Cc.Gg only for C <= G and (C == G or 2C <= G + 1)
-    return c <= g and (c == g or 2 * c <= g + 1)
-
-
-def rule_known_model(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """Every GPU model is in the catalog (by id, name or alias)."""
-    for ptr, group in _groups(data):
-        model = group.get("model")
-        if isinstance(model, str) and catalog.find_gpu(model) is None:
-            close = catalog.close_matches(model)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            yield loaded.problem(f"{ptr}/model", f"unknown GPU model {model!r}{hint} (`migbake gpus` lists "
-                                 "every model)", "unknown-model")
-
-
-def _owners(catalog: Catalog, name: str, model: GpuModel) -> str:
-    others = [m.display_name for m in catalog.owners_of_profile(name) if m.key != model.key]
-    return f"; {name!r} is a profile of {', '.join(others)}" if others else ""
-
-
-def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """Each layout entry names a canonical profile of its GPU model, with a count from 1 to its maximum."""
-    for ptr, group in _groups(data):
-        model = _model_of(group, catalog)
-        if model is not None and not model.has_mig:
-            continue  # rule_no_mig
-        for e in _layout_entries(ptr, group):
-            if isinstance(e.count, int) and not isinstance(e.count, bool) and e.count < 1:
-                yield loaded.problem(e.pointer, f"count {e.count} for {e.name!r}: must be at least 1; remove "
-                                     "the key instead (mig-parted never finds a 0 equal to the GPU's state and "
-                                     "re-creates every instance at each boot)", "count-not-positive")
-            if model is None:
-                continue
-            if e.c is not None and e.c == e.g:
-                yield loaded.problem(e.pointer, f"{e.name!r} is not the canonical spelling; write "
-                                     f"{e.gi_name!r} (mig-parted compares names literally: assert would never "
-                                     "match and apply would run at every boot)", "non-canonical-profile",
-                                     key=True)
-                continue
-            gi = model.profile(e.gi_name)
-            if gi is None:
-                allowed = ", ".join(model.profile_names)
-                yield loaded.problem(e.pointer, f"{e.name!r} is not a MIG profile of {model.display_name} "
-                                     f"({model.key}); allowed: {allowed}{_owners(catalog, e.gi_name, model)}",
-                                     "unknown-profile", key=True)
-                continue
-            if e.c is not None and not _ci_allowed(e.c, e.g):
-                yield loaded.problem(e.pointer, f"{e.name!r}: a {e.g}g GPU instance has no {e.c}c compute-"
-                                     "instance profile", "unknown-profile", key=True)
-                continue
-            if (e.c is None and isinstance(e.count, int) and not isinstance(e.count, bool)
-                    and e.count > gi.max_count):
-                yield loaded.problem(e.pointer, f"{e.count} x {e.name} requested; at most {gi.max_count} fit on "
-                                     f"one {model.display_name}", "count-above-max")
-
-
-def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], model: GpuModel,
-                     problems_so_far: list[Problem]) -> dict[str, int] | None:
-    layout_ptr = f"{ptr}/mig/layout"
-    if any(p.pointer.startswith(layout_ptr) for p in problems_so_far):
-        return None
-    entries = _layout_entries(ptr, group)
-    layout = {e.name: e.count for e in entries}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in layout.values()):
-        return None
-    if len(entries) != len(_mapping(_mapping(group.get("mig")).get("layout"))):
-        return None
-    return {k: int(str(v)) for k, v in layout.items()}
-
-
-def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
-                     earlier: list[Problem]) -> Iterator[Problem]:
-    """A layout fits its GPU: one media-extension instance at most, compute slices, exact placement."""
-    for ptr, group in _groups(data):
-        model = _model_of(group, catalog)
-        if model is None or not model.has_mig:
-            continue
-        layout = _group_layout_ok(loaded, ptr, group, model, earlier)
-        if not layout:
-            continue
-        layout_ptr = f"{ptr}/mig/layout"
-        entries = _layout_entries(ptr, group)
-        media = [e for e in entries if (p := model.profile(e.gi_name)) is not None and p.media_extension]
-        if sum(layout[e.name] for e in media) > 1:
-            names = ", ".join(f"{layout[e.name]} x {e.name}" for e in media)
-            yield loaded.problem(layout_ptr, f"{names}: a GPU has one set of media engines, so at most one "
-                                 "media-extension (+me) instance", "media-extension")
-            continue
-        compute = 0
-        for e in entries:
-            gi = model.profile(e.gi_name)
-            if gi is not None and e.c is None:
-                compute += gi.compute_slices * layout[e.name]
-        if compute > model.total_compute_slices:
-            yield loaded.problem(layout_ptr, f"the layout needs {compute} compute slices; a "
-                                 f"{model.display_name} has {model.total_compute_slices}", "compute-slices")
-            continue
-        result = fit(model, layout)
-        if not result.ok:
-            unplaced = ", ".join(result.unplaced)
-            yield loaded.problem(layout_ptr, f"the instances cannot all be placed on one "
-                                 f"{model.display_name}: {result.reason}"
-                                 + (f" (left over: {unplaced})" if unplaced else "")
-                                 + " (`migbake layouts " + model.key + "` lists the layouts that fit)",
-                                 "placement")
-
-
 def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """MIG on needs instances (warning), MIG off must have none."""
-    for ptr, group in _groups(data):
+    for ptr, group in gpu_entries(data):
         mig = group.get("mig")
-        if (model := _model_of(group, catalog)) is not None and not model.has_mig:
+        if (model := model_of(group, catalog)) is not None and not model.has_mig:
             continue  # rule_no_mig
         if not isinstance(mig, dict):
             if "mig" not in group:
@@ -195,21 +59,35 @@ def _devices(group: dict[str, Any]) -> set[int] | None:
 
 
 def _model_key(group: dict[str, Any], catalog: Catalog) -> str:
-    model = _model_of(group, catalog)
+    model = model_of(group, catalog)
     return model.key if model else str(group.get("model"))
 
 
 def _filtered(data: object, catalog: Catalog) -> bool:
     """Whether the config's entries carry a device-filter (device_filter; auto: several models)."""
-    mode = _mapping(data).get("device_filter", "auto")
-    exact = any("pci_device_ids" in g for _, g in _groups(data))
-    return filter_on(str(mode), (_model_key(g, catalog) for _, g in _groups(data)), exact)
+    mode = as_mapping(data).get("device_filter", "auto")
+    exact = any("pci_device_ids" in g for _, g in gpu_entries(data))
+    return filter_on(str(mode), (_model_key(g, catalog) for _, g in gpu_entries(data)), exact)
+
+
+def rule_devices_need_gpu_count(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Explicit device indices without gpu_count: warn once, a node with more GPUs fails at every boot."""
+    if "gpu_count" in as_mapping(data):
+        return
+    for ptr, group in gpu_entries(data):
+        if isinstance(group.get("devices"), list):
+            yield loaded.problem(f"{ptr}/devices", "GPU indices are listed but gpu_count is not set: on a node "
+                                 "with more GPUs than the entries cover, assert fails at every boot ('not all "
+                                 "GPUs match the specified config') and the restore fails closed; set gpu_count "
+                                 "to the node's number of GPUs so that validation checks every GPU is covered",
+                                 "devices-without-gpu-count", severity="warning")
+            return
 
 
 def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """GPU indices never repeat across entries of the same model and stay below gpu_count."""
-    groups = _groups(data)
-    gpu_count = _mapping(data).get("gpu_count")
+    groups = gpu_entries(data)
+    gpu_count = as_mapping(data).get("gpu_count")
     filtered = _filtered(data, catalog)  # with a device-filter, entries of different models never meet
     for i, (ptr, group) in enumerate(groups):
         mine = _devices(group)
@@ -220,7 +98,7 @@ def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Itera
                                          f"gpu_count {gpu_count} (indices 0-{gpu_count - 1})",
                                          "device-out-of-range")
         for ptr2, other in groups[:i]:
-            same_model = _model_of(group, catalog) == _model_of(other, catalog) or not filtered
+            same_model = model_of(group, catalog) == model_of(other, catalog) or not filtered
             if not same_model:
                 continue
             theirs = _devices(other)
@@ -237,7 +115,7 @@ def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Itera
 
 def rule_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The driver must be the host's: a driver container needs kubelet first, the opposite boot order."""
-    if _mapping(data).get("driver") == "container":
+    if as_mapping(data).get("driver") == "container":
         yield loaded.problem("/driver", "driver: container is not supported: the driver then comes from a "
                              "Kubernetes pod, which needs kubelet running first, so MIG cannot be restored "
                              "before kubelet (use the GPU Operator's mig-manager on such nodes)",
@@ -246,11 +124,11 @@ def rule_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterat
 
 def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The restore unit, kubelet and the conflicting manager are three different units."""
-    d = _mapping(data)
+    d = as_mapping(data)
     names = {
-        "/restore/unit": _mapping(d.get("restore")).get("unit", "nvidia-mig-restore.service"),
-        "/kubelet/unit": _mapping(d.get("kubelet")).get("unit", "kubelet.service"),
-        "/conflicting_manager/unit": _mapping(d.get("conflicting_manager")).get(
+        "/restore/unit": as_mapping(d.get("restore")).get("unit", "nvidia-mig-restore.service"),
+        "/kubelet/unit": as_mapping(d.get("kubelet")).get("unit", "kubelet.service"),
+        "/conflicting_manager/unit": as_mapping(d.get("conflicting_manager")).get(
             "unit", "nvidia-mig-manager.service"),
     }
     seen: dict[object, str] = {}
@@ -265,7 +143,7 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
                                  "unit-name-clash")
         else:
             seen[name] = ptr
-    path = _mapping(d.get("restore")).get("config_path")
+    path = as_mapping(d.get("restore")).get("config_path")
     if isinstance(path, str) and (path.startswith(SYSTEMD_DIRS) or path.rstrip("/") in SYSTEMD_DIRS):
         yield loaded.problem("/restore/config_path", f"{path!r} is inside systemd's unit folders, where the "
                              "restore unit and the kubelet drop-in go; keep the mig-parted config elsewhere, "
@@ -297,8 +175,8 @@ def _covered(groups: list[tuple[str, dict[str, Any]]], every: set[int]) -> set[i
 
 def rule_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """With gpu_count, every GPU is in an entry; with a device-filter, in an entry of each model."""
-    gpu_count = _mapping(data).get("gpu_count")
-    groups = _groups(data)
+    gpu_count = as_mapping(data).get("gpu_count")
+    groups = gpu_entries(data)
     if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or not 1 <= gpu_count <= 64 or not groups:
         return  # the schema reports a gpu_count out of range
     every = set(range(gpu_count))
@@ -330,7 +208,7 @@ def _strategy_kinds(data: object, catalog: Catalog) -> dict[str, list[tuple[str,
     """The entries that meet on one node: per model when entries filter by model, else all of them."""
     kinds: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     filtered = _filtered(data, catalog)
-    for ptr, g in _groups(data):
+    for ptr, g in gpu_entries(data):
         kinds.setdefault(_model_key(g, catalog) if filtered else "", []).append((ptr, g))
     return kinds
 
@@ -343,9 +221,9 @@ _ONE_TYPE = ("with mig_strategy single every MIG device is nvidia.com/gpu, so th
 
 def _single_problem(ptr: str, group: dict[str, Any], node: str) -> tuple[str, str, bool] | None:
     """Why one entry cannot be on a node whose device plugin uses the single strategy (pointer, text, key)."""
-    mig = _mapping(group.get("mig"))
-    layout = _mapping(mig.get("layout"))
-    parts = [e for e in _layout_entries(ptr, group) if e.c is not None and e.c != e.g]
+    mig = as_mapping(group.get("mig"))
+    layout = as_mapping(mig.get("layout"))
+    parts = [e for e in layout_entries(ptr, group) if e.c is not None and e.c != e.g]
     if mig.get("enabled", True) is False:
         return (f"{ptr}/mig/enabled", f"MIG is off here: with mig_strategy single every GPU{node} must have "
                 "MIG on (the device plugin: 'all devices on the node must be configured with the same "
@@ -363,14 +241,14 @@ def _single_problem(ptr: str, group: dict[str, Any], node: str) -> tuple[str, st
 
 def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """mig_strategy single: per node, MIG on for every GPU, one identical layout of one profile type."""
-    if _mapping(_mapping(data).get("kubernetes")).get("mig_strategy") != "single":
+    if as_mapping(as_mapping(data).get("kubernetes")).get("mig_strategy") != "single":
         return
     for key, members in _strategy_kinds(data, catalog).items():
         node = f" of a {key} node" if key else ""
         first: tuple[str, dict[str, Any]] | None = None
         for ptr, g in members:
             found = _single_problem(ptr, g, node)
-            layout = _mapping(_mapping(g.get("mig")).get("layout"))
+            layout = as_mapping(as_mapping(g.get("mig")).get("layout"))
             if found is not None:
                 yield loaded.problem(found[0], found[1], _SINGLE, key=found[2])
             elif first is None:
@@ -387,8 +265,8 @@ def _shown(layout: dict[str, Any]) -> str:
 
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
-                           rule_coverage, rule_mig_strategy, rule_driver, rule_units, rule_no_mig,
-                           rule_pci_device_ids)
+                           rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
+                           rule_no_mig, rule_pci_device_ids)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:

@@ -18,7 +18,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from migbake.problems import Problem
 from migbake.profile import LoadedProfile, join_pointer
-from migbake.schema import load_schema
+from migbake.schema import load_catalog_schema, load_schema
 
 
 def _is_integer(checker: object, instance: object) -> bool:
@@ -34,6 +34,12 @@ _Validator = validators.extend(  # type: ignore[no-untyped-call]
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
     validator: Draft202012Validator = _Validator(load_schema())
+    return validator
+
+
+@lru_cache(maxsize=1)
+def _catalog_validator() -> Draft202012Validator:
+    validator: Draft202012Validator = _Validator(load_catalog_schema())
     return validator
 
 
@@ -75,6 +81,15 @@ def _allowed(schema: dict[str, Any]) -> str:
     if "const" in schema:
         return json.dumps(schema["const"])
     return str(schema.get("description", ""))
+
+
+def _did_you_mean(value: object, schema: dict[str, Any]) -> str:
+    """``; did you mean 'kubelet.service'?`` when adding the suffix a pattern asks for makes the value valid."""
+    pattern = schema.get("pattern")
+    if not isinstance(value, str) or not isinstance(pattern, str) or not pattern.endswith(r"\.service$"):
+        return ""
+    fixed = value.strip() + ".service"
+    return f"; did you mean {fixed!r}?" if Draft202012Validator(schema).is_valid(fixed) else ""
 
 
 def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Problem]:
@@ -126,8 +141,8 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
                                 and isinstance(value, (dict, list)) else ""), "schema-type")
         return
     if kind in ("pattern", "enum", "const"):
-        yield loaded.problem(pointer, f"{_shown(value)} is not allowed here; expected {_allowed(schema)}",
-                             f"schema-{kind}")
+        yield loaded.problem(pointer, f"{_shown(value)} is not allowed here; expected {_allowed(schema)}"
+                             f"{_did_you_mean(value, schema)}", f"schema-{kind}")
         return
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bound = error.validator_value
@@ -145,6 +160,11 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
                              "schema-unique")
         return
     yield loaded.problem(pointer, error.message, f"schema-{kind}")
+
+
+def catalog_schema_problems(loaded: LoadedProfile) -> list[Problem]:
+    """Every shape problem of a loaded GPU catalog file, in the same words as a profile's."""
+    return [p for e in _catalog_validator().iter_errors(loaded.data) for p in _problems_for(e, loaded)]
 
 
 def shape_problems(loaded: LoadedProfile) -> list[Problem]:

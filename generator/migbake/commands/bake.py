@@ -10,18 +10,14 @@ from typing import Literal
 
 import click
 
-from migbake.commands.base import EXIT_INVALID, guard, main, valid_profile
+from migbake.commands.base import EXIT_INVALID, PROFILE_PATH, guard, main, valid_profile
 
 # --- bake --------------------------------------------------------------------------------------
 
 def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
-    if target.is_dir():
-        profile = target / "node-profile.yaml"
-        if not profile.is_file():
-            raise click.BadParameter(f"{target} has no node-profile.yaml", param_hint="PROFILE|IMAGE_DIR")
-        return profile, out or target / "generated"
-    if not target.is_file():
-        raise click.BadParameter(f"{target} does not exist", param_hint="PROFILE|IMAGE_DIR")
+    # a folder without node-profile.yaml, or a missing file, is reported by valid_profile like everywhere (exit 1)
+    if target.is_dir() and (target / "node-profile.yaml").is_file():
+        return target / "node-profile.yaml", out or target / "generated"
     return target, out or target.parent / "generated"
 
 
@@ -81,7 +77,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 # --- boot-test ---------------------------------------------------------------------------------
 
 @main.command("boot-test")
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("profile", type=PROFILE_PATH)
 @click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
 @click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", "all"]), default="all",

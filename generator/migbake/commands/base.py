@@ -12,14 +12,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from migbake import __version__
 
 if TYPE_CHECKING:
+    from migbake.catalog import GpuModel
     from migbake.model import NodeProfile
+    from migbake.problems import CatalogError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,12 +40,14 @@ def guard(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from migbake.problems import MigbakeError, OutputError
+        from migbake.problems import CatalogError, MigbakeError, OutputError
 
         try:
             return fn(*args, **kwargs)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except CatalogError as e:
+            _catalog_failed(e)
         except OutputError as e:
             _debug_traceback()
             click.echo(f"migbake: error: {e}", err=True)
@@ -62,6 +66,15 @@ def guard(fn: F) -> F:
             sys.exit(EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _catalog_failed(e: CatalogError) -> NoReturn:
+    """An invalid --catalog file: its problems, one line each, then exit 1."""
+    _debug_traceback()
+    for p in e.problems:
+        click.echo(p.format(), err=True)
+    click.echo(f"migbake: error: {e}", err=True)
+    sys.exit(EXIT_INVALID)
 
 
 def _debug_traceback() -> None:
@@ -113,10 +126,43 @@ class LazyGroup(click.Group):
         return self.commands.get(cmd_name)
 
 
+class GpuModelType(click.ParamType["GpuModel"]):
+    """A GPU model argument: any name the catalog knows; otherwise the catalog's one explanation (exit 2)."""
+
+    name = "model"
+
+    def __init__(self, *, non_mig: bool = False) -> None:
+        self.non_mig = non_mig  # a GPU without MIG is accepted too (import: a DGX Station's display GPU)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> GpuModel:
+        """The catalog model ``value`` names."""
+        from migbake.catalog import GpuModel, load_catalog
+        from migbake.problems import CatalogError
+
+        if isinstance(value, GpuModel):
+            return value
+        try:
+            catalog = load_catalog()
+        except CatalogError as e:  # parsing arguments happens before the command's guard
+            _catalog_failed(e)
+        found = catalog.find_gpu(str(value)) if self.non_mig else catalog.find(str(value))
+        if found is None:
+            self.fail(catalog.unknown_model(str(value))[0], param, ctx)
+        return found
+
+
+# A profile argument: a directory is accepted here so that it is reported like a missing file (exit 1,
+# "cannot read the file: it is a directory"), the same way by every command.
+PROFILE_PATH = click.Path(path_type=Path)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="migbake")
 @click.option("--debug", is_flag=True, help="Show a traceback when something fails.")
-def main(debug: bool) -> None:
+@click.option("--catalog", "catalog_file", metavar="FILE", type=click.Path(path_type=Path), envvar="MIGBAKE_CATALOG",
+              help="A GPU catalog file (the format of migbake's own, schemas/mig-catalog.schema.json) whose models "
+                   "are added to the packaged ones, replacing those with the same id. Default: $MIGBAKE_CATALOG.")
+def main(debug: bool, catalog_file: Path | None) -> None:
     """Bake NVIDIA MIG layouts into golden images and first-boot user-data.
 
     A node profile (YAML) says which GPUs a node has and which MIG layout to restore. migbake
@@ -128,7 +174,13 @@ def main(debug: bool) -> None:
     Exit codes: 0 ok, 1 invalid input or stale output, 2 usage, 3 internal error.
     """
     _State.debug = debug or os.environ.get("MIGBAKE_DEBUG") == "1"
+    if catalog_file is not None:
+        from migbake.catalog import use_catalog_file
+
+        use_catalog_file(catalog_file)
+        click.get_current_context().call_on_close(lambda: use_catalog_file(None))
 
 
 def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
     return f"{n} {word}{'' if n == 1 else 's'}"

@@ -5,15 +5,28 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from migbake.commands.base import EXIT_INVALID, EXIT_USAGE, guard, main, plural, valid_profile
+from migbake.commands.base import (
+    EXIT_INVALID,
+    EXIT_USAGE,
+    PROFILE_PATH,
+    GpuModelType,
+    guard,
+    main,
+    plural,
+    valid_profile,
+)
+
+if TYPE_CHECKING:
+    from migbake.catalog import GpuModel
 
 # --- preflight ---------------------------------------------------------------------------------
 
 @main.command()
-@click.argument("profile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("profile", type=PROFILE_PATH)
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Output of `nvidia-smi -q -x` captured on the node.")
 @click.option("--nvidia-smi-csv", "csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -67,7 +80,8 @@ def _write_or_print(text: str, output: Path | None, force: bool = True) -> None:
 @click.argument("source", metavar="MIG_PARTED_YAML",
                 type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--config", "config_name", metavar="NAME", help="The config to import (needed when there are several).")
-@click.option("--model", metavar="ID", help="The GPU model of entries without a device-filter (`migbake gpus`).")
+@click.option("--model", metavar="ID", type=GpuModelType(non_mig=True),
+              help="The GPU model of entries without a device-filter (`migbake gpus`).")
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="`nvidia-smi -q -x` of the node: the GPU models and gpu_count; every GPU must be covered.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -75,7 +89,7 @@ def _write_or_print(text: str, output: Path | None, force: bool = True) -> None:
 @click.option("--name", default="", help="The profile's name (default: imported-<models>).")
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT.")
 @guard
-def import_(source: Path, config_name: str | None, model: str | None, xml_file: Path | None,
+def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_file: Path | None,
             output: Path | None, name: str, force: bool) -> None:
     """Turn an nvidia-mig-parted config (e.g. `nvidia-mig-parted export` of a known-good node) into a node profile.
 
@@ -86,18 +100,11 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
     or unknown device-filter ids, filtered and unfiltered entries mixed, MIG devices with mig-enabled
     false, overlapping entries, ... The result is validated like any profile.
     """
-    from migbake.catalog import load_catalog
     from migbake.importer import ImportRefused, import_config
     from migbake.preflight import CaptureError, read_capture
 
     if model is not None and xml_file is not None:
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
-    cat = load_catalog()
-    gpu = cat.find_gpu(model) if model is not None else None
-    if model is not None and gpu is None:
-        close = cat.close_matches(model)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise click.BadParameter(f"unknown GPU model {model!r}.{hint}", param_hint="--model")
     try:
         capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
     except CaptureError as e:
@@ -107,7 +114,7 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
     with click.open_file(display, "rb") as fh:
         data = fh.read(1024 * 1024)
     try:
-        result = import_config(data, display, config=config_name, model=gpu, capture=capture, name=name)
+        result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
     except ImportRefused as e:
         for p in e.problems:
             click.echo(p.format(), err=True)
@@ -120,7 +127,7 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
 
 
 @main.command()
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("profile", type=PROFILE_PATH)
 @click.option("--gpu-operator", is_flag=True,
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from migbake.commands.base import EXIT_INVALID, guard, main, plural, valid_profile
+from migbake.commands.base import EXIT_INVALID, PROFILE_PATH, guard, main, plural, valid_profile
 
 # --- validate ----------------------------------------------------------------------------------
 
@@ -63,7 +63,7 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
 # --- generate ----------------------------------------------------------------------------------
 
 @main.command()
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("profile", type=PROFILE_PATH)
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
 @click.option("--force", is_flag=True, help="Replace OUT even if it is not empty and migbake did not create it.")
@@ -178,7 +178,7 @@ def images(images_dir: Path, check: bool) -> None:
 # --- show --------------------------------------------------------------------------------------
 
 @main.command()
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("profile", type=PROFILE_PATH)
 @guard
 def show(profile: Path) -> None:
     """Draw each GPU's memory slices with the profile's MIG instances placed on them."""
