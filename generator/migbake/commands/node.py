@@ -13,7 +13,8 @@ from migbake.commands.base import EXIT_INVALID, EXIT_USAGE, guard, main, plural,
 # --- preflight ---------------------------------------------------------------------------------
 
 @main.command()
-@click.argument("profile", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("profile",
+                type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Output of `nvidia-smi -q -x` captured on the node.")
 @click.option("--nvidia-smi-csv", "csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -24,10 +25,10 @@ from migbake.commands.base import EXIT_INVALID, EXIT_USAGE, guard, main, plural,
 def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, as_json: bool) -> None:
     """Check captured nvidia-smi output of a node against PROFILE, offline (for CI and support tickets).
 
-    The GPU checks of scripts/preflight-mig-restore.sh: GPU count, models (PCI ids) and indices of
-    every gpus entry, and the current MIG state. Checks that need the node itself are SKIP. Exit 0
-    when no check failed, 1 when one did (or the profile is invalid), 2 for bad usage or an
-    unreadable capture.
+    PROFILE may be `-` (standard input). The GPU checks of scripts/preflight-mig-restore.sh: GPU
+    count, models (PCI ids) and indices of every gpus entry, and the current MIG state. Checks that
+    need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the profile is
+    invalid), 2 for bad usage or an unreadable capture.
     """
     from migbake.preflight import CaptureError, check_capture, read_capture, table
 
@@ -118,7 +119,7 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
 
 
 @main.command()
-@click.argument("profile", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("profile", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--gpu-operator", is_flag=True,
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -127,6 +128,7 @@ def import_(source: Path, config_name: str | None, model: str | None, xml_file: 
 def export(profile: Path, gpu_operator: bool, output: Path | None) -> None:
     """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap.
 
+    PROFILE may be `-` (standard input).
     The ConfigMap is named <profile>-mig-parted-config with key config.yaml; the operator's mig-manager
     applies it on nodes labelled nvidia.com/mig.config=<restore.config_name>.
     """
