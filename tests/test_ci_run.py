@@ -1,4 +1,4 @@
-"""`.ci/run`: works as root and through sudo (its own venv, not the caller's Python), apt-get update only when needed."""
+"""`.ci/run`: works as root and through sudo (its own venv), apt-get update only when needed."""
 
 from __future__ import annotations
 

@@ -76,7 +76,8 @@ def test_bake_into_a_real_rootfs(image: Path, rootfs: Path, tmp_path: Path) -> N
     assert baked.returncode == 0, baked.stdout + baked.stderr
     assert "packer build -color=false -only=null.ssh" in baked.stdout and "migbake: baked" in baked.stdout
     first = baked.stdout.splitlines()[0]
-    assert first.startswith("wrote ") and first.endswith(f" files to {out} (profile {profile['name']} from {image})")
+    said = f" files to {out} (profile {profile['name']} from {image / 'node-profile.yaml'})"
+    assert first.startswith("wrote ") and first.endswith(said), first
 
     manifest = yaml.safe_load((tmp_path / "sshd1/manifest.json").read_text())
     custom = manifest["builds"][-1]["custom_data"]
