@@ -114,6 +114,36 @@ def packer(args: list[str], cwd: Path | None = None) -> Ran:
     return run([require("packer"), *args], cwd=cwd, env={"CHECKPOINT_DISABLE": "1"})
 
 
+# example values of the variables a source requires (migbake.packer.SOURCES); 192.0.2.0/24 is TEST-NET-1
+EXAMPLE_VARS = {
+    "ssh_host": "192.0.2.10",
+    "gcp_project_id": "example-project",
+    "azure_subscription_id": "00000000-0000-0000-0000-000000000000",
+    "azure_managed_image_resource_group": "images-rg",
+}
+
+
+def packer_validate(packer_dir: Path, only: str = "", *, required: bool = True) -> Ran:
+    """``packer validate [-only=SOURCE]`` with the chosen sources' required variables (``required``).
+
+    The qemu source's default checksum is a file: URL that Packer fetches while validating, and its
+    seed files must exist: an offline checksum and a throwaway seed (as `migbake bake` makes) stand in.
+    """
+    from migbake.packer import SOURCES, qemu_seed
+
+    args = ["validate"] + ([f"-only={only}"] if only else [])
+    if required:
+        args += [f"-var={v}={EXAMPLE_VARS[v]}" for s in SOURCES if s.name == only or not only for v in s.required]
+    if only in ("", "qemu.image"):
+        seed = Path(tempfile.mkdtemp(prefix="migbake-seed-"))
+        args += [f"-var=qemu_base_image_checksum=sha256:{'0' * 64}", *(f"-var={v}" for v in qemu_seed(seed))]
+        try:
+            return packer([*args, str(packer_dir)])
+        finally:
+            shutil.rmtree(seed, ignore_errors=True)
+    return packer([*args, str(packer_dir)])
+
+
 def hcl_parse(path: Path) -> dict[str, object]:
     """Parse one HCL2 file with python-hcl2 (a real HCL2 parser)."""
     hcl2 = pytest.importorskip("hcl2") if not IN_CI else __import__("hcl2")

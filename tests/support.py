@@ -12,11 +12,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
-H200_FIXTURES = REPO.parent / "shared" / "fixtures" / "h200"  # real nvidia-smi/NVML output of an H200
+# real nvidia-smi/NVML output of an H200, recorded on the machine (see its README.md)
+H200_FIXTURES = REPO / "tests" / "fixtures" / "h200"
+SHARED = REPO.parent / "shared"  # the team's shared folder beside the checkout (reference copies only)
 
 
 def shared_file(path: Path) -> Path:
-    """``path`` under ../shared; skipped when absent locally, a failure in CI (CI=true)."""
+    """``path`` under ../shared; skipped when absent locally, a failure in CI (CI=true).
+
+    Only for what a user's checkout cannot have; the H200 fixtures are in tests/fixtures/.
+    """
     if not path.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{path} is missing: CI must check out shared/ beside the repository")

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import H200_FIXTURES, shared_file
+from support import H200_FIXTURES, SHARED, shared_file
 
 from migbake.catalog import GpuModel, load_catalog
 
-SHARED = H200_FIXTURES.parents[1]
 PACKAGED_CATALOG = Path(__file__).resolve().parents[1] / "generator" / "migbake" / "data" / "mig-catalog.json"
 
 # "GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1" (singular "Placement :" for a single start)
@@ -65,12 +64,12 @@ def h200() -> GpuModel:
 
 @pytest.fixture(scope="module")
 def lgip() -> list[LgipRow]:
-    return parse_lgip(shared_file(H200_FIXTURES / "nvidia-smi-mig-lgip.txt").read_text(encoding="utf-8"))
+    return parse_lgip(H200_FIXTURES.joinpath("nvidia-smi-mig-lgip.txt").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
 def lgipp() -> dict[int, list[tuple[int, int]]]:
-    return parse_lgipp(shared_file(H200_FIXTURES / "nvidia-smi-mig-lgipp.txt").read_text(encoding="utf-8"))
+    return parse_lgipp(H200_FIXTURES.joinpath("nvidia-smi-mig-lgipp.txt").read_text(encoding="utf-8"))
 
 
 def test_parsers_read_every_profile(lgip: list[LgipRow], lgipp: dict[int, list[tuple[int, int]]]) -> None:

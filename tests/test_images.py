@@ -8,7 +8,7 @@ from support import IMAGES, REPO
 
 from migbake.render import render
 from migbake.validate import check_file
-from migbake.write import diff_tree
+from migbake.write import Origin, diff_tree
 
 
 def test_there_are_at_least_three_images() -> None:
@@ -24,7 +24,10 @@ def test_image_profile_is_valid_without_warnings(image_dir: Path) -> None:
 def test_committed_output_is_up_to_date(image_dir: Path) -> None:
     checked = check_file(image_dir / "node-profile.yaml")
     assert checked.profile is not None
-    diff = diff_tree(render(checked.profile), image_dir / "generated")
+    out = image_dir / "generated"
+    origin = Origin.of(str(image_dir / "node-profile.yaml"), out, checked.profile.name, checked.profile.source_sha256)
+    assert origin.profile == "../node-profile.yaml"
+    diff = diff_tree(render(checked.profile), out, origin)
     assert diff == [], (f"images/{image_dir.name}/generated is stale; run: migbake generate "
                         f"images/{image_dir.name}/node-profile.yaml -o images/{image_dir.name}/generated\n"
                         + "\n".join(diff[:80]))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from realtools import assert_mig_parted_accepts
-from support import H200_FIXTURES, generate, shared_file
+from support import H200_FIXTURES, generate
 
 from migbake.catalog import load_catalog
 from migbake.cli import main
@@ -21,8 +21,8 @@ H200_XML = H200_FIXTURES / "nvidia-smi-q.xml"
 
 
 def fixture_xml() -> Path:
-    """The real `nvidia-smi -q -x` of an H200 (shared/fixtures/h200): skipped when absent, fails in CI."""
-    return shared_file(H200_XML)
+    """The real `nvidia-smi -q -x` of an H200 (tests/fixtures/h200)."""
+    return H200_XML
 
 
 # `nvidia-mig-parted export` of a single-type node: no device-filter (README example shape)

@@ -90,7 +90,8 @@ def test_explicit_devices_without_gpu_count_warn_once() -> None:
 
 
 @pytest.mark.parametrize("command", [
-    ["generate", "{d}", "-o", "{d}/out"], ["show", "{d}"], ["export", "{d}"], ["bake", "{d}", "--dry-run"],
+    ["generate", "{d}", "-o", "{d}/out"], ["show", "{d}"], ["export", "{d}"],
+    ["bake", "{d}", "--dry-run", "--only", "amazon-ebs.golden"],
     ["preflight", "{d}", "--nvidia-smi-csv", "{c}"], ["boot-test", "{d}"],
 ], ids=lambda c: c[0])
 def test_a_directory_instead_of_a_profile_exits_like_a_missing_file(command: list[str], tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pytest
 from click.testing import CliRunner
 from realtools import bash_n, run, shellcheck
-from support import H200_FIXTURES, generate, shared_file
+from support import H200_FIXTURES, generate
 
 from migbake.cli import main
 from migbake.preflight import CaptureError, parse_csv, parse_xml
@@ -29,8 +29,8 @@ H200_ENTRY = "  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
 
 
 def fixtures() -> Path:
-    """The real H200 captures (shared/fixtures/h200): skip locally when absent, fail in CI."""
-    return shared_file(FIXTURES)
+    """The real H200 captures (tests/fixtures/h200)."""
+    return FIXTURES
 
 
 def cli(*args: str) -> tuple[int, str, str]:

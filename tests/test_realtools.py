@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +24,14 @@ from realtools import (
     cloud_init_unknown_keys,
     hcl_parse,
     packer,
+    packer_validate,
     run,
     shellcheck,
     unit_section,
 )
 from support import IMAGES, generate
+
+from migbake.packer import SOURCE_NAMES
 
 pytestmark = pytest.mark.realtool
 
@@ -159,11 +164,37 @@ def test_packer_fmt_and_validate(out: tuple[Path, dict[str, object]]) -> None:
     fmt = packer(["fmt", "-check", str(pk)])
     assert fmt.rc == 0, fmt.text
     assert packer(["fmt", "-check", str(pk / "plugins")]).rc == 0
-    val = packer(["validate", str(pk)])
+    val = packer_validate(pk)
     assert val.rc == 0 and val.text.strip() == "", val.text
-    for only in ("amazon-ebs.golden", "null.ssh"):
-        ran = packer(["validate", f"-only={only}", str(pk)])
-        assert ran.rc == 0, ran.text
+    for only in SOURCE_NAMES:
+        ran = packer_validate(pk, only)
+        assert ran.rc == 0, f"{only}: {ran.text}"
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("null.ssh", "a Host must be specified"),
+    ("googlecompute.golden", "a project_id must be specified"),
+    ("azure-arm.golden", "managed_image_resource_group_name must be specified"),
+], ids=["null-ssh", "googlecompute", "azure-arm"])
+def test_packer_refuses_a_source_without_its_required_variables(source: str, says: str) -> None:
+    """No source falls back to the build machine itself or to some account: Packer refuses it unset."""
+    pk = generate(H200, Path(tempfile.mkdtemp(prefix="migbake-req-")) / "out") / "packer"
+    try:
+        ran = packer_validate(pk, source, required=False)
+        assert ran.rc == 1 and says in ran.text, ran.text
+    finally:
+        shutil.rmtree(pk.parent.parent, ignore_errors=True)
+
+
+def test_every_source_is_in_the_build_and_the_plugins_cover_the_clouds(
+        out: tuple[Path, dict[str, object]]) -> None:
+    pk = out[0] / "packer"
+    build = (pk / "build.pkr.hcl").read_text()
+    for name in SOURCE_NAMES:
+        assert f'"source.{name}",' in build, name
+    plugins = (pk / "plugins/required-plugins.pkr.hcl").read_text()
+    for plugin in ("amazon", "qemu", "googlecompute", "azure"):
+        assert f'source  = "github.com/hashicorp/{plugin}"' in plugins, plugin
 
 
 def test_packer_templates_parse_as_hcl2(out: tuple[Path, dict[str, object]]) -> None:
@@ -187,12 +218,12 @@ def test_packer_rejects_broken_templates(tmp_path: Path) -> None:
     build = pk / "build.pkr.hcl"
     good = build.read_text()
     build.write_text(good.replace("execute_command", "execute_comand"))
-    ran = packer(["validate", str(pk)])
+    ran = packer_validate(pk)
     assert ran.rc == 1, ran.text
     build.write_text(good.replace("    inline = [", "    inline =   ["))
     assert packer(["fmt", "-check", str(pk)]).rc == 3
     build.write_text(good.replace("build {", "build {{", 1))
-    assert packer(["validate", str(pk)]).rc == 1
+    assert packer_validate(pk).rc == 1
     with pytest.raises(Exception):  # noqa: B017 - any parse error will do
         hcl_parse(build)
 

@@ -50,6 +50,11 @@ def snapshot(root: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+def without_marker(tree: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """A snapshot without the marker, which records the profile's path relative to OUT."""
+    return {k: v for k, v in tree.items() if k != MARKER}
+
+
 def leftovers(parent: Path, out: Path) -> list[str]:
     """Temporary folders write_tree might have left beside ``out``."""
     return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{out.name}."))
@@ -74,7 +79,7 @@ def test_generate_into_a_new_and_into_an_empty_directory(tmp_path: Path) -> None
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli("generate", str(PROFILE), "-o", str(empty)).exit_code == 0
-    assert snapshot(empty) == snapshot(new)
+    assert without_marker(snapshot(empty)) == without_marker(snapshot(new))  # the marker names the profile's path
     assert leftovers(tmp_path, empty) == [] and leftovers(new.parent, new) == []
 
 
@@ -316,7 +321,10 @@ def test_same_input_gives_byte_identical_output(tmp_path: Path) -> None:
 
 
 def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_path: Path) -> None:
-    """Two processes, two working directories, the profile at two paths: the same bytes and modes."""
+    """Two processes, two working directories, the profile at two paths: the same bytes and modes.
+
+    Only the marker differs: it records the profile's path relative to OUT.
+    """
     trees = []
     for i, (umask, rel) in enumerate(((0o022, "deep/er/node-profile.yaml"), (0o077, "p.yaml"))):
         cwd = tmp_path / f"cwd{i}"
@@ -334,5 +342,6 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
         )
         assert ran.returncode == 0, ran.stderr
         trees.append(snapshot(cwd / "out"))
-    assert trees[0] == trees[1]
+        assert f"profile: ../{rel}\n" in (cwd / "out" / MARKER).read_text()
+    assert without_marker(trees[0]) == without_marker(trees[1])
     assert trees[0]["scripts/verify-mig-restore.sh"][0] == "file 755"

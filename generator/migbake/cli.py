@@ -2,9 +2,8 @@
 
 The group and its error handling are in ``migbake.commands.base``, which lists every command and the
 module of ``migbake.commands`` that defines it; a command's module is imported only when it runs.
-Exit codes: 0 success; 1 invalid input (a profile with errors), stale output (--check) or a failed
-step; 2 usage (bad options, an output directory migbake will not replace); 3 an internal error.
-Tracebacks only with --debug.
+Every command shares one exit-code table (``base.EXIT_CODES``), which each command's ``--help`` ends
+with. Tracebacks only with --debug.
 """
 
 from __future__ import annotations

@@ -2,11 +2,13 @@
 
 Packer is driven through ``subprocess`` (argv lists, never shell strings) and its output is streamed
 line by line to a callback. ``packer init`` runs only where Packer supports it (>= 1.7) and only on
-the ``plugins/`` folder, which Packer 1.6 would reject.
+the ``plugins/`` folder, which Packer 1.6 would reject. ``SOURCES`` is the one list of the generated
+templates' sources and the variables each needs (no source defaults to the build machine itself).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -14,12 +16,73 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from migbake.problems import PackerError
 
 INSTALL_HINT = ("install Packer: `apt-get install packer` (Debian/Ubuntu), or the release for your system "
                 "from https://developer.hashicorp.com/packer/install; or point --packer / MIGBAKE_PACKER at it")
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*=")
+_VAR_FILE_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=", re.M)
+BAKE_KEY_COMMENT = "migbake-bake-key"  # the build removes the authorized key with this comment
+
+
+class Source(NamedTuple):
+    """One source of the generated templates."""
+
+    name: str
+    what: str
+    required: tuple[str, ...]
+
+
+SOURCES = (
+    Source("amazon-ebs.golden", "an AMI (AWS credentials from the usual environment)", ()),
+    Source("null.ssh", "any machine reachable over SSH (a VM from your base image, a bare-metal host)",
+           ("ssh_host",)),
+    Source("qemu.image", "a qcow2 from a cloud image, for bare metal and on-prem hypervisors", ()),
+    Source("googlecompute.golden", "a Compute Engine image (gcloud application-default credentials)",
+           ("gcp_project_id",)),
+    Source("azure-arm.golden", "an Azure managed image (az login, or a service principal)",
+           ("azure_subscription_id", "azure_managed_image_resource_group")),
+)
+SOURCE_NAMES = tuple(s.name for s in SOURCES)
+
+
+def sources_text() -> str:
+    """The sources, one per line, for messages."""
+    return "\n".join(f"  {s.name:<21} {s.what}" + (f"; needs {', '.join(f'--var {v}=...' for v in s.required)}"
+                                                   if s.required else "") for s in SOURCES)
+
+
+def missing_vars(only: Sequence[str], variables: Sequence[str], var_files: Sequence[Path] = ()) -> list[str]:
+    """The variables the chosen sources need that neither ``--var`` nor a variables file sets."""
+    given = {v.split("=", 1)[0] for v in variables if "=" in v and v.split("=", 1)[1] != ""}
+    for f in var_files:
+        with contextlib.suppress(OSError, UnicodeDecodeError):  # Packer reports an unreadable file itself
+            given |= set(_VAR_FILE_LINE.findall(f.read_text(encoding="utf-8")))
+    needed = [v for s in SOURCES if s.name in only for v in s.required]
+    return [v for v in dict.fromkeys(needed) if v not in given]
+
+
+def qemu_seed(directory: Path, *, username: str = "") -> list[str]:
+    """A throwaway SSH key and a NoCloud seed authorizing it, in ``directory``; the ``--var``s that use them.
+
+    The build removes the key from the image again (it carries the comment ``BAKE_KEY_COMMENT``).
+    """
+    keygen = shutil.which("ssh-keygen")
+    if not keygen:
+        raise PackerError("ssh-keygen not found: the qemu source needs it for a throwaway build key "
+                          "(apt-get install openssh-client), or give --var qemu_seed_dir and "
+                          "--var qemu_ssh_private_key_file", step="seed")
+    directory.mkdir(parents=True, exist_ok=True)
+    key = directory / "build-key"
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", BAKE_KEY_COMMENT, "-f", str(key)],
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    public = (directory / "build-key.pub").read_text(encoding="utf-8").strip()
+    (directory / "user-data").write_text(f"#cloud-config\nssh_authorized_keys:\n  - {public}\n", encoding="utf-8")
+    (directory / "meta-data").write_text("instance-id: migbake-bake\nlocal-hostname: migbake-bake\n",
+                                         encoding="utf-8")
+    return [f"qemu_seed_dir={directory}", f"qemu_ssh_private_key_file={key}"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +156,13 @@ def run_steps(steps: Sequence[PackerStep], *, on_line: Callable[[str], None],
         except OSError as e:
             raise PackerError(f"cannot run {step.argv[0]}: {e}; {INSTALL_HINT}", step=step.name) from e
         assert proc.stdout is not None
-        for line in proc.stdout:
-            on_line(line.rstrip("\n"))
+        try:
+            for line in proc.stdout:
+                on_line(line.rstrip("\n"))
+        except BaseException:  # the reader went away (a closed pipe, Ctrl-C): do not leave Packer running
+            proc.terminate()
+            proc.wait()
+            raise
         rc = proc.wait()
         if rc != 0:
             why = {"fmt": "the templates are not in `packer fmt` form (were they edited by hand?)",

@@ -237,6 +237,9 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
         "profile_sha": hcl_string(p.source_sha256),
         "migbake_version": hcl_string(__version__),
         "ami_name_prefix": hcl_string(f"migbake-{p.name}"),
+        "image_name_prefix": hcl_string(f"migbake-{p.name}"),
+        "image_description": hcl_string(f"MIG restore of node profile {p.name} (sha256 {p.source_sha256[:16]}), "
+                                        f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
     }
 

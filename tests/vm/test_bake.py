@@ -58,7 +58,8 @@ def _bake(image: Path, out: Path, root: Path, work: Path) -> subprocess.Complete
     with chroot_sshd(root, workdir=work) as ep:
         return subprocess.run(
             ["migbake", "bake", str(image), "-o", str(out), "--only", "null.ssh",
-             "--var", f"ssh_port={ep.port}", "--var", f"ssh_private_key_file={ep.private_key}",
+             "--var", "ssh_host=127.0.0.1", "--var", f"ssh_port={ep.port}",
+             "--var", f"ssh_private_key_file={ep.private_key}",
              "--var", f"manifest_path={work / 'manifest.json'}"],
             capture_output=True, text=True, check=False, timeout=600, stdin=subprocess.DEVNULL)
 
@@ -74,6 +75,9 @@ def test_bake_into_a_real_rootfs(image: Path, rootfs: Path, tmp_path: Path) -> N
     baked = _bake(image, out, rootfs, tmp_path / "sshd1")
     assert baked.returncode == 0, baked.stdout + baked.stderr
     assert "packer build -color=false -only=null.ssh" in baked.stdout and "migbake: baked" in baked.stdout
+    first = baked.stdout.splitlines()[0]
+    said = f" files to {out} (profile {profile['name']} from {image / 'node-profile.yaml'})"
+    assert first.startswith("wrote ") and first.endswith(said), first
 
     manifest = yaml.safe_load((tmp_path / "sshd1/manifest.json").read_text())
     custom = manifest["builds"][-1]["custom_data"]
@@ -131,11 +135,14 @@ def test_bake_dry_run_and_a_failing_bake(tmp_path: Path) -> None:
     assert any(line.startswith("packer build -color=false -only=amazon-ebs.golden") for line in lines)
     # nothing listens on this port: the build step fails, and migbake names the step and the code
     failed = subprocess.run(["migbake", "bake", str(image), "-o", str(tmp_path / "o"), "--only", "null.ssh",
-                             "--var", "ssh_port=1", "--var", f"ssh_private_key_file={tmp_path / 'nokey'}"],
+                             "--var", "ssh_host=127.0.0.1", "--var", "ssh_port=1",
+                             "--var", f"ssh_private_key_file={tmp_path / 'nokey'}"],
                             capture_output=True, text=True, check=False, timeout=300)
     assert failed.returncode == 1
     assert "migbake: error: packer " in failed.stderr and "failed with exit code 1" in failed.stderr
-    missing = subprocess.run(["migbake", "bake", str(image), "-o", str(tmp_path / "o")],
+    missing = subprocess.run(["migbake", "bake", str(image), "-o", str(tmp_path / "o2"), "--only", "null.ssh",
+                              "--var", "ssh_host=192.0.2.10"],
                              capture_output=True, text=True, check=False,
                              env={**os.environ, "MIGBAKE_PACKER": "/nonexistent/packer"})
     assert missing.returncode == 1 and "install Packer" in missing.stderr
+    assert not (tmp_path / "o2").exists()  # nothing written when Packer is missing

@@ -14,64 +14,108 @@ from migbake.commands.base import EXIT_INVALID, PROFILE_PATH, guard, main, valid
 
 # --- bake --------------------------------------------------------------------------------------
 
+_PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
+
+
 def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
-    # a folder without node-profile.yaml, or a missing file, is reported by valid_profile like everywhere (exit 1)
+    """The profile, and the output directory of this profile alone (unless ``-o`` says otherwise).
+
+    A folder without node-profile.yaml, or a missing file, is reported by valid_profile like everywhere (exit 1).
+    """
     if target.is_dir() and (target / "node-profile.yaml").is_file():
         return target / "node-profile.yaml", out or target / "generated"
-    return target, out or target.parent / "generated"
+    if target.is_dir() or target.name in ("node-profile.yaml", "node-profile.yml"):
+        return target, out or target.parent / "generated"
+    stem = next((target.name[: -len(x)] for x in _PROFILE_SUFFIXES if target.name.endswith(x)), target.name)
+    return target, out or target.parent / f"{stem}.generated"
+
+
+def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files: tuple[Path, ...]) -> None:
+    from migbake import packer
+
+    for s in only:
+        if s not in packer.SOURCE_NAMES:
+            raise click.BadParameter(f"{s!r} is not a source; the sources are:\n{packer.sources_text()}",
+                                     param_hint="--only")
+    if not only:
+        raise click.UsageError("the templates have several sources; choose one or more with --only "
+                               f"(nothing was written):\n{packer.sources_text()}")
+    try:
+        packer.check_vars(variables)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--var") from e
+    missing = packer.missing_vars(only, variables, var_files)
+    if missing:
+        raise click.UsageError(f"{', '.join(only)} needs {', '.join(f'--var {v}=...' for v in missing)} "
+                               "(no default: migbake never bakes the build machine itself or guesses an "
+                               "account); nothing was written")
 
 
 @main.command()
 @click.argument("target", metavar="PROFILE|IMAGE_DIR", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to generate (default: IMAGE_DIR/generated, or `generated` beside PROFILE).")
+              help="Where to generate (default: IMAGE_DIR/generated; for NAME.yaml or NAME.profile.yaml, "
+                   "NAME.generated beside it; for node-profile.yaml, generated beside it).")
 @click.option("--only", multiple=True, metavar="SOURCE",
-              help="Build only this source: amazon-ebs.golden or null.ssh (repeatable).")
+              help="The source to build (repeatable; required): amazon-ebs.golden, null.ssh, qemu.image, "
+                   "googlecompute.golden, azure-arm.golden.")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="A Packer variable (repeatable).")
 @click.option("--var-file", "var_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="A Packer variables file (repeatable).")
 @click.option("--packer", "packer_bin", metavar="PATH", help="The Packer binary (default: $MIGBAKE_PACKER or packer).")
-@click.option("--dry-run", is_flag=True, help="Generate, then print the Packer commands instead of running them.")
+@click.option("--force", is_flag=True, help="Replace the output directory even if migbake did not create it "
+                                            "or another profile did.")
+@click.option("--dry-run", is_flag=True,
+              help="Write nothing; say what would be written where and print the Packer commands.")
 @guard
 def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple[str, ...],
-         var_files: tuple[Path, ...], packer_bin: str | None, dry_run: bool) -> None:
+         var_files: tuple[Path, ...], packer_bin: str | None, force: bool, dry_run: bool) -> None:
     """Generate, then bake an image with Packer: [init], fmt -check, validate, build.
 
-    Packer's output is streamed. If a step fails, migbake names the step and Packer's exit code and
-    exits 1; if Packer is missing it says how to install it.
+    --only chooses the source; the variables a source needs have no default and must be given
+    (null.ssh: ssh_host). The qemu source gets a throwaway SSH key and NoCloud seed unless
+    qemu_seed_dir is given. Packer's output is streamed. If a step fails, migbake names the step and
+    Packer's exit code and exits 1; if Packer is missing it says how to install it.
     """
+    import tempfile
+
     from migbake import packer
+    from migbake.commands.profiles import artifacts_for
     from migbake.problems import PackerError
-    from migbake.render import render
-    from migbake.write import write_tree
+    from migbake.write import Origin, check_out, read_origin, write_tree
 
     profile, out_dir = _profile_and_out(target, out)
-    for s in only:
-        if s not in ("amazon-ebs.golden", "null.ssh"):
-            raise click.BadParameter(f"{s!r}: the sources are amazon-ebs.golden and null.ssh", param_hint="--only")
-    try:
-        packer.check_vars(variables)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--var") from e
+    _check_sources(only, variables, var_files)
     prof = valid_profile(profile, "nothing baked")
-    write_tree(render(prof), out_dir)
-    click.echo(f"generated {out_dir}")
+    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256)
+    recorded = read_origin(out_dir)
+    if recorded is not None:
+        origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with
+    artifacts = artifacts_for(prof, origin, out_dir)
+    wants_seed = "qemu.image" in only and not any(v.startswith("qemu_seed_dir=") for v in variables)
     if dry_run:
+        check_out(out_dir, force=force, origin=origin)
         binary = packer_bin or os.environ.get("MIGBAKE_PACKER") or "packer"
         try:
             version = packer.packer_version(packer.find_packer(packer_bin))
         except PackerError:
             version = (1, 7, 0)  # not installed: show what a current Packer would run
-        steps = packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
-                                 variables=variables, var_files=var_files)
-        for step in steps:
+        seed = ["qemu_seed_dir=<throwaway seed>", "qemu_ssh_private_key_file=<throwaway key>"] if wants_seed else []
+        click.echo(f"dry run, nothing written: would write {len(artifacts)} files to {out_dir} (profile "
+                   f"{prof.name} from {profile}), then run:")
+        for step in packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
+                                     variables=(*variables, *seed), var_files=var_files):
             click.echo(step.display())
         return
     binary = packer.find_packer(packer_bin)
-    steps = packer.plan_bake(out_dir / "packer", binary=binary, version=packer.packer_version(binary),
-                             only=only, variables=variables, var_files=var_files)
-    packer.run_steps(steps, on_line=click.echo)
-    click.echo(f"migbake: baked {prof.name} ({', '.join(only) or 'all sources'})")
+    write_tree(artifacts, out_dir, force=force, origin=origin)
+    click.echo(f"wrote {len(artifacts)} files to {out_dir} (profile {prof.name} from {profile})")
+    with tempfile.TemporaryDirectory(prefix="migbake-bake-") as tmp:
+        extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []
+        steps = packer.plan_bake(out_dir / "packer", binary=binary, version=packer.packer_version(binary),
+                                 only=only, variables=(*variables, *extra), var_files=var_files)
+        packer.run_steps(steps, on_line=click.echo)
+    click.echo(f"migbake: baked {prof.name} with {', '.join(only)} from {out_dir}")
 
 
 # --- boot-test ---------------------------------------------------------------------------------

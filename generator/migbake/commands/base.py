@@ -1,7 +1,7 @@
 """The command group, its error handling and the helpers every command shares.
 
-Exit codes: 0 success; 1 invalid input (a profile with errors), stale output (--check) or a failed
-step; 2 usage (bad options, an output directory migbake will not replace); 3 an internal error.
+Every command exits with a code of ``EXIT_CODES`` (printed by ``--help``); a closed standard output
+(``migbake gpus | head -1``) ends the command quietly with 141, as a shell reports SIGPIPE.
 Tracebacks only with --debug.
 """
 
@@ -22,12 +22,30 @@ if TYPE_CHECKING:
     from migbake.catalog import GpuModel
     from migbake.model import NodeProfile
     from migbake.problems import CatalogError
+    from migbake.validate import Checked
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141
+# one table for every command: the README's and `--help`'s, tested command by command
+EXIT_CODES = (
+    (0, "success: valid, written, up to date, node ready, image baked"),
+    (1, "invalid profile or input, stale output (--check), node not ready, a failed Packer step"),
+    (2, "usage: bad options, an unreadable file, an output directory migbake will not replace"),
+    (3, "internal error (--debug shows the traceback)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXIT_PIPE_CLOSED, "standard output closed early (piped into head): stops quietly"),
+)
+STDIN_NAME = "<stdin>"
+
+
+def exit_codes_text() -> str:
+    """The exit-code table as --help prints it."""
+    return "Exit codes:\n\n\b\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
 
 
 class _State:
@@ -43,7 +61,12 @@ def guard(fn: F) -> F:
         from migbake.problems import CatalogError, MigbakeError, OutputError
 
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return result
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(EXIT_PIPE_CLOSED)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except CatalogError as e:
@@ -58,7 +81,7 @@ def guard(fn: F) -> F:
             sys.exit(EXIT_INVALID)
         except KeyboardInterrupt:
             click.echo("migbake: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         except Exception as e:
             _debug_traceback()
             click.echo(f"migbake: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
@@ -84,15 +107,44 @@ def _debug_traceback() -> None:
         traceback.print_exc()
 
 
-def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
-    """The checked profile at ``profile``; its problems go to stderr, and an invalid one exits 1."""
-    from migbake.validate import check_file
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's own flush at exit does not complain about the pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (tests' captured output)
+        pass
 
-    checked = check_file(profile)
+
+def is_stdin(profile: Path | str) -> bool:
+    """Whether a PROFILE argument is ``-`` (standard input)."""
+    return str(profile) == "-"
+
+
+def profile_name(profile: Path | str) -> str:
+    """How messages name a PROFILE argument."""
+    return STDIN_NAME if is_stdin(profile) else str(profile)
+
+
+def check_profile(profile: Path | str) -> Checked:
+    """Check the profile at ``profile``, or read from standard input when it is ``-``."""
+    from migbake.profile import MAX_PROFILE_BYTES
+    from migbake.validate import check_bytes, check_file
+
+    if is_stdin(profile):
+        data: bytes = sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1)
+        return check_bytes(data, STDIN_NAME)
+    return check_file(Path(profile))
+
+
+def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
+    """The checked profile at ``profile`` (``-``: stdin); its problems go to stderr, and an invalid one exits 1."""
+    checked = check_profile(profile)
     for p in checked.problems:
         click.echo(p.format(), err=True)
     if checked.profile is None:
-        click.echo(f"migbake: {profile}: invalid" + (f", {consequence}" if consequence else ""), err=True)
+        click.echo(f"migbake: {profile_name(profile)}: invalid" + (f", {consequence}" if consequence else ""),
+                   err=True)
         sys.exit(EXIT_INVALID)
     return checked.profile
 
@@ -123,7 +175,10 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             importlib.import_module(COMMANDS[cmd_name])  # its @main.command() adds it to this group
-        return self.commands.get(cmd_name)
+        command = self.commands.get(cmd_name)
+        if command is not None:
+            command.epilog = exit_codes_text()  # every command's --help ends with the one table
+        return command
 
 
 class GpuModelType(click.ParamType["GpuModel"]):
@@ -153,10 +208,10 @@ class GpuModelType(click.ParamType["GpuModel"]):
 
 # A profile argument: a directory is accepted here so that it is reported like a missing file (exit 1,
 # "cannot read the file: it is a directory"), the same way by every command.
-PROFILE_PATH = click.Path(path_type=Path)
+PROFILE_PATH = click.Path(allow_dash=True, path_type=Path)  # "-": standard input
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_codes_text())
 @click.version_option(__version__, "--version", prog_name="migbake")
 @click.option("--debug", is_flag=True, help="Show a traceback when something fails.")
 @click.option("--catalog", "catalog_file", metavar="FILE", type=click.Path(path_type=Path), envvar="MIGBAKE_CATALOG",
@@ -169,9 +224,7 @@ def main(debug: bool, catalog_file: Path | None) -> None:
     validates it (schema, profile names, counts, exact placement) and generates the
     nvidia-mig-parted config, a oneshot restore unit ordered before kubelet, the kubelet drop-in,
     cloud-init user-data, Packer templates and provisioner scripts, and verify/uninstall/capture
-    scripts.
-
-    Exit codes: 0 ok, 1 invalid input or stale output, 2 usage, 3 internal error.
+    scripts. PROFILE may be `-` (standard input) wherever one profile is read.
     """
     _State.debug = debug or os.environ.get("MIGBAKE_DEBUG") == "1"
     if catalog_file is not None:

@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, as_json: bool) -> None:
     """Check captured nvidia-smi output of a node against PROFILE, offline (for CI and support tickets).
 
-    The GPU checks of scripts/preflight-mig-restore.sh: GPU count, models (PCI ids) and indices of
-    every gpus entry, and the current MIG state. Checks that need the node itself are SKIP. Exit 0
-    when no check failed, 1 when one did (or the profile is invalid), 2 for bad usage or an
-    unreadable capture.
+    PROFILE may be `-` (standard input). The GPU checks of scripts/preflight-mig-restore.sh: GPU
+    count, models (PCI ids) and indices of every gpus entry, and the current MIG state. Checks that
+    need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the profile is
+    invalid), 2 for bad usage or an unreadable capture.
     """
     from migbake.preflight import CaptureError, check_capture, read_capture, table
 
@@ -136,6 +136,7 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
 def export(profile: Path, gpu_operator: bool, output: Path | None) -> None:
     """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap.
 
+    PROFILE may be `-` (standard input).
     The ConfigMap is named <profile>-mig-parted-config with key config.yaml; the operator's mig-manager
     applies it on nodes labelled nvidia.com/mig.config=<restore.config_name>.
     """

@@ -6,11 +6,26 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from migbake.commands.base import EXIT_INVALID, PROFILE_PATH, guard, main, plural, valid_profile
+from migbake.commands.base import (
+    EXIT_INVALID,
+    PROFILE_PATH,
+    check_profile,
+    guard,
+    is_stdin,
+    main,
+    plural,
+    profile_name,
+    valid_profile,
+)
+
+if TYPE_CHECKING:
+    from migbake.model import NodeProfile
+    from migbake.render import Artifact
+    from migbake.write import Origin
 
 # --- validate ----------------------------------------------------------------------------------
 
@@ -18,9 +33,13 @@ PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.p
 
 
 def _expand(paths: tuple[str, ...]) -> Iterator[Path]:
+    if sum(is_stdin(raw) for raw in paths) > 1:
+        raise click.UsageError("`-` (standard input) can be given once")
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        if is_stdin(raw):
+            yield p
+        elif p.is_dir():
             found = sorted({f for g in PROFILE_GLOBS for f in p.rglob(g) if f.is_file()})
             if not found:
                 raise click.UsageError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
@@ -40,15 +59,15 @@ def _expand(paths: tuple[str, ...]) -> Iterator[Path]:
 def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
     """Check node profiles: schema, GPU models, MIG profile names, counts and placement.
 
-    PROFILE is a file, or a directory searched for node-profile.yaml and *.profile.yaml. In text
+    PROFILE is a file, a directory searched for node-profile.yaml and *.profile.yaml, or `-` for
+    standard input (named <stdin> in messages). In text
     format every problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule], then a
     count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
     (warnings allowed), 1 when any is invalid.
     """
     from migbake.report import FileResult, render_report, summary
-    from migbake.validate import check_file
 
-    results = [FileResult(str(f), check_file(f).problems) for f in _expand(profiles)]
+    results = [FileResult(profile_name(f), check_profile(f).problems) for f in _expand(profiles)]
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
@@ -58,17 +77,18 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
 
 
 
-
-
 # --- generate ----------------------------------------------------------------------------------
 
 @main.command()
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
-@click.option("--force", is_flag=True, help="Replace OUT even if it is not empty and migbake did not create it.")
+@click.option("--force", is_flag=True,
+              help="Replace OUT even if it is not empty and migbake did not create it, or it was generated "
+                   "from another profile.")
 @click.option("--check", is_flag=True,
-              help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated.")
+              help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
+                   "the --user-data-* options OUT was generated with, unless given).")
 @click.option("--user-data-gzip", is_flag=True,
               help="Also write cloud-init/user-data.gz (cloud-init inflates it; for EC2's 16 KB limit).")
 @click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
@@ -80,28 +100,66 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
              mime_part: str | None) -> None:
     """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
 
-    Nothing is written when the profile is invalid (exit 1). The tree is built beside OUT and
-    swapped in at once, so OUT is never half-written.
+    PROFILE may be `-` (standard input). Nothing is written when the profile is invalid (exit 1). The
+    tree is built beside OUT and swapped in at once, so OUT is never half-written. OUT records the
+    profile (path, name, sha256) and these options; generating another profile into it needs --force.
     """
-    from migbake.render import render
-    from migbake.write import diff_tree, write_tree
+    from migbake.write import Origin, read_origin
 
-    artifacts = render(valid_profile(profile, "nothing written"))
-    artifacts += _user_data_forms(artifacts, user_data_gzip, mime_part)
+    prof = valid_profile(profile, "nothing written")
+    origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
+                       user_data_mime=mime_part or "")
+    recorded = read_origin(out) if check and not (user_data_gzip or mime_part) else None
+    if recorded is not None:
+        origin = origin.same_options(recorded)  # compare with the options OUT was generated with
+    artifacts = artifacts_for(prof, origin, out)
     if check:
-        diff = diff_tree(artifacts, out)
-        if diff:
-            for line in diff:
-                click.echo(line)
-            click.echo(f"migbake: {out} is stale: run `migbake generate {profile} -o {out}`", err=True)
+        if _report_diff(artifacts, out, origin, f"migbake generate {_fix_args(profile, out, origin)}"):
             sys.exit(EXIT_INVALID)
         click.echo(f"{out}: up to date ({plural(len(artifacts), 'file')})")
         return
-    write_tree(artifacts, out, force=force)
-    click.echo(f"wrote {plural(len(artifacts), 'file')} to {out}")
+    _write(artifacts, out, origin, force=force)
+    click.echo(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
 
 
-def _user_data_forms(artifacts: list[Any], gzipped: bool, mime_part: str | None) -> list[Any]:
+def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact]:
+    """Every file of OUT for ``prof``, with the user-data forms ``origin`` asks for."""
+    from migbake.render import render
+
+    artifacts = render(prof)
+    return artifacts + _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None)
+
+
+def _write(artifacts: list[Artifact], out: Path, origin: Origin, *, force: bool = False) -> None:
+    from migbake.write import write_tree
+
+    write_tree(artifacts, out, force=force, origin=origin)
+
+
+def _report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) -> bool:
+    """Print the diff of a stale OUT (and how to fix it); whether OUT is stale."""
+    from migbake.write import diff_tree
+
+    diff = diff_tree(artifacts, out, origin)
+    for line in diff:
+        click.echo(line)
+    if diff:
+        click.echo(f"migbake: {out} is stale: run `{fix}`", err=True)
+    return bool(diff)
+
+
+def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
+    import shlex
+
+    args = [str(profile), "-o", str(out)]
+    if origin.user_data_gzip:
+        args.append("--user-data-gzip")
+    if origin.user_data_mime:
+        args += ["--user-data-mime", origin.mime_argument(out)]
+    return shlex.join(args)
+
+
+def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | None) -> list[Artifact]:
     from migbake import userdata
     from migbake.render import Artifact
 
@@ -143,9 +201,8 @@ def images(images_dir: Path, check: bool) -> None:
     keeps every committed output tree up to date, and `--check` fails CI (or a pre-commit hook)
     when one is stale. Exit 1 if any profile is invalid or any tree is stale.
     """
-    from migbake.render import render
     from migbake.validate import check_file
-    from migbake.write import diff_tree, write_tree
+    from migbake.write import Origin, read_origin
 
     profiles = sorted(images_dir.glob("*/node-profile.yaml"))
     if not profiles:
@@ -159,16 +216,19 @@ def images(images_dir: Path, check: bool) -> None:
         if checked.profile is None:
             failed += 1
             continue
-        artifacts = render(checked.profile)
+        origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256)
+        recorded = read_origin(out)
+        if recorded is not None:
+            origin = origin.same_options(recorded)  # keep the user-data forms it was generated with
+        artifacts = artifacts_for(checked.profile, origin, out)
         if check:
-            diff = diff_tree(artifacts, out)
-            for line in diff:
-                click.echo(line)
-            failed += bool(diff)
-            click.echo(f"{out}: {'stale' if diff else 'up to date'}", err=bool(diff))
+            stale = _report_diff(artifacts, out, origin, f"migbake images {images_dir}")
+            failed += stale
+            if not stale:
+                click.echo(f"{out}: up to date")
         else:
-            write_tree(artifacts, out)
-            click.echo(f"wrote {out}")
+            _write(artifacts, out, origin)
+            click.echo(f"wrote {plural(len(artifacts), 'file')} to {out}")
     if failed:
         what = "stale or invalid" if check else "invalid"
         click.echo(f"migbake: {plural(failed, 'image')} {what}; run `migbake images {images_dir}`", err=True)
@@ -181,7 +241,7 @@ def images(images_dir: Path, check: bool) -> None:
 @click.argument("profile", type=PROFILE_PATH)
 @guard
 def show(profile: Path) -> None:
-    """Draw each GPU's memory slices with the profile's MIG instances placed on them."""
+    """Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input)."""
     from migbake.layout import fit
     from migbake.migconfig import group_models
     from migbake.render import gpu_notes

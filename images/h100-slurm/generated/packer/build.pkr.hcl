@@ -6,7 +6,13 @@
 # the files and enables the restore unit. Starts nothing; calls neither nvidia-smi nor mig-parted.
 
 build {
-  sources = ["source.amazon-ebs.golden", "source.null.ssh"]
+  sources = [
+    "source.amazon-ebs.golden",
+    "source.null.ssh",
+    "source.qemu.image",
+    "source.googlecompute.golden",
+    "source.azure-arm.golden",
+  ]
 
   provisioner "shell" {
     inline = ["rm -rf '${var.staging_dir}'", "mkdir -p '${var.staging_dir}'"]
@@ -27,6 +33,24 @@ build {
 
   provisioner "shell" {
     inline = ["rm -rf '${var.staging_dir}'"]
+  }
+
+  # qemu.image: forget the build VM's seed and Packer's throwaway key, so that the image's first
+  # real boot runs cloud-init as a new instance
+  provisioner "shell" {
+    only            = ["qemu.image"]
+    execute_command = "chmod +x {{ .Path }}; if [ \"$(id -u)\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi"
+    inline = [
+      "sed -i '/migbake-bake-key/d' /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys 2>/dev/null || true",
+      "if command -v cloud-init >/dev/null; then cloud-init clean --logs; fi",
+    ]
+  }
+
+  # azure-arm.golden: generalize the VM (Azure's own step before capturing an image); always last
+  provisioner "shell" {
+    only            = ["azure-arm.golden"]
+    execute_command = "chmod +x {{ .Path }}; if [ \"$(id -u)\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi"
+    inline          = ["/usr/sbin/waagent -force -deprovision+user && export HISTSIZE=0 && sync"]
   }
 
   post-processor "manifest" {

@@ -3,12 +3,24 @@
 # Node: 4x H100 80GB Slurm node, two 3g.40gb per GPU, no kubelet
 #
 # Plugins for Packer >= 1.7 (`packer init packer/plugins`, which `migbake bake` runs for you).
-# Kept in its own folder: Packer 1.6 rejects required_plugins, and its amazon-ebs is built in.
+# Kept in its own folder: Packer 1.6 rejects required_plugins, and its builders are built in.
 packer {
   required_plugins {
     amazon = {
       version = ">= 1.2.0"
       source  = "github.com/hashicorp/amazon"
+    }
+    qemu = {
+      version = ">= 1.0.0"
+      source  = "github.com/hashicorp/qemu"
+    }
+    googlecompute = {
+      version = ">= 1.0.0"
+      source  = "github.com/hashicorp/googlecompute"
+    }
+    azure = {
+      version = ">= 2.0.0"
+      source  = "github.com/hashicorp/azure"
     }
   }
 }
