@@ -13,6 +13,7 @@ from typing import Any
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, load_catalog
 from migbake.layout import fit
 from migbake.migconfig import filter_on
+from migbake.neighbours import rule_consumers, rule_driver_wait, rule_node_labels
 from migbake.problems import Problem
 from migbake.profile import LoadedProfile, join_pointer
 
@@ -390,7 +391,8 @@ def _shown(layout: dict[str, Any]) -> str:
 
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
-                           rule_coverage, rule_mig_strategy, rule_driver, rule_units)
+                           rule_coverage, rule_mig_strategy, rule_driver, rule_units, rule_driver_wait,
+                           rule_consumers, rule_node_labels)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:
