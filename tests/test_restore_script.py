@@ -38,7 +38,7 @@ esac
 FAKE_MIG_PARTED = r"""#!/bin/bash
 printf 'nvidia-mig-parted %s\n' "$*" >>"$STATE/calls"
 case "$1" in
-  apply) [ "$(cat "$STATE/apply" 2>/dev/null || echo ok)" = ok ] || { echo "error: failed to reset GPU" >&2; exit 1; } ;;
+  apply) [ "$(cat "$STATE/apply" 2>/dev/null || echo ok)" = ok ] || { echo "error: GPU reset" >&2; exit 1; } ;;
   assert) [ "$(cat "$STATE/assert" 2>/dev/null || echo ok)" = ok ] || { echo "not all GPUs match" >&2; exit 1; } ;;
   *) exit 97 ;;
 esac

@@ -89,7 +89,8 @@ def resource_report(profile: NodeProfile, catalog: Catalog | None = None) -> lis
     strategy = profile.kubernetes.mig_strategy
     lines = [f"Kubernetes extended resources (device plugin MIG strategy: {strategy}):"]
     if not profile.kubelet.present:
-        lines.append("  (the profile runs no Kubernetes node: these apply only if the node ever runs the device plugin)")
+        lines.append("  (the profile runs no Kubernetes node: these apply only if the node ever runs the device "
+                     "plugin)")
     for kind in node_kinds(profile, catalog):
         if kind.totals is not None:
             lines.append(f"  {kind.label} ({sum(x or 0 for x in kind.gpus)} GPUs):")

@@ -44,9 +44,14 @@ def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[s
         return ["No device-filter (one GPU model): on a GPU of another model apply tries these profile",
                 "names and fails; device_filter: always makes such a node fail at assert instead."]
     seen: dict[str, GpuModel] = {m.key: m for m in group_models(profile, catalog)}
-    held = profile.held_units
-    kubelet = (f"{profile.consumers_text(only_fail_closed=True)} {'stays' if len(held) == 1 else 'stay'} down "
-               "(fail closed)" if held else "no consumer is held down")
+    held, anyway = profile.held_units, [c.unit for c in profile.all_consumers if not c.fail_closed]
+    if held:
+        kubelet = (f"{profile.consumers_text(only_fail_closed=True)} {'stays' if len(held) == 1 else 'stay'} "
+                   "down (fail closed)")
+    elif anyway:
+        kubelet = f"{', '.join(anyway)} {'starts' if len(anyway) == 1 else 'start'} anyway (not fail-closed)"
+    else:
+        kubelet = "nothing waits for it"
     return [
         "Each entry applies only to GPUs whose PCI id is one of its model's (device-filter):",
         *(f"  {m.key}: {', '.join(m.pci_device_ids)}" for m in seen.values()),
