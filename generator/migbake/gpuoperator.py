@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from migbake.problems import MigbakeError
+from migbake.problems import MigbakeError, read_bounded
 
 MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
 OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
@@ -36,13 +36,7 @@ class NodeJsonError(MigbakeError):
 
 def read_node_labels(path: Path) -> dict[str, str]:
     """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB)."""
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_NODE_JSON_BYTES + 1)
-    except OSError as err:
-        raise NodeJsonError(f"{path}: {err.strerror or err}") from err
-    if len(data) > MAX_NODE_JSON_BYTES:
-        raise NodeJsonError(f"{path}: larger than {MAX_NODE_JSON_BYTES // (1024 * 1024)} MiB")
+    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
     try:
         node = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -21,7 +21,7 @@ from migbake.catalog import Catalog, canonical_pci_id
 from migbake.gpuoperator import label_checks
 from migbake.migconfig import group_models, uses_device_filter
 from migbake.model import NodeProfile
-from migbake.problems import MigbakeError
+from migbake.problems import MigbakeError, read_bounded
 
 Status = Literal["PASS", "WARN", "NOTE", "FAIL", "SKIP"]
 Source = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
@@ -393,13 +393,7 @@ def parse_csv(text: str, file: str) -> Capture:
 
 def read_capture(path: Path, source: Source) -> Capture:
     """Read and parse a captured file (at most 16 MiB)."""
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_CAPTURE_BYTES + 1)
-    except OSError as err:
-        raise CaptureError(f"{path}: {err.strerror or err}") from err
-    if len(data) > MAX_CAPTURE_BYTES:
-        raise CaptureError(f"{path}: larger than {MAX_CAPTURE_BYTES // (1024 * 1024)} MiB")
+    data = read_bounded(path, MAX_CAPTURE_BYTES, CaptureError)
     if source == "nvidia-smi-xml":
         return parse_xml(data, str(path))
     try:

@@ -74,7 +74,7 @@ else
 fi
 
 if [ -e "$run_dir/nvidia/driver" ]; then
-  add driver FAIL "a driver container provides the driver ($run_dir/nvidia/driver exists): it needs kubelet running first, so MIG cannot be restored before kubelet; do not apply this boot order here (use the GPU Operator's mig-manager)"
+  add driver FAIL "a driver container provides the driver ($run_dir/nvidia/driver exists): it starts only after this boot order, so MIG cannot be restored before slurmd.service; do not apply this boot order here"
 elif [ -r "$proc_dir/driver/nvidia/version" ]; then
   version="$(awk '/^NVRM version:/ { for (i = 3; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+/) { print $i; exit } }' "$proc_dir/driver/nvidia/version")"
   add driver PASS "host driver ${version:-of unknown version} ($proc_dir/driver/nvidia/version)"

@@ -105,7 +105,7 @@ fi
 if [ "$seen" -eq 0 ]; then
   info "cannot read the GPUs' PCI ids ($smi --query-gpu=index,pci.device_id): GPU-to-entry check skipped"
 elif [ -n "${unmatched[*]}" ]; then
-  fail "${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: kubelet stays down"
+  fail "${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: slurmd.service stay(s) down"
 elif [ -n "${foreign[*]}" ]; then
   fail "${foreign[*]}: the entry has no device-filter, so apply tries that model's MIG profiles on it and fails"
 else
