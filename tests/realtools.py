@@ -180,7 +180,8 @@ class SystemdTree:
     """
 
     def __init__(self, *, kubelet_unit: str = "kubelet.service",
-                 manager_unit: str = "nvidia-mig-manager.service", stubs: tuple[str, ...] = ()) -> None:
+                 manager_unit: str = "nvidia-mig-manager.service", stubs: tuple[str, ...] = (),
+                 extra_units: tuple[str, ...] = ()) -> None:
         require("systemd-analyze")
         self.base = Path(tempfile.mkdtemp(prefix="migbake-sd-", dir="/tmp"))
         os.chmod(self.base, 0o755)
@@ -201,7 +202,10 @@ class SystemdTree:
             target.chmod(0o755)
         (r / "usr/lib/systemd/system" / kubelet_unit).write_text(FAKE_KUBELET)
         (r / "usr/lib/systemd/system" / manager_unit).write_text(FAKE_MANAGER)
-        self.systemctl("enable", kubelet_unit, manager_unit)
+        for unit in extra_units:  # other GPU consumers (slurmd, ...), enabled like kubelet
+            name = unit.split("@")[0] + "@.service" if "@" in unit else unit
+            (r / "usr/lib/systemd/system" / name).write_text(FAKE_KUBELET.replace("fake kubelet", f"fake {name}"))
+        self.systemctl("enable", kubelet_unit, manager_unit, *extra_units)
 
     def install_rootfs(self, rootfs: Path) -> None:
         """Copy a generated rootfs/ tree into the root (as the provisioner would, without enabling)."""

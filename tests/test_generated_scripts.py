@@ -90,10 +90,10 @@ class Node:
         return ran
 
     def patched(self, rel: str, **paths: Path) -> Path:
-        """A copy of a generated script whose fixed /etc/systemd/system paths point into this folder."""
+        """A copy of a generated script whose fixed absolute paths (VAR='/...') point into this folder."""
         text = (self.out / rel).read_text()
         for var, path in paths.items():
-            line = re.compile(rf"^{var}='/etc/systemd/system/[^']*'$", re.M)
+            line = re.compile(rf"^{var}='/[^']*'$", re.M)
             assert len(line.findall(text)) == 1, (rel, var)
             text = line.sub(f"{var}='{path}'", text)
         return _exe(self.root / "patched" / Path(rel).name, text)
@@ -145,7 +145,8 @@ FAKE_JOURNALCTL = (
 POISON = '#!/bin/bash\necho "$0 $*" >>"$STATE/poison"\nexit 99\n'
 
 
-def make_node(tmp_path: Path, profile_extra: str = "", *, kubelet: bool = True) -> Node:
+def make_node(tmp_path: Path, profile_extra: str = "", *, kubelet: bool = True,
+              restore_extra: str = "") -> Node:
     """Generate a profile whose tools and config live in ``tmp_path``, and fake everything around it."""
     root = tmp_path / "node"
     tools = root / "opt" / "nvidia"
@@ -163,7 +164,7 @@ gpus:
 kubelet: {{present: {str(kubelet).lower()}}}
 restore:
   config_path: {config}
-tools:
+{restore_extra}tools:
   nvidia_smi: {tools}/nvidia-smi
   nvidia_mig_parted: {tools}/nvidia-mig-parted
 {profile_extra}"""
@@ -272,36 +273,39 @@ def tree_state(*roots: Path, skip: tuple[str, ...] = (".calls",)) -> dict[str, s
 
 @pytest.mark.parametrize("purge", [False, True], ids=["keep-files", "purge"])
 def test_uninstall_is_idempotent(tmp_path: Path, purge: bool) -> None:
-    node = make_node(tmp_path)
+    node = make_node(tmp_path, "consumers: [{unit: slurmd.service}]\n")
     etc = node.root / "etc/systemd/system"
-    dropin = etc / "kubelet.service.d/20-mig-restore.conf"
+    dropins = [etc / "kubelet.service.d/20-mig-restore.conf", etc / "slurmd.service.d/20-mig-restore.conf"]
     unit = etc / "nvidia-mig-restore.service"
-    for rel in (
-        "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf",
-        "rootfs/etc/systemd/system/nvidia-mig-restore.service",
-    ):
-        target = etc / Path(rel).relative_to("rootfs/etc/systemd/system")
+    script, marker = node.root / "etc/nvidia-mig/restore.sh", node.root / "var/lib/migbake/reboot-attempted"
+    rootfs = node.out / "rootfs/etc/systemd/system"
+    for target in (*dropins, unit):
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((node.out / rel).read_bytes())
+        target.write_bytes((rootfs / target.relative_to(etc)).read_bytes())
     node.config.parent.mkdir(parents=True)
     node.config.write_text(H200_LAYOUT)
+    script.write_bytes((node.out / "rootfs/etc/nvidia-mig/restore.sh").read_bytes())
+    marker.parent.mkdir(parents=True)
+    marker.write_text("1764000000 GPU 0 (Disabled -> Enabled)\n")
     node.set("enabled/nvidia-mig-restore.service", "enabled")
-    script = node.patched("scripts/uninstall-mig-restore.sh", dropin=dropin, unit_file=unit)
+    patched = node.patched("scripts/uninstall-mig-restore.sh", systemd_dir=etc, unit_file=unit, script=script,
+                           marker=marker)
     args = ["--purge"] if purge else []
 
-    ran = node.run(script, *args)
+    ran = node.run(patched, *args)
     assert ran.rc == 0, ran.text
-    assert not dropin.exists() and not dropin.parent.exists()
+    assert not any(d.exists() or d.parent.exists() for d in dropins)
     assert "disable nvidia-mig-restore.service" in node.calls("systemctl")
     assert (node.state / "enabled/nvidia-mig-restore.service").read_text().strip() == "disabled"
-    assert unit.exists() is not purge and node.config.exists() is not purge
+    for kept in (unit, node.config, script, marker):
+        assert kept.exists() is not purge, kept
     after_first = tree_state(node.root)
 
     calls_before = len(node.calls("systemctl"))
-    ran = node.run(script, *args)
+    ran = node.run(patched, *args)
     assert ran.rc == 0, ran.text
     assert tree_state(node.root) == after_first, "a second uninstall changed something"
-    assert "already absent" in ran.out and "already disabled" in ran.out
+    assert ran.out.count("already absent") == 2 and "already disabled" in ran.out
     second = node.calls("systemctl")[calls_before:]
     assert not any(c.startswith(("disable", "enable", "mask")) for c in second), second
 
@@ -358,37 +362,38 @@ conflicting_manager: {{action: {action}}}
     logs = provision()
     assert tree_state(target, skip=()) == first, "a second provisioner run changed the image"
     assert "already" in logs[0] or "not installed" in logs[0], logs[0]
-    assert "installed /" not in logs[1] and logs[1].count("unchanged /") == 3, logs[1]
+    assert "installed /" not in logs[1] and logs[1].count("unchanged /") == 4, logs[1]
 
 
 # --- verify-mig-restore.sh ------------------------------------------------------------------------
 
 
-def good_node(tmp_path: Path) -> tuple[Node, Path]:
-    """A node where everything went right, and the verify script pointed at its drop-in."""
-    node = make_node(tmp_path)
+def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = ()) -> tuple[Node, Path]:
+    """A node where everything went right, and the verify script pointed at its drop-ins."""
+    node = make_node(tmp_path, profile_extra)
     node.config.parent.mkdir(parents=True)
     node.config.write_text(H200_LAYOUT)
-    dropin = node.root / "etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
-    dropin.parent.mkdir(parents=True)
-    dropin.write_bytes(
-        (node.out / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf").read_bytes()
-    )
-    r, k, m = "nvidia-mig-restore.service", "kubelet.service", "nvidia-mig-manager.service"
+    etc = node.root / "etc/systemd/system"
+    r, m = "nvidia-mig-restore.service", "nvidia-mig-manager.service"
+    for unit in ("kubelet.service", *consumers):
+        dropin = etc / f"{unit}.d/20-mig-restore.conf"
+        dropin.parent.mkdir(parents=True)
+        dropin.write_bytes((node.out / "rootfs" / dropin.relative_to(node.root)).read_bytes())
+        node.set(f"active/{unit}", "active")
+        node.set(f"props/{unit}.Requires", f"sysinit.target {r}")
+        node.set(f"props/{unit}.After", f"basic.target {r} network.target")
+        node.set(f"props/{unit}.InactiveExitTimestampMonotonic", "2000")
     for name, value in {
         f"enabled/{r}": "enabled",
         f"active/{r}": "active",
         f"props/{r}.Result": "success",
         f"props/{r}.ActiveEnterTimestampMonotonic": "1000",
-        f"active/{k}": "active",
-        f"props/{k}.Requires": f"sysinit.target {r}",
-        f"props/{k}.After": f"basic.target {r} network.target",
-        f"props/{k}.InactiveExitTimestampMonotonic": "2000",
-        f"enabled/{m}": "disabled",
+        f"enabled/{m}": "masked",
         f"props/{m}.InactiveExitTimestampMonotonic": "0",
     }.items():
         node.set(name, value)
-    return node, node.patched("scripts/verify-mig-restore.sh", dropin=dropin)
+    marker = node.root / "var/lib/migbake/reboot-attempted"
+    return node, node.patched("scripts/verify-mig-restore.sh", systemd_dir=etc, marker=marker)
 
 
 def _lines(ran: Ran, kind: str) -> list[str]:
@@ -423,7 +428,7 @@ BAD = {
     ),
     "manager-enabled": (
         {"enabled/nvidia-mig-manager.service": "enabled"},
-        "FAIL  nvidia-mig-manager.service is enabled",
+        "FAIL  nvidia-mig-manager.service is enabled: two services would apply MIG at boot (a package upgrade",
     ),
     "kubelet-first": (
         {"props/kubelet.service.InactiveExitTimestampMonotonic": "500"},
@@ -456,3 +461,48 @@ def test_verify_checks_the_config_file(tmp_path: Path) -> None:
     node.config.unlink()
     ran = node.run(script)
     assert ran.rc == 1 and f"FAIL  config {node.config} is missing" in ran.out, ran.out
+
+
+# --- verify: consumers, the manager's state, the reboot marker ------------------------------------
+
+
+def test_verify_checks_every_consumer(tmp_path: Path) -> None:
+    extra = "consumers: [{unit: slurmd.service}, {unit: inference.service, fail_closed: false}]\n"
+    node, script = good_node(tmp_path, extra, ("slurmd.service", "inference.service"))
+    node.set("props/inference.service.Requires", "sysinit.target")
+    ran = node.run(script)
+    assert ran.rc == 0, ran.text
+    for unit in ("kubelet.service", "slurmd.service"):
+        assert f"PASS  {unit} Requires= nvidia-mig-restore.service (fail closed)" in ran.out
+        assert f"PASS  the restore finished before {unit} started" in ran.out
+    assert "inference.service Requires" not in ran.out  # fail_closed: false needs no Requires=
+    assert "PASS  inference.service is ordered After= nvidia-mig-restore.service" in ran.out
+
+    node.set("props/slurmd.service.InactiveExitTimestampMonotonic", "500")
+    node.set("active/inference.service", "failed")
+    ran = node.run(script)
+    assert ran.rc == 1
+    assert _lines(ran, "FAIL") == ["FAIL  slurmd.service started before the restore finished"], ran.out
+    assert "WARN  inference.service is not active" in ran.out
+
+
+@pytest.mark.parametrize(("state", "action", "line"), [
+    ("disabled", "mask", "WARN  nvidia-mig-manager.service is disabled, not masked: the next package upgrade"),
+    ("disabled", "disable", "PASS  nvidia-mig-manager.service is disabled (conflicting_manager.action: disable"),
+    ("masked", "mask", "PASS  nvidia-mig-manager.service is masked"),
+], ids=["disabled-but-mask-wanted", "disabled-as-asked", "masked"])
+def test_verify_words_the_manager_state(tmp_path: Path, state: str, action: str, line: str) -> None:
+    node, script = good_node(tmp_path, f"conflicting_manager: {{action: {action}}}\n")
+    node.set("enabled/nvidia-mig-manager.service", state)
+    ran = node.run(script)
+    assert ran.rc == 0 and line in ran.out, ran.out
+
+
+def test_verify_warns_about_a_reboot_marker(tmp_path: Path) -> None:
+    node, script = good_node(tmp_path)
+    marker = node.root / "var/lib/migbake/reboot-attempted"
+    marker.parent.mkdir(parents=True)
+    marker.write_text("1764000000 GPU 0 (Disabled -> Enabled)\n")
+    ran = node.run(script)
+    assert ran.rc == 0
+    assert "WARN  " + str(marker) + " exists: the restore rebooted the node once" in ran.out

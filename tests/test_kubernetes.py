@@ -151,8 +151,12 @@ def test_gpu_operator_configmap_matches_the_baked_config(image: Path) -> None:
     profile = yaml.safe_load((image / "node-profile.yaml").read_text())
     path = profile.get("restore", {}).get("config_path", "/etc/nvidia-mig/config.yaml")
     baked = image / "generated/rootfs" / path.lstrip("/")
-    assert doc["data"]["config.yaml"] == _strip_comments(baked.read_text())
-    assert yaml.safe_load(doc["data"]["config.yaml"]) == yaml.safe_load(baked.read_text())
+    # the baked config, then the operator's default all-disabled (the label value it puts on unlabelled nodes)
+    exported = doc["data"]["config.yaml"]
+    assert exported.startswith(_strip_comments(baked.read_text()))
+    want = yaml.safe_load(baked.read_text())
+    want["mig-configs"]["all-disabled"] = [{"devices": "all", "mig-enabled": False}]
+    assert yaml.safe_load(exported) == want
     label = f"nvidia.com/mig.config={profile.get('restore', {}).get('config_name', 'current')}"
     assert label in out and label in err
 

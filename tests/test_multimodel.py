@@ -138,8 +138,8 @@ def test_filters_are_canonical_catalog_ids_and_stay_strings(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("extra", "words"), [
-    ("", ["matches no entry", "not all GPUs match the specified config", "kubelet stays down"]),
-    ("restore: {on_failure: continue}\n", ["kubelet starts anyway"]),
+    ("", ["matches no entry", "not all GPUs match the specified config", "kubelet.service stays down"]),
+    ("restore: {on_failure: continue}\n", ["kubelet.service starts anyway"]),
 ], ids=["block-kubelet", "continue"])
 def test_generated_config_documents_a_foreign_gpu(tmp_path: Path, extra: str, words: list[str]) -> None:
     text = (generate(H100_H200 + extra, tmp_path / "out") / "rootfs/etc/nvidia-mig/config.yaml").read_text()

@@ -59,6 +59,8 @@ class SimNode:
     nvidia_smi: bool = True
     mig_parted: bool = True
     driver: Literal["host", "container", "none"] = "host"
+    modules: str = ""  # /proc/modules
+    processes: tuple[str, ...] = ()  # the comm of each running process (/proc/PID/comm)
 
     def query_csv(self) -> str:
         return "".join(f"{i}, {g.model[0]}, {g.model[1]}, {g.mode}\n" for i, g in enumerate(self.gpus))
@@ -136,6 +138,11 @@ esac
         version.parent.mkdir(parents=True)
         version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release "
                            "Build  (nixbld@)\nGCC version:  gcc version 15.3.0 (GCC)\n")
+    (root / "proc").mkdir(exist_ok=True)
+    (root / "proc/modules").write_text(node.modules)
+    for pid, comm in enumerate(node.processes, start=100):
+        (root / f"proc/{pid}").mkdir()
+        (root / f"proc/{pid}/comm").write_text(comm + "\n")
     (root / "run").mkdir()
     if node.driver == "container":
         (root / "run/nvidia/driver/usr/bin").mkdir(parents=True)
@@ -204,6 +211,7 @@ class Case:
 
 TWO_MODELS = ("  - model: h100-80gb\n    mig: {layout: {3g.40gb: 2}}\n"
               "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n")
+A100_ENTRY = "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n"
 UNITS_NO_KUBELET = {"nvidia-mig-manager.service": ("disabled", "inactive")}
 CASES = {
     "ready": Case(SimNode(), {
@@ -233,7 +241,14 @@ CASES = {
     }, ready=False),
     "manager-active": Case(SimNode(units={"kubelet.service": ("enabled", "active"),
                                           "nvidia-mig-manager.service": ("enabled", "active")}), {
-        "mig-manager": ("WARN", "nvidia-mig-manager.service is enabled and active: the bake will disable it"),
+        "mig-manager": ("FAIL", "nvidia-mig-manager.service is enabled and active: it applies its own config "
+                                "(all-disabled by default) at boot and fights the restore; exactly one service "
+                                "may apply MIG (mask it: the bake does, and a package upgrade re-enables a unit "
+                                "that is only disabled)"),
+    }, ready=False),
+    "manager-masked": Case(SimNode(units={"kubelet.service": ("enabled", "active"),
+                                          "nvidia-mig-manager.service": ("masked", "inactive")}), {
+        "mig-manager": ("PASS", "nvidia-mig-manager.service is masked and inactive"),
     }, ready=True),
     "driver-container": Case(SimNode(driver="container"), {
         "driver": ("FAIL", "nvidia/driver exists): it needs kubelet running first, so MIG cannot be restored "
@@ -248,12 +263,29 @@ CASES = {
         "gpus/0": ("SKIP", "nvidia-smi did not answer"),
         "mig-state": ("SKIP", "nvidia-smi did not answer"),
     }, ready=False),
-    "kubelet-unit-but-profile-says-none": Case(SimNode(), {
-        "kubelet": ("FAIL", "kubelet.service exists, but the profile says kubelet.present: false"),
-    }, ready=False, profile={"kubelet": False}),
-    "no-kubelet-as-profile-says": Case(SimNode(units=UNITS_NO_KUBELET), {
-        "kubelet": ("PASS", "no kubelet.service, as the profile says"),
-    }, ready=True, profile={"kubelet": False}),
+    "slurm-consumer": Case(SimNode(units={**UNITS_NO_KUBELET, "slurmd.service": ("enabled", "active")}), {
+        "consumer/slurmd.service": ("PASS", "slurmd.service exists; its drop-in will order it after the restore"),
+    }, ready=True, profile={"kubelet": False, "extra": "consumers: [{unit: slurmd.service}]\n"}),
+    "consumer-missing": Case(SimNode(units=UNITS_NO_KUBELET), {
+        "consumer/slurmd.service": ("WARN", "slurmd.service does not exist (yet?)"),
+    }, ready=True, profile={"kubelet": False, "extra": "consumers: [{unit: slurmd.service}]\n"}),
+    "ampere-mode-change": Case(SimNode(gpus=[SimGpu(A100)]), {
+        "mig-mode": ("WARN", "GPU 0: MIG Disabled, the profile wants Enabled: on Ampere the change waits for a "
+                             "GPU reset, so the first restore reboots the node once to complete it "
+                             "(restore.on_reset_required: reboot-once)"),
+        "gpu-reset": ("PASS", "neither nvidia_drm nor a display server holds the GPU"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
+    "ampere-mode-change-fail": Case(SimNode(gpus=[SimGpu(A100)]), {
+        "mig-mode": ("WARN", "so the restore fails until the node is rebooted (restore.on_reset_required: fail)"),
+    }, ready=True, profile={"gpus": A100_ENTRY, "extra": "restore: {on_reset_required: fail}\n"}),
+    "ampere-mode-current": Case(SimNode(gpus=[SimGpu(A100, mode="Enabled", mig=("7g.80gb",))]), {
+        "mig-mode": ("PASS", "no Ampere GPU needs a MIG mode change"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
+    "ampere-reset-blocked": Case(SimNode(gpus=[SimGpu(A100)], modules="nvidia_drm 122880 0 - Live 0x0\n",
+                                         processes=("systemd", "Xorg")), {
+        "gpu-reset": ("WARN", "the nvidia_drm module is loaded; a display server runs (Xorg, pid 101): it holds "
+                              "the GPU, so the GPU reset of an Ampere MIG mode change fails"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
     "mig-already-restored": Case(SimNode(gpus=[SimGpu(mode="Enabled", mig=("1g.18gb",) * 7)]), {
         "mig-state": ("PASS", "every GPU already has the profile's MIG state"),
     }, ready=True),
@@ -371,9 +403,9 @@ def test_group_lines_carry_python_computed_values(tmp_path: Path) -> None:
     lines = [line for line in (text / SCRIPT).read_text().splitlines() if line.startswith("check_group '")]
     assert lines == [
         "check_group 'gpus/0' 'h100-80gb' '0x233010DE 0x233110DE 0x232210DE 0x232410DE' '0 2' 'no' "
-        "'MIG Enabled, 2x 3g.40gb'",
+        "'MIG Enabled, 2x 3g.40gb' 'no'",
         "check_group 'gpus/1' 'a100-80gb' '0x20B210DE 0x20B510DE 0x20F310DE 0x20F510DE' '1' 'no' "
-        "'MIG Disabled'",
+        "'MIG Disabled' 'yes'",
     ]
 
 
@@ -451,7 +483,7 @@ def test_real_h200_is_ready_for_a_one_gpu_h200_profile(tmp_path: Path, form: str
     assert "gpu-count    PASS   1 GPU(s), as gpu_count says" in lines
     assert ("mig-state    NOTE   GPU 0: MIG Disabled (profile: MIG Enabled, 7x 1g.18gb); the next boot's "
             "restore replaces this") in lines
-    assert lines[-1].startswith("READY: no check failed (5 skipped; ")
+    assert lines[-1].startswith("READY: no check failed (7 skipped; ")
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])

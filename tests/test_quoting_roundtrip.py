@@ -34,6 +34,7 @@ from realtools import (
 )
 from support import generate
 
+from migbake.model import GPU_CLIENTS
 from migbake.problems import RenderError
 from migbake.render import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar
 from migbake.validate import check_bytes
@@ -123,7 +124,9 @@ def _settings(data: dict[str, Any]) -> dict[str, Any]:
         "smi": tools.get("nvidia_smi", "/usr/bin/nvidia-smi"),
         "mig": tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted"),
         "manager": mgr.get("unit", "nvidia-mig-manager.service"),
-        "action": mgr.get("action", "disable"),
+        "action": mgr.get("action", "mask"),
+        "script": "/etc/nvidia-mig/restore.sh",
+        "marker": "/var/lib/migbake/reboot-attempted",
     }
     s["dropin"] = f"/etc/systemd/system/{s['kubelet']}.d/20-mig-restore.conf"
     s["unit_file"] = f"/etc/systemd/system/{s['restore']}"
@@ -164,20 +167,28 @@ SCRIPT_VARS = {
     "scripts/capture-mig-config.sh": {"mig_parted": "mig", "config": "config", "config_name": "config_name"},
     "scripts/uninstall-mig-restore.sh": {
         "restore_unit": "restore",
-        "dropin": "dropin",
         "unit_file": "unit_file",
+        "script": "script",
         "config": "config",
+        "marker": "marker",
     },
     "scripts/verify-mig-restore.sh": {
         "restore_unit": "restore",
-        "kubelet_unit": "kubelet",
         "manager": "manager",
+        "manager_action": "action",
         "config": "config",
         "config_name": "config_name",
         "smi": "smi",
         "mig_parted": "mig",
-        "dropin": "dropin",
-        "on_failure": "on_failure",
+        "marker": "marker",
+    },
+    "rootfs/etc/nvidia-mig/restore.sh": {
+        "unit": "restore",
+        "smi": "smi",
+        "mig_parted": "mig",
+        "config": "config",
+        "config_name": "config_name",
+        "marker": "marker",
     },
     "packer/scripts/disable-mig-manager.sh": {"manager": "manager", "action": "action"},
     "packer/scripts/install-mig-restore.sh": {"restore_unit": "restore"},
@@ -315,7 +326,7 @@ def command_lines(dump: str, unit: str) -> list[list[str]]:
 @pytest.mark.realtool
 def test_systemd_loads_the_units_and_runs_exact_argv(nasty: tuple[Path, dict[str, Any]]) -> None:
     out, s = nasty
-    tree = SystemdTree(kubelet_unit=s["kubelet"], manager_unit=s["manager"], stubs=(s["smi"], s["mig"]))
+    tree = SystemdTree(kubelet_unit=s["kubelet"], manager_unit=s["manager"], stubs=(s["smi"], s["mig"], "bash"))
     try:
         tree.install_rootfs(out / "rootfs")
         assert tree.systemctl("enable", s["restore"]).rc == 0
@@ -326,12 +337,8 @@ def test_systemd_loads_the_units_and_runs_exact_argv(nasty: tuple[Path, dict[str
         assert verify.rc == 0 and verify.text == "", verify.text
         graph = tree.boot_graph()
         assert graph.rc == 0, graph.err
-        conf = ["-f", s["config"], "-c", s["config_name"]]
-        assert command_lines(graph.out, s["restore"]) == [
-            [s["smi"]],
-            [s["mig"], "apply", *conf],
-            [s["mig"], "assert", *conf],
-        ]
+        # the values themselves reach restore.sh (test_scripts_parse_and_carry_each_value_intact)
+        assert command_lines(graph.out, s["restore"]) == [["/bin/bash", s["script"]]]
         kubelet = unit_lines(graph.out, s["kubelet"])
         dep = "Requires" if s["on_failure"] == "block-kubelet" else "Wants"
         assert f"{dep}: {s['restore']} (origin-file)" in kubelet, kubelet
@@ -357,18 +364,13 @@ def test_config_names_that_look_like_other_types_stay_strings(config_name: str, 
     out = generate(_text(data), tmp_path / "out")
     cfg = yaml.safe_load((out / "rootfs/etc/nvidia-mig/config.yaml").read_text(encoding="utf-8"))
     assert list(cfg["mig-configs"]) == [config_name]
-    unit = (out / "rootfs/etc/systemd/system/nvidia-mig-restore.service").read_text(encoding="utf-8")
-    assert f" -c {config_name}\n" in unit
-    got = _bash_values(
-        [
-            line
-            for line in (out / "scripts/capture-mig-config.sh").read_text().split("\n")
-            if line.startswith("config_name=")
-        ],
-        ["config_name"],
-        tmp_path,
-    )
-    assert got == {"config_name": config_name}
+    for rel in ("scripts/capture-mig-config.sh", "rootfs/etc/nvidia-mig/restore.sh"):
+        got = _bash_values(
+            [line for line in (out / rel).read_text().split("\n") if line.startswith("config_name=")],
+            ["config_name"],
+            tmp_path,
+        )
+        assert got == {"config_name": config_name}, rel
 
 
 def _fake_bin(tmp_path: Path) -> tuple[Path, Path]:
@@ -414,7 +416,11 @@ def test_user_data_reads_back_and_its_commands_get_exact_argv(
         assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
         ran = run(argv, env=env)
         assert ran.rc == 0 and ran.err == "", (argv, ran.text)
-    held = [s["kubelet"], s["manager"]] if s["kubelet_present"] else [s["manager"]]
+    kubelet = [s["kubelet"]] if s["kubelet_present"] else []
+    held = [*kubelet, *GPU_CLIENTS, s["manager"]]
+    closed = s["on_failure"] == "block-kubelet"
+    always = [*([] if closed else kubelet), *GPU_CLIENTS]  # started after the attempt, whatever its result
+    gated = kubelet if closed else []  # started only after a successful restore
     verb = "mask" if s["action"] == "mask" else "disable"
     want = [["stop", "--no-block", u] for u in held] + [
         ["daemon-reload"],
@@ -422,8 +428,8 @@ def test_user_data_reads_back_and_its_commands_get_exact_argv(
         ["enable", s["restore"]],
         ["start", s["restore"]],
     ]
-    if s["kubelet_present"]:
-        want += [["is-enabled", "--quiet", s["kubelet"]], ["start", "--no-block", s["kubelet"]]]
+    for u in always + gated:
+        want += [["is-enabled", "--quiet", u], ["start", "--no-block", u]]
     assert _calls(log) == want
 
 

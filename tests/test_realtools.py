@@ -64,6 +64,29 @@ gpus:
   - model: a30
     mig: {enabled: false}
 """,
+    "consumers-and-node-labels": H200 + """\
+consumers:
+  - {unit: slurmd.service, fail_closed: true}
+  - {unit: inference@gpu.service, fail_closed: false}
+restore:
+  driver_wait_seconds: 300
+  timeout_seconds: 600
+  cdi_refresh: never
+  metrics_textfile: /var/lib/node_exporter/textfile_collector/migbake.prom
+conflicting_manager: {action: disable}
+kubernetes:
+  kubelet_args_env: KUBELET_EXTRA_ARGS
+  node_labels: {nvidia.com/gpu.deploy.mig-manager: "false", nvidia.com/mig.config: current}
+""",
+    "ampere-fail-no-kubelet": """\
+version: 1
+name: ampere-fail-no-kubelet
+gpus:
+  - model: a100-40gb
+    mig: {layout: {3g.20gb: 2}}
+kubelet: {present: false}
+restore: {on_reset_required: fail}
+""",
 }
 
 
@@ -77,7 +100,8 @@ def _settings(text: str) -> dict[str, object]:
         "restore": res.get("unit", "nvidia-mig-restore.service"),
         "on_failure": res.get("on_failure", "block-kubelet"),
         "manager": mgr.get("unit", "nvidia-mig-manager.service"),
-        "action": mgr.get("action", "disable"),
+        "action": mgr.get("action", "mask"),
+        "consumers": [(c["unit"], c.get("fail_closed", True)) for c in data.get("consumers", [])],
         "tools": (tools.get("nvidia_smi", "/usr/bin/nvidia-smi"),
                   tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted")),
     }
@@ -141,12 +165,13 @@ def test_scripts_pass_shellcheck_and_bash_n(out: tuple[Path, dict[str, object]])
     scripts = _scripts(out[0])
     assert {s.name for s in scripts} == {
         "install-mig-restore.sh", "disable-mig-manager.sh", "verify-mig-restore.sh",
-        "uninstall-mig-restore.sh", "capture-mig-config.sh", "preflight-mig-restore.sh"}
+        "uninstall-mig-restore.sh", "capture-mig-config.sh", "preflight-mig-restore.sh", "restore.sh"}
     ran = shellcheck(scripts)
     assert ran.rc == 0, ran.text
     for s in scripts:
         assert bash_n(s).rc == 0, s
-        assert os.access(s, os.X_OK), s
+        # restore.sh is installed 0644 and run as /bin/bash restore.sh by the unit
+        assert os.access(s, os.X_OK) is (s.name != "restore.sh"), s
         assert s.read_text().startswith("#!/usr/bin/env bash\n")
 
 
@@ -244,7 +269,9 @@ def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, o
     """Run the real provisioner scripts into a systemd tree, then verify units and the boot graph."""
     root, s = out
     smi, mig = s["tools"]  # type: ignore[misc]
-    tree = SystemdTree(kubelet_unit=str(s["kubelet"]), manager_unit=str(s["manager"]), stubs=(smi, mig))
+    consumers: list[tuple[str, bool]] = s["consumers"]  # type: ignore[assignment]
+    tree = SystemdTree(kubelet_unit=str(s["kubelet"]), manager_unit=str(s["manager"]), stubs=(smi, mig, "bash"),
+                       extra_units=tuple(u for u, _ in consumers))
     try:
         env = {"MIGBAKE_TARGET_ROOT": str(tree.root)}
         scripts = root / "packer/scripts"
@@ -262,7 +289,7 @@ def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, o
         want_manager = "masked" if s["action"] == "mask" else "disabled"
         assert state.out.split() == ["enabled", want_manager], state.text
 
-        verify = tree.verify(restore, kubelet)
+        verify = tree.verify(restore, kubelet, *(u for u, _ in consumers))
         assert verify.rc == 0 and verify.err == "" and verify.out == "", verify.text
 
         graph = tree.boot_graph()
@@ -280,10 +307,26 @@ def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, o
                 assert f"Requires: {restore}" not in kub
         else:
             assert restore not in kub
+        for unit, closed in consumers:
+            con = unit_section(graph.out, unit)
+            dep = "Requires" if closed else "Wants"
+            assert re.search(rf"^{dep}: {re.escape(restore)} \(origin-file\)$", con, re.M), con
+            assert re.search(rf"^After: {re.escape(restore)} \(origin-file", con, re.M), con
+            assert f"DropIn Path: {tree.root}/etc/systemd/system/{unit}.d/20-mig-restore.conf" in con
+            if not closed:
+                assert f"Requires: {restore}" not in con
+            assert unit in jobs
         res = unit_section(graph.out, restore)
         assert "Type: oneshot" in res and "RemainAfterExit: yes" in res
-        assert f"Command Line: {smi}" in res and f"Command Line: {mig} apply -f" in res
-        assert f"Command Line: {mig} assert -f" in res
+        assert "Command Line: /bin/bash /etc/nvidia-mig/restore.sh" in res
+        before = re.findall(r"^Before: (\S+) \(origin-file", res, re.M)
+        for unit in ("nvidia-dcgm.service", "dcgm-exporter.service", "nvsm.service", "nvidia-gpu-reset.target",
+                     *(u for u, _ in consumers)):
+            assert unit in before, (unit, before)
+        assert (str(s["kubelet"]) in before) is bool(s["kubelet_present"])
+        assert re.search(r"^After: nvidia-persistenced.service \(origin-file", res, re.M), res
+        wants = tree.root / "etc/systemd/system/nvidia-gpu-reset.target.wants" / restore
+        assert wants.is_symlink()
     finally:
         tree.cleanup()
 

@@ -13,11 +13,12 @@ import json
 from dataclasses import dataclass
 
 from migbake.catalog import PROFILE_NAME_RE, Catalog, load_catalog
-from migbake.migconfig import entry_pci_ids, group_models, mig_parted_config_text, uses_device_filter
+from migbake.gpuoperator import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG
+from migbake.migconfig import config_yaml, entry_pci_ids, group_models, mig_parted_config, uses_device_filter
 from migbake.model import GpuGroup, MigStrategy, NodeProfile
 
 WHOLE_GPU = "nvidia.com/gpu"
-CONFIG_LABEL = "nvidia.com/mig.config"
+CONFIG_LABEL = MIG_CONFIG_LABEL
 
 
 def resource_name(profile_name: str, strategy: MigStrategy) -> str | None:
@@ -86,7 +87,8 @@ def resource_report(profile: NodeProfile, catalog: Catalog | None = None) -> lis
     strategy = profile.kubernetes.mig_strategy
     lines = [f"Kubernetes extended resources (device plugin MIG strategy: {strategy}):"]
     if not profile.kubelet.present:
-        lines.append("  (kubelet.present is false: these apply only if the node ever runs the device plugin)")
+        lines.append("  (the profile runs no Kubernetes node: these apply only if the node ever runs the device "
+                     "plugin)")
     for kind in node_kinds(profile, catalog):
         if kind.totals is not None:
             lines.append(f"  {kind.label} ({sum(x or 0 for x in kind.gpus)} GPUs):")
@@ -120,20 +122,33 @@ def configmap_name(profile: NodeProfile) -> str:
     return f"{profile.name}-mig-parted-config"
 
 
+def operator_config(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, object]:
+    """Our config plus the operator's default ``all-disabled`` (the label value it sets on unlabelled nodes)."""
+    config = mig_parted_config(profile, catalog)
+    configs = config["mig-configs"]
+    if OPERATOR_DEFAULT_CONFIG not in configs:
+        configs[OPERATOR_DEFAULT_CONFIG] = [{"devices": "all", "mig-enabled": False}]
+    return config
+
+
 def gpu_operator_configmap(profile: NodeProfile, header: str, catalog: Catalog | None = None) -> str:
     """The layout as a GPU Operator mig-manager custom config (a ConfigMap with key ``config.yaml``)."""
     cat = catalog or load_catalog()
-    config = mig_parted_config_text(profile, cat)
+    config = config_yaml(operator_config(profile, cat))
     # config.yaml as a literal block: the text is PyYAML's own output, so every line is safe inside it
     name = json.dumps(configmap_name(profile))
     body = ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {name}", "data:", "  config.yaml: |",
             *(f"    {line}" if line else "" for line in config.splitlines())]
-    label = f"{CONFIG_LABEL}={profile.restore.config_name}"
+    ours = profile.restore.config_name
+    label = f"{CONFIG_LABEL}={ours}"
     notes = [
         "GPU Operator mig-manager custom config: the same reviewed layout as the baked restore unit.",
         "Use one or the other on a node, never both (each would apply MIG at boot).",
+        f"The label {label} selects this layout ({ours!r}); {OPERATOR_DEFAULT_CONFIG!r} is the operator's",
+        "default (migManager.config.default), which it puts on every MIG-capable node without the label;",
+        "it is included so that such a node finds it in this ConfigMap.",
         "  kubectl apply -n gpu-operator -f THIS_FILE",
         f"  helm ... --set migManager.config.name={configmap_name(profile)}",
-        f"  kubectl label node NODE {label}    # selects config {profile.restore.config_name!r}",
+        f"  kubectl label node NODE {label}    # selects config {ours!r}",
     ]
     return "\n".join([header, *(f"# {n}" for n in notes), *body]) + "\n"

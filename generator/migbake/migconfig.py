@@ -54,8 +54,14 @@ def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[s
     seen: dict[str, dict[str, None]] = {}  # model -> its entries' ids, in order
     for g, m in zip(profile.gpus, group_models(profile, catalog)):
         seen.setdefault(m.key, {}).update(dict.fromkeys(entry_pci_ids(g, m)))
-    kubelet = ("kubelet stays down (fail closed)" if profile.restore.on_failure == "block-kubelet"
-               else "kubelet starts anyway (on_failure: continue)")
+    held, anyway = profile.held_units, [c.unit for c in profile.all_consumers if not c.fail_closed]
+    if held:
+        kubelet = (f"{profile.consumers_text(only_fail_closed=True)} {'stays' if len(held) == 1 else 'stay'} "
+                   "down (fail closed)")
+    elif anyway:
+        kubelet = f"{', '.join(anyway)} {'starts' if len(anyway) == 1 else 'start'} anyway (not fail-closed)"
+    else:
+        kubelet = "nothing waits for it"
     return [
         "Each entry applies only to GPUs whose PCI id is one of its model's (device-filter):",
         *(f"  {key}: {', '.join(ids)}" for key, ids in seen.items()),
@@ -110,6 +116,10 @@ _ConfigDumper.add_representer(_ConfigName, _represent_name)
 
 def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None) -> str:
     """The config as YAML text, without comments (the generated file adds a header above it)."""
-    data = mig_parted_config(profile, catalog)
+    return config_yaml(mig_parted_config(profile, catalog))
+
+
+def config_yaml(data: dict[str, Any]) -> str:
+    """A ``mig_parted_config`` dict (possibly with more configs) as the YAML text mig-parted reads."""
     return str(yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False,
                          allow_unicode=True, width=100))

@@ -18,17 +18,23 @@ from typing import Any, Literal
 from xml.parsers import expat
 
 from migbake.catalog import Catalog, canonical_pci_id
+from migbake.gpuoperator import label_checks
 from migbake.migconfig import entry_pci_ids, group_models, uses_device_filter
 from migbake.model import NodeProfile
-from migbake.problems import MigbakeError
+from migbake.problems import MigbakeError, read_bounded
 
 Status = Literal["PASS", "WARN", "NOTE", "FAIL", "SKIP"]
 Source = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
 
 SCRIPT = "scripts/preflight-mig-restore.sh"
 QUERY_FIELDS = ("index", "name", "pci.device_id", "mig.mode.current")
-NODE_ONLY_CHECKS = ("nvidia-smi", "driver", "mig-parted", "kubelet", "mig-manager")
 OFFLINE = f"not checked offline: run {SCRIPT} on the node"
+NO_NODE_JSON = "no --node-json given (kubectl get node NAME -o json)"
+NO_CAPTURE = "no nvidia-smi capture given (--nvidia-smi-xml or --nvidia-smi-csv)"
+AFTER_RESET = {
+    "reboot-once": "the first restore reboots the node once to complete it (restore.on_reset_required: reboot-once)",
+    "fail": "the restore fails until the node is rebooted (restore.on_reset_required: fail)",
+}
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -99,6 +105,7 @@ class Expectation:
     want_mode: str
     want_count: int
     want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
+    mode_persists: bool = False  # Ampere: a MIG mode change waits for a GPU reset
 
     @property
     def expected(self) -> str:
@@ -119,7 +126,7 @@ def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[
         mode = "Enabled" if g.mig_enabled else "Disabled" if m.has_mig else "[N/A]"
         want = f"MIG Enabled, {_layout_text(g.layout)}" if g.mig_enabled else f"MIG {mode}"
         out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
-                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want))
+                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want, m.mig_mode_persists))
     return tuple(out)
 
 
@@ -127,10 +134,12 @@ def script_context(profile: NodeProfile, catalog: Catalog | None = None) -> dict
     """The values the preflight template prints (each goes through the ``sh`` filter there)."""
     groups = [{"check": e.check, "model": e.model, "pci_ids": " ".join(e.pci_ids),
                "devices": "all" if e.devices == "all" else " ".join(map(str, e.devices)),
-               "filtered": "yes" if e.filtered else "no", "want": e.want}
+               "filtered": "yes" if e.filtered else "no", "want": e.want,
+               "persists": "yes" if e.mode_persists else "no"}
               for e in expectations(profile, catalog)]
     count = "" if profile.gpu_count is None else str(profile.gpu_count)
-    return {"preflight": {"gpu_count": count, "groups": groups}}
+    return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
+                          "after_reset": AFTER_RESET[profile.restore.on_reset_required]}}
 
 
 # --- the hardware checks -----------------------------------------------------------------------
@@ -235,21 +244,62 @@ def _mig_state(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check
     return Check("mig-state", "PASS", "every GPU already has the profile's MIG state")
 
 
+def _mig_mode(profile: NodeProfile, gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """Ampere: a GPU whose MIG mode differs from the profile's waits for a GPU reset (a reboot follows)."""
+    differ: dict[str, list[int]] = {}
+    for g in gpus:
+        e = selected.get(g.index)
+        if e is None or not e.mode_persists or g.mig_mode not in ("Enabled", "Disabled"):
+            continue
+        if g.mig_mode != e.want_mode:
+            differ.setdefault(f"MIG {g.mig_mode}, the profile wants {e.want_mode}", []).append(g.index)
+    if not differ:
+        return Check("mig-mode", "PASS", "no Ampere GPU needs a MIG mode change (none waits for a GPU reset)")
+    text = "; ".join(f"GPU {_ids(ix)}: {state}" for state, ix in differ.items())
+    return Check("mig-mode", "WARN", f"{text}: on Ampere the change waits for a GPU reset, so "
+                 f"{AFTER_RESET[profile.restore.on_reset_required]}")
+
+
 def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...],
                     catalog: Catalog | None = None) -> list[Check]:
-    """gpu-count, one check per ``gpus`` entry, coverage and mig-state, in table order."""
+    """gpu-count, one check per ``gpus`` entry, coverage, mig-state (and mig-mode with Ampere GPUs)."""
     selected: dict[int, Expectation] = {}
-    groups = [_group(e, gpus, selected) for e in expectations(profile, catalog)]
-    return [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected), _mig_state(gpus, selected)]
+    found = expectations(profile, catalog)
+    groups = [_group(e, gpus, selected) for e in found]
+    checks = [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected), _mig_state(gpus, selected)]
+    if any(e.mode_persists for e in found):
+        checks.append(_mig_mode(profile, gpus, selected))
+    return checks
 
 
-def check_capture(profile: NodeProfile, capture: Capture, catalog: Catalog | None = None) -> Preflight:
-    """Every preflight check for ``profile`` on captured output; the node-only ones are SKIP."""
-    skip = {name: Check(name, "SKIP", OFFLINE) for name in NODE_ONLY_CHECKS}
-    checks = [skip["nvidia-smi"], skip["driver"], *hardware_checks(profile, capture.gpus, catalog),
-              skip["mig-parted"], skip["kubelet"], skip["mig-manager"]]
+def check_names(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+    """Every check of the table, in order (the generated script prints the same rows)."""
+    found = expectations(profile, catalog)
+    reset = any(e.mode_persists for e in found)
+    return ["nvidia-smi", "driver", "gpu-count", *(e.check for e in found), "coverage", "mig-state",
+            *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
+            *(["kubelet"] if profile.kubelet.present else []), *(f"consumer/{c.unit}" for c in profile.consumers),
+            "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else [])]
+
+
+def check_capture(profile: NodeProfile, capture: Capture | None, catalog: Catalog | None = None,
+                  labels: dict[str, str] | None = None, node_file: str = "") -> Preflight:
+    """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP."""
+    found: dict[str, Check] = {}
+    if capture is not None:
+        found.update((c.name, c) for c in hardware_checks(profile, capture.gpus, catalog))
+    if labels is not None and profile.kubelet.present:
+        found.update((n, Check(n, s, d)) for n, s, d in label_checks(labels, profile.restore.config_name))
+    hardware = ("gpu-count", "coverage", "mig-state", "mig-mode")
+    checks = []
+    for name in check_names(profile, catalog):
+        why = NO_CAPTURE if name in hardware or name.startswith("gpus/") else OFFLINE
+        why = NO_NODE_JSON if name in ("gpu-operator", "mig-config") else why
+        checks.append(found.get(name, Check(name, "SKIP", why)))
     clean = tuple(Check(c.name, c.status, _CONTROL.sub(" ", c.detail)) for c in checks)
-    return Preflight(profile.name, capture.source, capture.file, clean)
+    if capture is not None:
+        return Preflight(profile.name, capture.source, capture.file, clean)
+    return Preflight(profile.name, "node-json", node_file, clean)
 
 
 def table(result: Preflight) -> list[str]:
@@ -344,13 +394,7 @@ def parse_csv(text: str, file: str) -> Capture:
 
 def read_capture(path: Path, source: Source) -> Capture:
     """Read and parse a captured file (at most 16 MiB)."""
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_CAPTURE_BYTES + 1)
-    except OSError as err:
-        raise CaptureError(f"{path}: {err.strerror or err}") from err
-    if len(data) > MAX_CAPTURE_BYTES:
-        raise CaptureError(f"{path}: larger than {MAX_CAPTURE_BYTES // (1024 * 1024)} MiB")
+    data = read_bounded(path, MAX_CAPTURE_BYTES, CaptureError)
     if source == "nvidia-smi-xml":
         return parse_xml(data, str(path))
     try:

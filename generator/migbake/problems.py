@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 Severity = Literal["error", "warning"]
@@ -52,6 +53,18 @@ def has_errors(problems: Iterable[Problem]) -> bool:
 
 class MigbakeError(Exception):
     """Base of every error migbake raises on purpose."""
+
+
+def read_bounded(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
+    """A captured input file's bytes, at most ``limit``; unreadable or larger raises ``error``."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as err:
+        raise error(f"{path}: {err.strerror or err}") from err
+    if len(data) > limit:
+        raise error(f"{path}: larger than {limit // (1024 * 1024)} MiB")
+    return data
 
 
 class ProfileError(MigbakeError):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -17,14 +16,19 @@ import jinja2
 
 from migbake import __version__
 from migbake.catalog import Catalog, load_catalog
+from migbake.firstboot import commands as first_boot_commands
 from migbake.kubernetes import verify_groups
 from migbake.migconfig import filter_notes, group_models, mig_parted_config_text
-from migbake.model import NodeProfile
+from migbake.model import GPU_CLIENTS, GPU_RESET_TARGET, NodeProfile
 from migbake.preflight import script_context as preflight_context
 from migbake.problems import RenderError
 from migbake.resources import templates_dir
 
 DROPIN_NAME = "20-mig-restore.conf"
+# the restore logic, run by the unit's ExecStart= with /bin/bash (so its mode can stay 0644); beside
+# the default config, as NVIDIA keeps service.sh in /etc/nvidia-mig-manager (writable on every image)
+RESTORE_SCRIPT = "/etc/nvidia-mig/restore.sh"
+MARKER = "/var/lib/migbake/reboot-attempted"
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
 # Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
 # as root directly, else through sudo; the staging directory is the script's first argument
@@ -161,36 +165,6 @@ def _indent(text: str, spaces: int) -> str:
     return "\n".join((pad + line) if line else "" for line in text.rstrip("\n").split("\n"))
 
 
-def _cloud_init_commands(p: NodeProfile) -> tuple[list[str], list[str]]:
-    mgr, restore, kubelet = p.conflicting_manager.unit, p.restore.unit, p.kubelet.unit
-    held = [kubelet, mgr] if p.kubelet.present else [mgr]
-    hold = " ".join(f"systemctl stop --no-block {shlex.quote(u)} 2>/dev/null || true;" for u in held)
-    bootcmd = [yaml_flow_list(["cloud-init-per", "instance", "migbake-hold", "sh", "-c", hold.rstrip(";")])]
-    verb = p.conflicting_manager.action  # disable or mask: both are systemctl verbs
-    runcmd = [
-        yaml_flow_list(["systemctl", "daemon-reload"]),
-        yaml_flow_list(["sh", "-c", f"systemctl {verb} --now {shlex.quote(mgr)} 2>/dev/null || true"]),
-        yaml_flow_list(["systemctl", "enable", restore]),
-    ]
-    if not p.kubelet.present:
-        runcmd.append(yaml_flow_list(["systemctl", "start", restore]))
-        return bootcmd, runcmd
-    # run the restore now (kubelet may only be started later, by kubeadm join), then kubelet if the
-    # image enables it; fail closed: after a failed restore kubelet is not started (which would
-    # only pull the failing restore in again), unless on_failure is continue
-    start_kubelet = (f"if systemctl is-enabled --quiet {shlex.quote(kubelet)}; then "
-                     f"systemctl start --no-block {shlex.quote(kubelet)}; fi")
-    if p.restore.on_failure == "block-kubelet":
-        why = (f"migbake: {restore} failed, so {kubelet} is not started (fail closed); "
-               f"see: journalctl -b -u {restore}")
-        script = (f"if systemctl start {shlex.quote(restore)}; then {start_kubelet}; "
-                  f"else echo {shlex.quote(why)} >&2; exit 1; fi")
-    else:
-        script = f"systemctl start {shlex.quote(restore)}; {start_kubelet}"
-    runcmd.append(yaml_flow_list(["sh", "-c", script]))
-    return bootcmd, runcmd
-
-
 def _check_paths(artifacts: list[Artifact]) -> None:
     """Two files at one path, or a file where a folder must be (restore.config_path can point there)."""
     files = {a.path for a in artifacts}
@@ -214,22 +188,35 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
     cfg = p.restore.config_path.lstrip("/")
     unit_rel = f"etc/systemd/system/{p.restore.unit}"
     dropin_rel = f"etc/systemd/system/{p.drop_in_dir}/{DROPIN_NAME}"
-    mig = [p.tools.nvidia_mig_parted]
-    conf = ["-f", p.restore.config_path, "-c", p.restore.config_name]
     layouts = {tuple(sorted(g.layout)) for g in p.gpus if g.mig_enabled}
     per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
                                for lay in layouts)) or "MIG off"
+    persisting = sorted({m.display_name for m in group_models(p, cat) if m.mig_mode_persists})
+    k8s = p.kubernetes
+    labels_env = ""
+    if k8s.node_labels and k8s.kubelet_args_env and p.kubelet.present:
+        flag = "--node-labels=" + ",".join(f"{k}={v}" for k, v in k8s.node_labels)
+        labels_env = systemd_word(f"{k8s.kubelet_args_env}={flag}")
     ctx: dict[str, Any] = {
         "profile": p,
+        "consumers": p.all_consumers,
+        "consumers_text": p.consumers_text(),
+        "held_text": p.consumers_text(only_fail_closed=True),
+        "gpu_clients": GPU_CLIENTS,
+        "reset_target": GPU_RESET_TARGET,
+        "restore_script": RESTORE_SCRIPT,
+        "restore_cmd": systemd_command(["/bin/bash", RESTORE_SCRIPT]),
+        "marker": MARKER,
+        "reset_models": ", ".join(persisting),
+        "reset_path": p.restore.on_reset_required if persisting else "none",
+        "labels_env": labels_env,
         "header": header(p),
         "gpu_notes": gpu_notes(p, cat),
         "config_yaml": mig_parted_config_text(p, cat).rstrip("\n"),
         "filter_notes": filter_notes(p, cat),
         "verify_groups": verify_groups(p, cat),
-        "smi_cmd": systemd_command([p.tools.nvidia_smi]),
-        "apply_cmd": systemd_command([*mig, "apply", *conf]),
-        "assert_cmd": systemd_command([*mig, "assert", *conf]),
         "dropin_path": "/" + dropin_rel,
+        "dropin_paths": [f"/etc/systemd/system/{c.drop_in_dir}/{DROPIN_NAME}" for c in p.all_consumers],
         "unit_path": "/" + unit_rel,
         "expected_per_gpu": per_gpu,
         "manager_verb": p.conflicting_manager.action,
@@ -255,16 +242,21 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
 
     rootfs: list[tuple[str, str, int]] = []  # (rel path, text, mode)
 
-    def emit_rootfs(template: str, rel: str) -> None:
-        text = emit(template, f"rootfs/{rel}", 0o644)
+    def emit_rootfs(template: str, rel: str, extra: dict[str, Any] | None = None) -> None:
+        text = emit(template, f"rootfs/{rel}", 0o644, extra)
         rootfs.append((rel, text, 0o644))
 
     emit_rootfs("rootfs/etc/nvidia-mig/config.yaml.j2", cfg)
+    emit_rootfs("rootfs/etc/nvidia-mig/restore.sh.j2", RESTORE_SCRIPT.lstrip("/"))
     emit_rootfs("rootfs/etc/systemd/system/nvidia-mig-restore.service.j2", unit_rel)
     if p.kubelet.present:
         emit_rootfs("rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf.j2", dropin_rel)
+    for c in p.consumers:
+        emit_rootfs("rootfs/etc/systemd/system/CONSUMER.service.d/20-mig-restore.conf.j2",
+                    f"etc/systemd/system/{c.drop_in_dir}/{DROPIN_NAME}", {"consumer": c})
 
-    bootcmd, runcmd = _cloud_init_commands(p)
+    boot, run = first_boot_commands(p)
+    bootcmd, runcmd = [yaml_flow_list(c) for c in boot], [yaml_flow_list(c) for c in run]
     files = [{"path": yaml_scalar("/" + rel), "mode": yaml_scalar(f"{mode:04o}"), "content": _indent(text, 6)}
              for rel, text, mode in rootfs]
     emit("cloud-init/user-data.j2", "cloud-init/user-data", 0o644,

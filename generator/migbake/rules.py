@@ -20,6 +20,7 @@ from migbake.layoutrules import (
     rule_layout_profiles,
 )
 from migbake.migconfig import filter_on
+from migbake.neighbours import rule_consumers, rule_driver_wait, rule_node_labels
 from migbake.problems import Problem
 from migbake.profile import LoadedProfile, as_mapping, gpu_entries
 
@@ -266,7 +267,7 @@ def _shown(layout: dict[str, Any]) -> str:
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
-                           rule_no_mig, rule_pci_device_ids)
+                           rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:

@@ -254,6 +254,11 @@ def show(profile: Path) -> None:
     cat = load_catalog()
     for note in gpu_notes(prof, cat):
         click.echo(f"  {note}")
+    closed = [c.unit for c in prof.all_consumers if c.fail_closed]
+    opened = [c.unit for c in prof.all_consumers if not c.fail_closed]
+    click.echo(f"  The restore runs before {prof.consumers_text() if prof.all_consumers else 'no consumer'}"
+               + (f"; a failed restore keeps {', '.join(closed)} down" if closed else "")
+               + (f"; {', '.join(opened)} start anyway" if opened else "") + ".")
     for i, (group, m) in enumerate(zip(prof.gpus, group_models(prof, cat))):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
         click.echo(f"\n/gpus/{i}: {m.key}, {devices}")

@@ -6,15 +6,16 @@
 # preflight-mig-restore.sh [--json]
 # Run on a node BEFORE the restore is installed or enabled: checks that the node matches profile
 # h100-h200-inference: nvidia-smi answers, a host driver (not a driver container), the GPU count and
-# models, nvidia-mig-parted, the kubelet unit, the conflicting manager; and shows the MIG state that
-# the next boot's restore will replace.
+# models, nvidia-mig-parted, the units of kubelet.service, the conflicting manager, the GPU Operator labels of the node; and
+# shows the MIG state that the next boot's restore will replace.
 # Read-only: it runs only `nvidia-smi --query-gpu=...` and `nvidia-smi -L`, `nvidia-mig-parted
-# --version` (or `help`), and `systemctl cat / list-unit-files / is-enabled / is-active`. It never
-# changes MIG mode, MIG instances or units.
+# --version` (or `help`), `systemctl cat / list-unit-files / is-enabled / is-active` and `kubectl get node`, and reads
+# /proc. It never changes MIG mode, MIG instances or units.
 # Prints a table CHECK / STATUS / DETAIL (PASS, WARN, NOTE, FAIL, SKIP), or JSON with --json.
 # Exit: 0 the node is ready (no check failed), 1 not ready, 2 bad usage.
 # Environment: MIGBAKE_PREFLIGHT_PROC (default /proc) and MIGBAKE_PREFLIGHT_RUN (default /run) say
-# where driver/nvidia/version and nvidia/driver are looked for (tests point them elsewhere).
+# where driver/nvidia/version, modules and nvidia/driver are looked for (tests point them elsewhere);
+# MIGBAKE_NODE_NAME names the Kubernetes node when it is not this host's name.
 # The same GPU checks run offline on captured output: migbake preflight PROFILE --nvidia-smi-xml FILE.
 set -euo pipefail
 export LC_ALL=C
@@ -23,9 +24,10 @@ profile='h100-h200-inference'
 smi='/usr/bin/nvidia-smi'
 mig_parted='/usr/bin/nvidia-mig-parted'
 kubelet_unit='kubelet.service'
-kubelet_present='yes'
+config_name='current'
+consumers=()
 manager='nvidia-mig-manager.service'
-manager_verb='disable'
+manager_verb='mask'
 gpu_count='8'
 proc_dir="${MIGBAKE_PREFLIGHT_PROC:-/proc}"
 run_dir="${MIGBAKE_PREFLIGHT_RUN:-/run}"
@@ -97,8 +99,9 @@ else
   add gpu-count FAIL "$n GPU(s) on the node, the profile's gpu_count is $gpu_count"
 fi
 
-# check_group CHECK MODEL PCI_IDS DEVICES FILTERED WANT: one gpus entry. Listed GPUs must exist and be
-# MODEL; "all" without a device-filter means every GPU. Records the GPUs mig-parted will apply it to.
+# check_group CHECK MODEL PCI_IDS DEVICES FILTERED WANT PERSISTS: one gpus entry. Listed GPUs must exist
+# and be MODEL; "all" without a device-filter means every GPU. Records the GPUs mig-parted will apply
+# it to (and, PERSISTS yes, that their MIG mode lives in the InfoROM: a change waits for a GPU reset).
 check_group() {
   local check=$1 model=$2 pci_ids=" $3 " devices=$4 filtered=$5 want=$6 i
   local expected="$model (${3// /, })"
@@ -134,8 +137,8 @@ check_group() {
   fi
 }
 
-check_group 'gpus/0' 'h100-80gb' '0x233010DE 0x233110DE 0x232210DE 0x232410DE' 'all' 'yes' 'MIG Enabled, 7x 1g.10gb'
-check_group 'gpus/1' 'h200-141gb' '0x233510DE 0x233B10DE' 'all' 'yes' 'MIG Enabled, 7x 1g.18gb'
+check_group 'gpus/0' 'h100-80gb' '0x233010DE 0x233110DE 0x232210DE 0x232410DE' 'all' 'yes' 'MIG Enabled, 7x 1g.10gb' 'no'
+check_group 'gpus/1' 'h200-141gb' '0x233510DE 0x233B10DE' 'all' 'yes' 'MIG Enabled, 7x 1g.18gb' 'no'
 
 # mig-parted assert fails unless every GPU matches some entry ("not all GPUs match the specified config")
 if [ "$smi_ok" != yes ]; then
@@ -213,25 +216,79 @@ unit_exists() {
 
 if ! command -v systemctl >/dev/null 2>&1; then
   add kubelet FAIL "systemctl not found: the restore unit needs systemd"
+  for c in "${consumers[@]}"; do add "consumer/$c" SKIP "systemctl not found"; done
   add mig-manager SKIP "systemctl not found"
 else
-  if unit_exists "$kubelet_unit"; then has_kubelet=yes; else has_kubelet=no; fi
-  case "$kubelet_present:$has_kubelet" in
-    yes:yes) add kubelet PASS "$kubelet_unit exists; the drop-in will order it after the restore" ;;
-    yes:no) add kubelet FAIL "$kubelet_unit does not exist, but the profile says kubelet.present: true (install kubelet first, or set kubelet.present: false)" ;;
-    no:yes) add kubelet FAIL "$kubelet_unit exists, but the profile says kubelet.present: false: kubelet would not wait for the restore (set kubelet.present: true)" ;;
-    *) add kubelet PASS "no $kubelet_unit, as the profile says (kubelet.present: false)" ;;
-  esac
+  if unit_exists "$kubelet_unit"; then
+    add kubelet PASS "$kubelet_unit exists; the drop-in will order it after the restore"
+  else
+    add kubelet FAIL "$kubelet_unit does not exist, but the profile says kubelet.present: true (install kubelet first, or set kubelet.present: false)"
+  fi
+  for c in "${consumers[@]}"; do
+    if unit_exists "$c"; then
+      add "consumer/$c" PASS "$c exists; its drop-in will order it after the restore"
+    else
+      add "consumer/$c" WARN "$c does not exist (yet?): its drop-in waits for it, but nothing orders an unlisted service after the restore (check the name in consumers)"
+    fi
+  done
   enabled="$(systemctl is-enabled -- "$manager" 2>/dev/null || true)"
   active="$(systemctl is-active -- "$manager" 2>/dev/null || true)"
   enabled="${enabled%%$'\n'*}"
   active="${active%%$'\n'*}"
   case "$enabled:$active" in
     enabled:* | enabled-runtime:* | static:* | alias:* | indirect:* | generated:* | *:active | *:activating | *:reloading)
-      add mig-manager WARN "$manager is ${enabled:-unknown} and ${active:-unknown}: the bake will $manager_verb it (exactly one service may apply MIG at boot)" ;;
+      add mig-manager FAIL "$manager is ${enabled:-unknown} and ${active:-unknown}: it applies its own config (all-disabled by default) at boot and fights the restore; exactly one service may apply MIG ($manager_verb it: the bake does, and a package upgrade re-enables a unit that is only disabled)" ;;
     :* | not-found:*) add mig-manager PASS "$manager is not installed" ;;
     *) add mig-manager PASS "$manager is $enabled and ${active:-inactive}" ;;
   esac
+fi
+
+# --- the GPU Operator: exactly one manager may own MIG on this node ----------------------------
+# gpu_operator_checks: reads `kubectl get node` labels (KEY=VALUE lines) on stdin; prints one
+# "CHECK<TAB>STATUS<TAB>DETAIL" line for who may own MIG here (gpu-operator) and one for the
+# nvidia.com/mig.config label (mig-config). The same verdicts as `migbake preflight --node-json`.
+# Exactly one manager may own MIG on a node: here it is nvidia-mig-restore.service, so the GPU Operator
+# must not deploy its mig-manager (nvidia.com/gpu.deploy.mig-manager=false).
+gpu_operator_checks() {
+  local key value deploy='' deploy_set=no operands='' operator=no mig_config='' config_set=no
+  while IFS='=' read -r key value; do
+    case "$key" in
+      nvidia.com/gpu.deploy.mig-manager) deploy=$value; deploy_set=yes; operator=yes ;;
+      nvidia.com/gpu.deploy.operands) operands=$value; operator=yes ;;
+      nvidia.com/gpu.deploy.*) operator=yes ;;
+      nvidia.com/mig.config) mig_config=$value; config_set=yes ;;
+    esac
+  done
+  local fix='label the node nvidia.com/gpu.deploy.mig-manager=false (kubernetes.node_labels can register it so)'
+  if [ "$operands" = false ]; then
+    printf 'gpu-operator\tPASS\t%s\n' "nvidia.com/gpu.deploy.operands=false: the GPU Operator deploys nothing on this node"
+  elif [ "$deploy_set" = yes ] && [ "$deploy" = false ]; then
+    printf 'gpu-operator\tPASS\t%s\n' "nvidia.com/gpu.deploy.mig-manager=false: the GPU Operator deploys no mig-manager on this node"
+  elif [ "$deploy_set" = yes ]; then
+    printf 'gpu-operator\tFAIL\t%s\n' "nvidia.com/gpu.deploy.mig-manager=$deploy: the GPU Operator deploys its mig-manager on this node, which applies the config that nvidia.com/mig.config names (all-disabled by default) after kubelet starts and undoes the restored layout; $fix"
+  elif [ "$operator" = yes ]; then
+    printf 'gpu-operator\tWARN\t%s\n' "the GPU Operator labels this node (nvidia.com/gpu.deploy.*) but has not set nvidia.com/gpu.deploy.mig-manager: it deploys its mig-manager once the node is MIG-capable; $fix"
+  else
+    printf 'gpu-operator\tPASS\t%s\n' "no GPU Operator labels on this node (nvidia.com/gpu.deploy.*)"
+  fi
+  if [ "$config_set" = no ]; then
+    printf 'mig-config\tPASS\t%s\n' "no nvidia.com/mig.config label"
+  elif [ "$mig_config" = "$config_name" ]; then
+    printf 'mig-config\tPASS\t%s\n' "nvidia.com/mig.config=$mig_config: the config this node restores"
+  else
+    printf 'mig-config\tFAIL\t%s\n' "nvidia.com/mig.config=$mig_config names a config other than ours ($config_name): a mig-manager of the GPU Operator would apply it over the restored layout; remove the label (kubectl label node NODE nvidia.com/mig.config-) or set it to $config_name"
+  fi
+}
+# shellcheck disable=SC2016 # a kubectl go-template, not shell
+labels_template='{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}}'
+node="${MIGBAKE_NODE_NAME:-$(uname -n)}"
+if command -v kubectl >/dev/null 2>&1 && labels="$(kubectl get node "$node" -o go-template="$labels_template" 2>/dev/null)"; then
+  while IFS=$'\t' read -r check status detail; do
+    add "$check" "$status" "$detail"
+  done < <(gpu_operator_checks <<<"$labels")
+else
+  add gpu-operator SKIP "kubectl cannot read node $node (no kubectl or kubeconfig here: run migbake preflight --node-json on kubectl get node $node -o json)"
+  add mig-config SKIP "kubectl cannot read node $node"
 fi
 
 # --- report ------------------------------------------------------------------------------------

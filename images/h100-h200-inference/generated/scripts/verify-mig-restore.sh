@@ -5,20 +5,22 @@
 #
 # verify-mig-restore.sh
 # Run on a node after a reboot: checks that nvidia-mig-restore.service restored the MIG layout of
-# profile h100-h200-inference before kubelet. Read-only: it changes nothing on the node or the GPUs.
+# profile h100-h200-inference before kubelet.service. Read-only: it changes nothing on the node or the GPUs.
 # Prints one line per check (PASS / FAIL / WARN / INFO) and exits 0 only if no check failed.
 set -uo pipefail
 
 restore_unit='nvidia-mig-restore.service'
-kubelet_unit='kubelet.service'
-kubelet_present=yes
-on_failure='block-kubelet'
 manager='nvidia-mig-manager.service'
+manager_action='mask'
+marker='/var/lib/migbake/reboot-attempted'
 config='/etc/nvidia-mig/config.yaml'
 config_name='current'
 smi='/usr/bin/nvidia-smi'
 mig_parted='/usr/bin/nvidia-mig-parted'
-dropin='/etc/systemd/system/kubelet.service.d/20-mig-restore.conf'
+systemd_dir='/etc/systemd/system'
+# the consumers: units that must start after the restore, and whether a failed restore keeps them down
+consumers=('kubelet.service')
+fail_closed=('yes')
 expected_per_gpu='1g.10gb: 7; 1g.18gb: 7'
 
 failed=0
@@ -105,57 +107,109 @@ fi
 if [ "$seen" -eq 0 ]; then
   info "cannot read the GPUs' PCI ids ($smi --query-gpu=index,pci.device_id): GPU-to-entry check skipped"
 elif [ -n "${unmatched[*]}" ]; then
-  fail "${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb, h200-141gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: kubelet stays down"
+  fail "${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb, h200-141gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: kubelet.service stay(s) down"
 elif [ -n "${foreign[*]}" ]; then
   fail "${foreign[*]}: the entry has no device-filter, so apply tries that model's MIG profiles on it and fails"
 else
   pass "each of the $seen GPU(s) matches an entry of config '$config_name'"
 fi
 
-if [ "$kubelet_present" = yes ]; then
-  if [ -f "$dropin" ]; then pass "kubelet drop-in $dropin exists"; else fail "kubelet drop-in $dropin is missing"; fi
-  if [ "$on_failure" = block-kubelet ]; then
-    if prop "$kubelet_unit" Requires | tr ' ' '\n' | grep -qxF "$restore_unit"; then
-      pass "$kubelet_unit Requires= $restore_unit (fail closed)"
+restore_done="$(prop "$restore_unit" ActiveEnterTimestampMonotonic)"
+for k in "${!consumers[@]}"; do
+  unit="${consumers[k]}"
+  dropin="$systemd_dir/$unit.d/20-mig-restore.conf"
+  if [ -f "$dropin" ]; then pass "drop-in $dropin exists"; else fail "drop-in $dropin is missing"; fi
+  if [ "${fail_closed[k]}" = yes ]; then
+    if prop "$unit" Requires | tr ' ' '\n' | grep -qxF "$restore_unit"; then
+      pass "$unit Requires= $restore_unit (fail closed)"
     else
-      fail "$kubelet_unit does not Require $restore_unit (run systemctl daemon-reload?)"
+      fail "$unit does not Require $restore_unit (run systemctl daemon-reload?)"
     fi
   fi
-  if prop "$kubelet_unit" After | tr ' ' '\n' | grep -qxF "$restore_unit"; then
-    pass "$kubelet_unit is ordered After= $restore_unit"
+  if prop "$unit" After | tr ' ' '\n' | grep -qxF "$restore_unit"; then
+    pass "$unit is ordered After= $restore_unit"
   else
-    fail "$kubelet_unit is not ordered after $restore_unit"
+    fail "$unit is not ordered after $restore_unit"
   fi
-  restore_done="$(prop "$restore_unit" ActiveEnterTimestampMonotonic)"
-  kubelet_start="$(prop "$kubelet_unit" InactiveExitTimestampMonotonic)"
-  if [ "${kubelet_start:-0}" = 0 ]; then
-    warn "$kubelet_unit has not started this boot"
-  elif [ "${restore_done:-0}" != 0 ] && [ "$restore_done" -le "$kubelet_start" ]; then
-    pass "the restore finished before $kubelet_unit started"
+  started="$(prop "$unit" InactiveExitTimestampMonotonic)"
+  if [ "${started:-0}" = 0 ]; then
+    warn "$unit has not started this boot"
+  elif [ "${restore_done:-0}" != 0 ] && [ "$restore_done" -le "$started" ]; then
+    pass "the restore finished before $unit started"
   else
-    fail "$kubelet_unit started before the restore finished"
+    fail "$unit started before the restore finished"
   fi
-  if [ "$(systemctl is-active "$kubelet_unit" 2>/dev/null)" = active ]; then
-    pass "$kubelet_unit is active"
+  if [ "$(systemctl is-active "$unit" 2>/dev/null)" = active ]; then
+    pass "$unit is active"
+  elif [ "${fail_closed[k]}" = yes ]; then
+    fail "$unit is not active"
   else
-    fail "$kubelet_unit is not active"
+    warn "$unit is not active"
   fi
-fi
+done
 
 manager_state="$(systemctl is-enabled "$manager" 2>/dev/null || true)"
+manager_state="${manager_state%%$'\n'*}"
 case "$manager_state" in
   enabled|enabled-runtime|static|alias|indirect|generated)
-    fail "$manager is $manager_state: two services would apply MIG at boot" ;;
+    fail "$manager is $manager_state: two services would apply MIG at boot (a package upgrade enables it again unless it is masked: systemctl mask $manager)" ;;
+  disabled)
+    if [ "$manager_action" = mask ]; then
+      warn "$manager is disabled, not masked: the next package upgrade enables it again (systemctl mask $manager)"
+    else
+      pass "$manager is disabled (conflicting_manager.action: disable; a package upgrade enables it again)"
+    fi ;;
   *) pass "$manager is ${manager_state:-not installed}" ;;
 esac
 if [ "$(prop "$manager" InactiveExitTimestampMonotonic)" != "" ] && [ "$(prop "$manager" InactiveExitTimestampMonotonic)" != 0 ]; then
   fail "$manager ran this boot"
 fi
 
+if [ -e "$marker" ]; then
+  warn "$marker exists: the restore rebooted the node once for a pending MIG mode change, which has not completed since ($(cat "$marker" 2>/dev/null))"
+fi
+
+# gpu_operator_checks: reads `kubectl get node` labels (KEY=VALUE lines) on stdin; prints one
+# "CHECK<TAB>STATUS<TAB>DETAIL" line for who may own MIG here (gpu-operator) and one for the
+# nvidia.com/mig.config label (mig-config). The same verdicts as `migbake preflight --node-json`.
+# Exactly one manager may own MIG on a node: here it is nvidia-mig-restore.service, so the GPU Operator
+# must not deploy its mig-manager (nvidia.com/gpu.deploy.mig-manager=false).
+gpu_operator_checks() {
+  local key value deploy='' deploy_set=no operands='' operator=no mig_config='' config_set=no
+  while IFS='=' read -r key value; do
+    case "$key" in
+      nvidia.com/gpu.deploy.mig-manager) deploy=$value; deploy_set=yes; operator=yes ;;
+      nvidia.com/gpu.deploy.operands) operands=$value; operator=yes ;;
+      nvidia.com/gpu.deploy.*) operator=yes ;;
+      nvidia.com/mig.config) mig_config=$value; config_set=yes ;;
+    esac
+  done
+  local fix='label the node nvidia.com/gpu.deploy.mig-manager=false (kubernetes.node_labels can register it so)'
+  if [ "$operands" = false ]; then
+    printf 'gpu-operator\tPASS\t%s\n' "nvidia.com/gpu.deploy.operands=false: the GPU Operator deploys nothing on this node"
+  elif [ "$deploy_set" = yes ] && [ "$deploy" = false ]; then
+    printf 'gpu-operator\tPASS\t%s\n' "nvidia.com/gpu.deploy.mig-manager=false: the GPU Operator deploys no mig-manager on this node"
+  elif [ "$deploy_set" = yes ]; then
+    printf 'gpu-operator\tFAIL\t%s\n' "nvidia.com/gpu.deploy.mig-manager=$deploy: the GPU Operator deploys its mig-manager on this node, which applies the config that nvidia.com/mig.config names (all-disabled by default) after kubelet starts and undoes the restored layout; $fix"
+  elif [ "$operator" = yes ]; then
+    printf 'gpu-operator\tWARN\t%s\n' "the GPU Operator labels this node (nvidia.com/gpu.deploy.*) but has not set nvidia.com/gpu.deploy.mig-manager: it deploys its mig-manager once the node is MIG-capable; $fix"
+  else
+    printf 'gpu-operator\tPASS\t%s\n' "no GPU Operator labels on this node (nvidia.com/gpu.deploy.*)"
+  fi
+  if [ "$config_set" = no ]; then
+    printf 'mig-config\tPASS\t%s\n' "no nvidia.com/mig.config label"
+  elif [ "$mig_config" = "$config_name" ]; then
+    printf 'mig-config\tPASS\t%s\n' "nvidia.com/mig.config=$mig_config: the config this node restores"
+  else
+    printf 'mig-config\tFAIL\t%s\n' "nvidia.com/mig.config=$mig_config names a config other than ours ($config_name): a mig-manager of the GPU Operator would apply it over the restored layout; remove the label (kubectl label node NODE nvidia.com/mig.config-) or set it to $config_name"
+  fi
+}
+# shellcheck disable=SC2016 # a kubectl go-template, not shell
+labels_template='{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}}'
 # Kubernetes: compare the node's allocatable nvidia.com/* resources with what the layout should give
 # (INFO when equal, WARN otherwise: kubectl access is optional and the device plugin may still start).
-if command -v kubectl >/dev/null 2>&1 && [ "$kubelet_present" = yes ]; then
-  node="$(hostname)"
+if command -v kubectl >/dev/null 2>&1; then
+  node="${MIGBAKE_NODE_NAME:-$(hostname)}"
   # shellcheck disable=SC2016 # a kubectl go-template, not shell
   template='{{range $k, $v := .status.allocatable}}{{$k}}={{$v}}{{"\n"}}{{end}}'
   if alloc="$(kubectl get node "$node" -o go-template="$template" 2>/dev/null)"; then
@@ -177,6 +231,17 @@ if command -v kubectl >/dev/null 2>&1 && [ "$kubelet_present" = yes ]; then
     fi
   else
     info "kubectl cannot read node $node (no kubeconfig here?): compare Allocatable from an admin terminal"
+  fi
+  if labels="$(kubectl get node "$node" -o go-template="$labels_template" 2>/dev/null)"; then
+    while IFS=$'\t' read -r check status detail; do
+      case "$status" in
+        PASS) pass "$check: $detail" ;;
+        FAIL) fail "$check: $detail" ;;
+        *) warn "$check: $detail" ;;
+      esac
+    done < <(gpu_operator_checks <<<"$labels")
+  else
+    info "kubectl cannot read node $node: the GPU Operator labels (nvidia.com/gpu.deploy.mig-manager, nvidia.com/mig.config) are not checked"
   fi
 fi
 

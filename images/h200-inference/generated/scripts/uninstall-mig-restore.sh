@@ -4,16 +4,20 @@
 # Node: 8x H200 SXM inference node, seven 1g.18gb per GPU
 #
 # uninstall-mig-restore.sh [--purge]
-# Turns the MIG restore of profile h200-inference off, in the safe order: the kubelet drop-in
-# first, daemon-reload, then disable nvidia-mig-restore.service. With --purge also removes the unit
-# file and the mig-parted config. Does not touch the current MIG partitions, and does not re-enable
-# nvidia-mig-manager.service: check its target config first. Idempotent.
+# Turns the MIG restore of profile h200-inference off, in the safe order: the drop-ins of
+# kubelet.service first, daemon-reload, then disable nvidia-mig-restore.service.
+# With --purge also removes the unit file, /etc/nvidia-mig/restore.sh and the mig-parted config. Does not touch
+# the current MIG partitions, and does not unmask or re-enable nvidia-mig-manager.service:
+# check its target config first. Idempotent.
 set -euo pipefail
 
 restore_unit='nvidia-mig-restore.service'
-dropin='/etc/systemd/system/kubelet.service.d/20-mig-restore.conf'
+systemd_dir='/etc/systemd/system'
+consumers=('kubelet.service')
 unit_file='/etc/systemd/system/nvidia-mig-restore.service'
+script='/etc/nvidia-mig/restore.sh'
 config='/etc/nvidia-mig/config.yaml'
+marker='/var/lib/migbake/reboot-attempted'
 purge=no
 
 for arg in "$@"; do
@@ -27,13 +31,16 @@ done
 log() { printf 'uninstall-mig-restore: %s\n' "$*"; }
 [ "$(id -u)" -eq 0 ] || { printf 'uninstall-mig-restore: error: must run as root\n' >&2; exit 1; }
 
-if [ -e "$dropin" ]; then
-  rm -f "$dropin"
-  rmdir --ignore-fail-on-non-empty "$(dirname "$dropin")"
-  log "removed $dropin"
-else
-  log "$dropin already absent"
-fi
+for unit in "${consumers[@]}"; do
+  dropin="$systemd_dir/$unit.d/20-mig-restore.conf"
+  if [ -e "$dropin" ]; then
+    rm -f "$dropin"
+    rmdir --ignore-fail-on-non-empty "$(dirname "$dropin")"
+    log "removed $dropin"
+  else
+    log "$dropin already absent"
+  fi
+done
 
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
@@ -47,7 +54,7 @@ else
 fi
 
 if [ "$purge" = yes ]; then
-  for f in "$unit_file" "$config"; do
+  for f in "$unit_file" "$script" "$config" "$marker"; do
     if [ -e "$f" ]; then rm -f "$f"; log "removed $f"; fi
   done
   if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi

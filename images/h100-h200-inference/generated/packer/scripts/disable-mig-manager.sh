@@ -4,16 +4,18 @@
 # Node: 8x H100 80GB or 8x H200 SXM inference node, seven 1g instances per GPU
 #
 # disable-mig-manager.sh
-# Disables nvidia-mig-manager.service: the packaged MIG manager also applies MIG at boot
+# Masks nvidia-mig-manager.service: the packaged MIG manager also applies MIG at boot
 # (its default target is all-disabled), and exactly one service may do it, or the last one to run
 # wins. Fine when the unit is not installed. Starts and stops nothing. Idempotent.
+# Masked rather than disabled: the package's install/upgrade scriptlet runs `systemctl enable
+# nvidia-mig-manager.service`, which turns a disabled unit back on but cannot undo a mask.
 # MIGBAKE_TARGET_ROOT works on another root directory instead of / (offline).
 set -euo pipefail
 
 root="${MIGBAKE_TARGET_ROOT:-/}"
 root="${root%/}"
 manager='nvidia-mig-manager.service'
-action='disable'
+action='mask'
 
 log() { printf 'disable-mig-manager: %s\n' "$*"; }
 

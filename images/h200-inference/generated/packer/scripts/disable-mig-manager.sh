@@ -7,6 +7,8 @@
 # Disables nvidia-mig-manager.service: the packaged MIG manager also applies MIG at boot
 # (its default target is all-disabled), and exactly one service may do it, or the last one to run
 # wins. Fine when the unit is not installed. Starts and stops nothing. Idempotent.
+# conflicting_manager.action: disable. Beware: the package's install/upgrade scriptlet runs
+# `systemctl enable nvidia-mig-manager.service`, so the next upgrade turns it back on (mask prevents that).
 # MIGBAKE_TARGET_ROOT works on another root directory instead of / (offline).
 set -euo pipefail
 

@@ -38,6 +38,7 @@ install_file() {
 }
 
 install_file 'etc/nvidia-mig/config.yaml' '0644'
+install_file 'etc/nvidia-mig/restore.sh' '0644'
 install_file 'etc/systemd/system/nvidia-mig-restore.service' '0644'
 install_file 'etc/systemd/system/kubelet.service.d/20-mig-restore.conf' '0644'
 
