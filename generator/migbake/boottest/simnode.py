@@ -105,7 +105,7 @@ def total_gb(model: GpuModel) -> int:
 
 def round_half_away(x: float) -> int:
     """Go's ``math.Round`` (halves away from zero), unlike Python's banker's ``round``."""
-    return int(math.floor(x + 0.5))
+    return math.floor(x + 0.5)
 
 
 def render_config(node: SimulatedNode, *, state_dir: str, persist_dir: str, knobs: str,
