@@ -1,8 +1,10 @@
 """The boot test with NVIDIA's real nvidia-mig-parted over simulated GPUs: the main VM coverage.
 
-Every example image, both delivery paths, every scenario (ok with a reboot, fail-apply, fail-assert);
-a layout the GPU cannot place fails with mig-parted's own error. The binary comes from ../shared/tools
-(skipped locally when absent, a failure in CI).
+Every example image, both delivery paths: ok with a reboot; the faults (fail-apply, fail-assert) on
+every image by the Packer path and on the Ampere image (pending mode change, 8 GPUs) by cloud-init, to
+keep the tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s under TCG). A layout the GPU
+cannot place fails with mig-parted's own error. `migbake boot-test --mig-parted` runs the full matrix.
+The binary comes from ../shared/tools (skipped locally when absent, a failure in CI).
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, bo
     checked = check_bytes((image / "node-profile.yaml").read_bytes(), "node-profile.yaml")
     assert checked.profile is not None
     expect = checked.profile.restore.on_failure
-    for scenario, boots in (("ok", 2), ("fail-apply", 1), ("fail-assert", 1)):
+    faults = path == "packer" or image.name == "a100-80gb-mixed"
+    plan = [("ok", 2)] + ([("fail-apply", 1), ("fail-assert", 1)] if faults else [])
+    for scenario, boots in plan:
         result = run_boot_test(image / "generated", path=path, scenario=scenario, boots=boots,  # type: ignore[arg-type]
                                assets=boot_assets, log=print, mig_parted=mig_parted, node=simulated_node(image),
                                expect=expect)
