@@ -52,6 +52,7 @@ class MigProfile:
     nvidia_smi_id: int | None
     status: str
     media_extension: bool  # a +me (or +me.all) profile: at most one such instance per GPU
+    nvml_enum: str = ""  # the NVML constant, e.g. GPU_INSTANCE_PROFILE_1_SLICE_REV1
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +284,7 @@ def _profile(raw: dict[str, Any]) -> MigProfile:
         nvidia_smi_id=raw.get("nvidia_smi_gi_profile_id"),
         status=str(raw.get("status", "")),
         media_extension=any(a == "me" or a.startswith("me.") for a in raw.get("attributes", ())),
+        nvml_enum=str(raw.get("nvml_gi_profile_enum", "")),
     )
 
 

@@ -127,3 +127,31 @@ def test_a_node_without_kubelet_gets_no_kubelet_claims() -> None:
     assert [c.id for c in claims if not c.passed] == []
     assert not {"restore-before-kubelet", "kubelet-active", "kubelet-started-once"} & {c.id for c in claims}
     assert failed_ids(text, ok_ctx()) == {"files-installed"}
+
+
+def real_report(walked: list[int], export: str, state_lines: int) -> str:
+    """The recorded ok report with the sections a run of NVIDIA's mig-parted adds."""
+    text = (DATA / "report-ok-boot2.txt").read_text()
+    head, _, rest = text.partition("=== mig-state\n")
+    _, _, rest = rest.partition("=== mig-assert\n")
+    debug = "".join(f'time="x" level=debug msg="  GPU {i}: 0x233510DE:0x18BF10DE"\n' for i in walked)
+    state = "".join(f"gpu {i} bus 0 mig 1 pending 1 instances -\n" for i in range(state_lines))
+    return (head + "=== mig-state\n" + export + "=== mig-assert\n" + debug + "rc=0\n"
+            + "=== simgpu-state\n" + state + rest[rest.index("=== cloud-init"):])
+
+
+SEVEN = "version: v1\nmig-configs:\n  current:\n  - devices: all\n    mig-enabled: true\n    mig-devices:\n" \
+        "      1g.18gb: 7\n"
+
+
+@pytest.mark.parametrize(("walked", "export", "count", "failing"), [
+    ([0, 1], SEVEN, 2, set()),
+    ([], "version: v1\nmig-configs:\n  current: []\n", 2, {"gpu-count", "exported-layout"}),  # the zero-GPU trap
+    ([0, 1], SEVEN.replace("7\n", "6\n"), 2, {"exported-layout"}),
+    ([0], SEVEN, 1, {"gpu-count", "exported-layout"}),
+], ids=["ok", "zero-gpus", "other-layout", "one-gpu-missing"])
+def test_real_mig_parted_claims(walked: list[int], export: str, count: int, failing: set[str]) -> None:
+    from migbake.boottest.simnode import GpuState
+    ctx = BootContext("packer", "ok", "hopper", 1, "", expected=(GpuState(True, {"1g.18gb": 7}),) * 2)
+    ids = {c.id for c in evaluate(parse_report(real_report(walked, export, count)), ctx) if not c.passed}
+    assert ids == failing

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE_OUT = REPO / "images" / "h200-inference" / "generated"
 HOST_TOOLS = ("debootstrap", "qemu-system-x86_64", "packer", "mkfs.ext4", "debugfs", "mkfs.vfat", "mcopy",
               "sshd", "ssh", "ssh-keygen", "cpio", "apt-get", "apt-cache", "dpkg-deb", "depmod", "modprobe",
-              "systemctl", "mount", "shellcheck")
+              "systemctl", "mount", "shellcheck", "gcc", "ldconfig")
 
 
 def unavailable(reason: str) -> None:

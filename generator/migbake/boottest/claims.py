@@ -13,6 +13,7 @@ from typing import Literal
 
 from migbake.boottest.fixtures import Generation, Scenario
 from migbake.boottest.report import GuestReport
+from migbake.boottest.simnode import GpuState
 
 BootPath = Literal["packer", "cloud-init"]
 RESTORE = "nvidia-mig-restore.service"
@@ -48,6 +49,7 @@ class BootContext:
     console: str  # serial log text
     kubelet: bool = True  # the output orders kubelet after the restore (it has the kubelet drop-in)
     kubelet_requires: bool = True  # on_failure: block-kubelet (Requires=); False for continue (Wants=)
+    expected: tuple[GpuState, ...] | None = None  # NVIDIA's mig-parted over simulated GPUs: the profile's
 
 
 def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
@@ -60,6 +62,8 @@ def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
                                                                  _restore_enabled, _files_installed]
     if ctx.scenario == "ok":
         checks += [_call_order, _restore_active, _layout_applied]
+        if ctx.expected is not None:
+            checks += [_gpu_count, _exported_layout]
         if ctx.kubelet:
             checks += [_restore_before_kubelet, _kubelet_active, _kubelet_started_once, _manual_stop_refused]
         if ctx.boot > 1:
@@ -140,7 +144,11 @@ def _restore_before_kubelet(report: GuestReport, ctx: BootContext) -> Claim:
 
 
 def _restore_active(report: GuestReport, ctx: BootContext) -> Claim:
-    return _state_claim(report, RESTORE, "restore-active", ("active", "success"))
+    claim = _state_claim(report, RESTORE, "restore-active", ("active", "success"))
+    if claim.passed:
+        return claim
+    why = [line for line in report.section(f"journal {RESTORE}") if "level=error" in line or "level=fatal" in line]
+    return Claim(claim.id, claim.description, False, f"{claim.evidence}; journal: {why or 'no error lines'}")
 
 
 def _kubelet_active(report: GuestReport, ctx: BootContext) -> Claim:
@@ -192,6 +200,8 @@ def _layout_applied(report: GuestReport, ctx: BootContext) -> Claim:
 
 
 def _restored_after_reboot(report: GuestReport, ctx: BootContext) -> Claim:
+    if ctx.expected is not None:
+        return _simgpu_restored_after_reboot(report, ctx)
     lines = [line for line in report.section(f"journal {RESTORE}") if re.match(r"GPU \d+: MIG mode", line)]
     # The simulated GPU lost its instances (Hopper: its mode too) at reboot; apply must bring them back.
     kept_mode = "1 -> 1" if ctx.generation == "ampere" else "0 -> 1"
@@ -209,7 +219,8 @@ def _failure_visible(report: GuestReport, ctx: BootContext) -> Claim:
     # systemd 252 cuts unit names: "Failed to start nvidia-mig… MIG configuration before kubelet."
     failed = re.search(r"^\[FAILED\] Failed to start nvidia-mig(-restore\.service|…).*$", console, re.M)
     depend = re.search(r"^\[DEPEND\] Dependency failed for kube(let\.service|…).*$", console, re.M)
-    reason = [line for line in report.section(f"journal {RESTORE}") if "injected failure" in line]
+    marker = "injected failure" if ctx.expected is None else "level=fatal"  # mig-parted's own error
+    reason = [line for line in report.section(f"journal {RESTORE}") if marker in line]
     blocked = [line for line in report.section(f"journal {KUBELET}") if "Dependency failed" in line]
     if ctx.path == "cloud-init" and ctx.kubelet and ctx.kubelet_requires and ctx.boot == 1:
         # first boot: kubelet's start job was held; runcmd does not start it after the failed restore
@@ -232,10 +243,46 @@ def _failure_visible(report: GuestReport, ctx: BootContext) -> Claim:
 
 
 def _stub_calls_for_fault(report: GuestReport, ctx: BootContext) -> Claim:
-    events = [c.event for c in report.calls() if c.event in ("smi", "apply", "assert")]
+    # mig-parted's own `nvidia-smi -r` (a pending mode change) is not a step of the restore unit
+    events = [c.event for c in report.calls() if c.event in ("smi", "apply", "assert") and " -r" not in c.text]
     want = ["smi", "apply"] if ctx.scenario == "fail-apply" else ["smi", "apply", "assert"]
     return Claim("stub-calls", f"with {ctx.scenario} the restore stopped at the failing step",
                  events == want, f"calls {events}, want {want}")
+
+
+def _gpu_count(report: GuestReport, ctx: BootContext) -> Claim:
+    want = len(ctx.expected or ())
+    walked = report.walked_gpus()
+    state = [line for line in report.section("simgpu-state") if line.startswith("gpu ")]
+    return Claim("gpu-count", f"NVIDIA's mig-parted saw the profile's {want} GPU(s), not zero (assert -d)",
+                 walked == set(range(want)) and len(state) == want,
+                 f"assert walked GPUs {sorted(walked) or 'none'}; the simulated node has {len(state)}")
+
+
+def _exported_layout(report: GuestReport, ctx: BootContext) -> Claim:
+    expected = ctx.expected or ()
+    found = report.exported(len(report.walked_gpus()))
+    if isinstance(found, str):
+        return Claim("exported-layout", "NVIDIA's mig-parted export equals the profile's layout on every GPU",
+                     False, found)
+    want = {i: (g.mig_enabled, dict(g.layout)) for i, g in enumerate(expected)}
+    wrong = [f"GPU {i}: {found.get(i, 'missing')} != {w}" for i, w in want.items() if found.get(i) != w]
+    extra = sorted(set(found) - set(want))
+    return Claim("exported-layout", "NVIDIA's mig-parted export equals the profile's layout on every GPU",
+                 bool(want) and not wrong and not extra,
+                 "; ".join(wrong + [f"unexpected GPUs {extra}"] * bool(extra))
+                 or f"{len(want)} GPU(s) as in the profile: {' | '.join(report.section('mig-state')[3:])}")
+
+
+def _simgpu_restored_after_reboot(report: GuestReport, ctx: BootContext) -> Claim:
+    at_boot = [line for line in report.section("simgpu-boot-state") if line.startswith("gpu ")]
+    kept_mode = "mig 1" if ctx.generation == "ampere" else "mig 0"  # Ampere keeps MIG mode, Hopper not
+    lost = bool(at_boot) and all(f" {kept_mode} " in line and line.endswith(" instances -") for line in at_boot)
+    return Claim("restored-after-reboot",
+                 f"after reboot {ctx.boot - 1} the layout was gone ({ctx.generation}) and was restored again",
+                 lost and report.assert_exit_code() == 0,
+                 f"simulated GPUs at boot: {' | '.join(at_boot) or 'nothing recorded'}; "
+                 f"assert exit {report.assert_exit_code()}")
 
 
 def _cloud_init_done(report: GuestReport, ctx: BootContext) -> Claim:

@@ -26,6 +26,8 @@ STUB_LOG = "/var/log/mig-stub.log"
 REPORT = "/var/log/test-report.txt"
 SYSTEM_UNITS = "usr/lib/systemd/system"
 
+IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): it agrees with migbake's "
+             "reading of mig-parted by construction, not with NVIDIA's tool")
 Generation = Literal["hopper", "ampere"]
 Scenario = Literal["ok", "fail-apply", "fail-assert"]
 
@@ -110,16 +112,19 @@ def install_fixtures(
     gpu: GpuModel,
     commands: RestoreCommands = RestoreCommands(),
     kubelet: bool = True,
+    actor: str = IMITATION,
     log: Log = no_log,
 ) -> None:
     """Install the simulators, fake units and report service into ``rootfs``, and enable them.
 
     ``kubelet=False`` models a node without kubelet (the output under test then has no kubelet drop-in).
+    With another ``actor`` than the imitation, the caller installs the tools (``simguest``).
     """
     log(f"installing boot-test fixtures ({gpu.generation}, {gpu.name}) into {rootfs}")
-    _install(rootfs, "nvidia-smi", commands.nvidia_smi, 0o755)
-    _install(rootfs, "nvidia-mig-parted", commands.nvidia_mig_parted, 0o755)
-    _install(rootfs, "desired-state", "/usr/lib/mig-stub/desired-state", 0o755)
+    if actor == IMITATION:
+        _install(rootfs, "nvidia-smi", commands.nvidia_smi, 0o755)
+        _install(rootfs, "nvidia-mig-parted", commands.nvidia_mig_parted, 0o755)
+        _install(rootfs, "desired-state", "/usr/lib/mig-stub/desired-state", 0o755)
     stub_etc = rootfs / "etc/mig-stub"
     stub_etc.mkdir(parents=True, exist_ok=True)
     for name, value in (("generation", gpu.generation), ("gpu-name", gpu.name),
@@ -128,7 +133,7 @@ def install_fixtures(
     report = (GUEST / "test-report").read_text()
     for placeholder, value in (("@NVIDIA_MIG_PARTED@", commands.nvidia_mig_parted),
                                ("@MIG_CONFIG_FILE@", commands.config_file),
-                               ("@MIG_CONFIG_NAME@", commands.config_name)):
+                               ("@MIG_CONFIG_NAME@", commands.config_name), ("@ACTOR@", actor)):
         report = report.replace(placeholder, shlex.quote(value))
     _write(rootfs, "/usr/local/sbin/test-report", report, 0o755)
     units = ["nvidia-mig-manager.service", "test-report.service"] + (["kubelet.service"] if kubelet else [])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import yaml
 
 END = "end"
 
@@ -65,6 +68,31 @@ class GuestReport:
             if line.startswith("rc=") and line[3:].isdigit():
                 return int(line[3:])
         return None
+
+
+    def walked_gpus(self) -> set[int]:
+        """The GPUs ``nvidia-mig-parted -d assert`` walked (its "GPU N: 0x..." debug lines)."""
+        return {int(m.group(1)) for line in self.section("mig-assert") for m in [_WALKED.search(line)] if m}
+
+    def exported(self, gpus: int) -> dict[int, tuple[bool, dict[str, int]]] | str:
+        """Per GPU, (MIG enabled, instances) from the ``export`` in the report; a string says why not.
+
+        ``devices: all`` stands for ``gpus`` GPUs: export cannot tell how many it saw.
+        """
+        try:
+            spec = yaml.safe_load("\n".join(self.section("mig-state")))
+            entries = spec["mig-configs"]["current"] or []
+            found: dict[int, tuple[bool, dict[str, int]]] = {}
+            for entry in entries:
+                devices = range(gpus) if entry["devices"] == "all" else entry["devices"]
+                for index in devices:
+                    found[int(index)] = (bool(entry["mig-enabled"]), dict(entry.get("mig-devices") or {}))
+        except (yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+            return f"cannot read the export: {exc!r}"
+        return found
+
+
+_WALKED = re.compile(r"msg=\"  GPU (\d+): ")
 
 
 def parse_report(text: str) -> GuestReport:

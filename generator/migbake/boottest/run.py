@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from migbake.boottest import cache, fixtures, image, packer_chroot, qemu
+from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, simguest
 from migbake.boottest.claims import BootContext, BootPath, Claim, evaluate
 from migbake.boottest.commands import Log, no_log
 from migbake.boottest.errors import BootTestError
@@ -18,6 +18,8 @@ from migbake.boottest.fixtures import Generation, Scenario
 from migbake.boottest.kernel import KernelAssets, ensure_kernel
 from migbake.boottest.report import parse_report
 from migbake.boottest.rootfs import BaseRootfs, ensure_rootfs
+from migbake.boottest.simgpu_build import compile_simgpu
+from migbake.boottest.simnode import SimulatedNode
 
 OnFailure = Literal["keep", "clean"]
 RESTORE_UNIT = "rootfs/etc/systemd/system/nvidia-mig-restore.service"
@@ -63,6 +65,7 @@ class BootTestResult:
     work_dir: Path
     boots: tuple[BootOutcome, ...]
     timings: dict[str, float] = field(default_factory=dict)
+    actor: str = fixtures.IMITATION
 
     @property
     def passed(self) -> bool:
@@ -74,7 +77,8 @@ class BootTestResult:
 
     def summary(self) -> str:
         """A readable multi-line account: one line per claim, per boot."""
-        lines = [f"boot test {self.path}/{self.scenario}/{self.generation}: "
+        lines = [f"actor: {self.actor}",
+                 f"boot test {self.path}/{self.scenario}/{self.generation}: "
                  f"{'PASSED' if self.passed else 'FAILED'} (work dir {self.work_dir})"]
         for boot in self.boots:
             lines.append(f"boot {boot.index}: exit {boot.exit_code}, {boot.duration_s:.1f} s, "
@@ -106,6 +110,8 @@ def run_boot_test(
     work_dir: Path | None = None,
     boot_timeout_s: float = 300,
     expect: Literal["block-kubelet", "continue"] = "block-kubelet",
+    mig_parted: Path | None = None,
+    node: SimulatedNode | None = None,
 ) -> BootTestResult:
     """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
 
@@ -114,6 +120,8 @@ def run_boot_test(
     OUT/cloud-init/user-data on a NoCloud seed disk. Disk images are deleted when every claim holds,
     and kept for inspection on failure unless ``on_failure`` is ``"clean"``; logs and reports stay.
     ``expect`` is the profile's restore.on_failure: whether a failed restore must keep kubelet down.
+    With ``mig_parted`` (NVIDIA's binary) it is the actor, over ``node``'s simulated GPUs (``simguest``);
+    without it, the shell imitation runs.
     """
     out_dir = Path(out_dir).resolve()
     if boots < 1:
@@ -122,6 +130,12 @@ def run_boot_test(
     if missing:
         raise BootTestError(f"{out_dir} is not a migbake output for the {path} path: "
                             f"missing {', '.join(missing)}")
+    if mig_parted is not None and node is None:
+        raise BootTestError("a boot test with NVIDIA's mig-parted needs the simulated node (simnode.node_for_profile)")
+    actor = fixtures.IMITATION
+    if mig_parted is not None and node is not None:
+        actor = f"NVIDIA nvidia-mig-parted {mig_parted} over the simulated GPU ({node.count}x {node.model.key})"
+        gpu_generation = "ampere" if node.model.mig_mode_persists else "hopper"
     timings: dict[str, float] = {}
     if assets is None:
         with _timed(timings, "assets"):
@@ -140,14 +154,15 @@ def run_boot_test(
     kubelet = (out_dir / KUBELET_DROP_IN).is_file()  # a profile without kubelet has no drop-in
     # what the profile promises, never read from the artifacts under test
     requires = expect == "block-kubelet"
-    disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, kubelet, timings, log)
+    sim = (mig_parted, node) if mig_parted is not None and node is not None else None
+    disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, kubelet, timings, log, sim)
     outcomes = []
     for index in range(1, boots + 1):
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
-                          kubelet_requires=requires)
+                          kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus)
         with _timed(timings, f"boot-{index}"):
             outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
-    result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings)
+    result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings, actor)
     if result.passed or on_failure == "clean":
         for leftover in (disk, seed):
             if leftover is not None:
@@ -159,7 +174,7 @@ def run_boot_test(
 
 def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, scenario: Scenario,
                  generation: Generation, kubelet: bool, timings: dict[str, float],
-                 log: Log) -> tuple[Path, Path | None]:
+                 log: Log, sim: tuple[Path, SimulatedNode] | None) -> tuple[Path, Path | None]:
     rootfs = work / "rootfs"
     with _timed(timings, "rootfs-copy"):
         assets.rootfs.fresh_copy(rootfs, log=log)
@@ -169,8 +184,18 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
             config = out_dir / "rootfs" / commands.config_file.lstrip("/")
             gpu = fixtures.gpu_model_for_config(config.read_text() if config.is_file() else "",
                                                 commands.config_name, generation)
-            fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log)
-            fixtures.inject_fault(rootfs, scenario)
+            if sim is None:
+                fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log)
+                fixtures.inject_fault(rootfs, scenario)
+            else:
+                mig_parted, node = sim
+                fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,
+                                          actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({node.model.key})")
+                simguest.install_simgpu(rootfs, node=node, build=compile_simgpu(work / "simgpu", log=log),
+                                        mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
+                                        nvidia_mig_parted=commands.nvidia_mig_parted, log=log)
+                if scenario in simguest.SCENARIO_KNOBS:
+                    simguest.set_knob(rootfs, simguest.SCENARIO_KNOBS[scenario])
         seed = None
         if path == "packer":
             fixtures.disable_cloud_init(rootfs)

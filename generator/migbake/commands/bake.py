@@ -132,14 +132,19 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path),
               help="Where the Debian rootfs and kernel are cached (default: $MIGBAKE_CACHE or /var/cache/migbake).")
+@click.option("--mig-parted", "mig_parted", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="NVIDIA's nvidia-mig-parted binary: it runs in the guest over simulated GPUs (without it, "
+                   "a shell imitation does).")
 @guard
 def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, as_json: bool,
-              cache: Path | None) -> None:
+              cache: Path | None, mig_parted: Path | None) -> None:
     """Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.
 
-    Builds (and caches) a minimal Debian rootfs with systemd and cloud-init and a kernel, installs a
-    simulated nvidia-smi / nvidia-mig-parted and a fake kubelet, delivers the generated files through
-    the Packer provisioner or the cloud-init user-data, boots, and reads the results back from the disk.
+    Builds (and caches) a minimal Debian rootfs with systemd and cloud-init and a kernel, installs
+    NVIDIA's nvidia-mig-parted (--mig-parted) over simulated GPUs (a fake NVML library and nvidia-smi
+    built from the catalog; without --mig-parted a shell imitation of mig-parted) and a fake kubelet,
+    delivers the generated files through the Packer provisioner or the cloud-init user-data, boots, and
+    reads the results back from the disk.
     Claims, on every boot: nvidia-smi < apply < assert < kubelet; a failing apply or assert keeps kubelet
     down (unless on_failure: continue) and the console says why; the packaged manager never runs; the
     layout comes back after a reboot; a manual stop of the restore is refused. Needs root. Exit 0 only
@@ -148,6 +153,8 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     import tempfile
 
     from migbake.boottest import BootTestError, prepare_assets, run_boot_test
+    from migbake.boottest.fixtures import IMITATION
+    from migbake.boottest.simnode import node_for_profile
     from migbake.migconfig import group_models
     from migbake.render import render
     from migbake.write import write_tree
@@ -160,6 +167,12 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     all_scenarios: list[Literal["ok", "fail-apply", "fail-assert"]] = ["ok", "fail-apply", "fail-assert"]
     scenarios = [s for s in all_scenarios if scenario in (s, "all")]
     log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)
+    node = node_for_profile(prof)
+    real = mig_parted.resolve() if mig_parted is not None else None
+    actor = (IMITATION if real is None
+             else f"NVIDIA nvidia-mig-parted {real} over {node.count} simulated {node.model.display_name} GPU(s)")
+    if not as_json:
+        click.echo(f"actor: {actor}")
     results = []
     with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
         out = Path(tmp) / "out"
@@ -171,7 +184,7 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
                     results.append(run_boot_test(
                         out, path=path, scenario=sc, boots=boots if sc == "ok" else 1, gpu_generation=generation,
                         on_failure="keep", assets=assets, cache_root=cache, log=log,
-                        expect=prof.restore.on_failure))
+                        expect=prof.restore.on_failure, mig_parted=real, node=node))
         except BootTestError as e:
             raise click.ClickException(f"boot test could not run: {e}") from e
     if not keep:
@@ -182,7 +195,7 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
                 shutil.rmtree(r.work_dir, ignore_errors=True)
     ok = all(r.passed for r in results)
     if as_json:
-        click.echo(json.dumps({"profile": prof.name, "generation": generation, "passed": ok, "runs": [{
+        click.echo(json.dumps({"profile": prof.name, "actor": actor, "generation": generation, "passed": ok, "runs": [{
             "path": r.path, "scenario": r.scenario, "passed": r.passed, "work_dir": str(r.work_dir),
             "timings_s": {k: round(v, 1) for k, v in r.timings.items()},
             "boots": [{"boot": b.index, "passed": b.passed, "seconds": round(b.duration_s, 1),

@@ -1,0 +1,137 @@
+/*
+ * simgpu: a simulated nvidia-smi for migbake's boot tests ONLY, over the same state as the fake
+ * libnvidia-ml.so.1 (state.c). It does what the restore unit, mig-parted and the boot-test report use:
+ *   nvidia-smi                 a short status table (exit 0 once the "driver" answers)
+ *   nvidia-smi -L              one line per GPU
+ *   nvidia-smi -r [-i IDS]     GPU reset: a pending MIG mode change takes effect (mig-parted runs
+ *                              `nvidia-smi -r -i BUSID,...` when a change is pending); IDS are
+ *                              indices or PCI bus ids, comma separated
+ *   nvidia-smi --simgpu-state  the raw state, one line per GPU (test-only option)
+ * Every call is appended to the call log (simgpu.conf "call_log") unless MIG_STUB_REPORT is set.
+ * Knobs (README.md): driver-delay makes every call fail with exit 9; in-use makes a reset fail.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "simgpu.h"
+
+static struct sim_config cfg;
+
+static void log_call(int argc, char **argv) {
+    struct timespec now;
+    FILE *f;
+    if (cfg.call_log[0] == '\0' || getenv("MIG_STUB_REPORT") != NULL || (f = fopen(cfg.call_log, "a")) == NULL)
+        return;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fprintf(f, "%lld.%09ld nvidia-smi", (long long)now.tv_sec, now.tv_nsec);
+    for (int i = 1; i < argc; i++)
+        fprintf(f, " %s", argv[i]);
+    fputc('\n', f);
+    fclose(f);
+}
+
+static void uuid(unsigned gpu, char *out, unsigned size) {
+    snprintf(out, size, "GPU-5136d0a4-51a7-4b0e-9c1f-%012x", 0x5139u + gpu);
+}
+
+static void describe_instances(const struct sim_gpu *gpu, char *out, unsigned size) {
+    unsigned n = 0;
+    out[0] = '\0';
+    for (unsigned s = 0; s < SIM_MAX_GIS; s++)
+        for (unsigned c = 0; c < SIM_MAX_CIS && gpu->gi[s].used; c++) {
+            char name[48];
+            if (!gpu->gi[s].ci[c].used)
+                continue;
+            sim_profile_name(&cfg, gpu->gi[s].profile, gpu->gi[s].ci[c].profile, name, sizeof name);
+            n += (unsigned)snprintf(out + n, n < size ? size - n : 0, "%s%s@%u", n ? "," : "", name,
+                                    gpu->gi[s].start);
+        }
+    if (n == 0)
+        snprintf(out, size, "-");
+}
+
+/* A GPU reset: the pending MIG mode becomes current, and every instance is gone. */
+static int reset(const char *ids) {
+    struct sim_state st;
+    int fd = sim_lock(&cfg), failed = 0, chosen[SIM_MAX_GPUS] = {0};
+    char copy[1024], *tok, *save = NULL, bus[32];
+    sim_load_state(&cfg, &st);
+    snprintf(copy, sizeof copy, "%s", ids ? ids : "");
+    for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        int gpu = strchr(tok, ':') ? sim_find_pci(&cfg, tok) : atoi(tok);
+        if (gpu < 0 || (unsigned)gpu >= cfg.gpus) {
+            printf("No devices were found matching \"%s\"\n", tok);
+            sim_unlock(fd);
+            return 6;
+        }
+        chosen[gpu] = 1;
+    }
+    for (unsigned g = 0; g < cfg.gpus; g++) {
+        if (ids != NULL && !chosen[g])
+            continue;
+        sim_format_pci(&cfg, g, bus, sizeof bus);
+        if (sim_gpu_in_use(&cfg, g)) {
+            printf("The following GPUs could not be reset:\n  GPU %s: In use by another client\n", bus);
+            failed = 1;
+            continue;
+        }
+        st.gpu[g].mode = st.gpu[g].pending;
+        memset(st.gpu[g].gi, 0, sizeof st.gpu[g].gi);
+        printf("GPU %s was successfully reset.\n", bus);
+    }
+    if (!failed && sim_save_state(&cfg, &st) != 0)
+        failed = 1;
+    sim_unlock(fd);
+    if (!failed)
+        printf("All done.\n");
+    return failed ? 255 : 0;
+}
+
+int main(int argc, char **argv) {
+    struct sim_state st;
+    char bus[32], id[64], instances[1024];
+    const char *ids = NULL;
+    int do_reset = 0, list = 0, raw = 0;
+    if (sim_load_config(&cfg) != 0)
+        return 9;
+    log_call(argc, argv);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--gpu-reset")) do_reset = 1;
+        else if (!strcmp(argv[i], "-L") || !strcmp(argv[i], "--list-gpus")) list = 1;
+        else if (!strcmp(argv[i], "--simgpu-state")) raw = 1;
+        else if ((!strcmp(argv[i], "-i") || !strcmp(argv[i], "--id")) && i + 1 < argc) ids = argv[++i];
+        else if (!strncmp(argv[i], "--id=", 5)) ids = argv[i] + 5;
+        else {
+            fprintf(stderr, "nvidia-smi (simgpu): unsupported argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!sim_driver_loaded(&cfg)) {
+        printf("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
+               "the latest NVIDIA driver is installed and running.\n\n");
+        return 9;
+    }
+    if (do_reset)
+        return reset(ids);
+    int fd = sim_lock(&cfg);
+    sim_load_state(&cfg, &st);
+    sim_unlock(fd);
+    if (!list && !raw)
+        printf("+-- simgpu (simulated for migbake boot tests) -- NVML %s --+\n", cfg.nvml_version);
+    for (unsigned g = 0; g < cfg.gpus; g++) {
+        sim_format_pci(&cfg, g, bus, sizeof bus);
+        uuid(g, id, sizeof id);
+        describe_instances(&st.gpu[g], instances, sizeof instances);
+        if (raw)
+            printf("gpu %u bus %s mig %u pending %u instances %s\n", g, bus, st.gpu[g].mode, st.gpu[g].pending,
+                   instances);
+        else if (list)
+            printf("GPU %u: %s (UUID: %s)\n", g, cfg.name, id);
+        else
+            printf("| %u  %-28s %s  MIG %s%s | %s\n", g, cfg.name, bus, st.gpu[g].mode ? "Enabled" : "Disabled",
+                   st.gpu[g].mode != st.gpu[g].pending ? " (change pending)" : "", instances);
+    }
+    return 0;
+}

@@ -1,0 +1,71 @@
+"""The boot test with NVIDIA's real nvidia-mig-parted over simulated GPUs: the main VM coverage.
+
+Every example image, both delivery paths: ok with a reboot; the faults (fail-apply, fail-assert) on
+every image by the Packer path and on the Ampere image (pending mode change, 8 GPUs) by cloud-init, to
+keep the tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s under TCG). A layout the GPU
+cannot place fails with mig-parted's own error. `migbake boot-test --mig-parted` runs the full matrix.
+The binary comes from ../shared/tools (skipped locally when absent, a failure in CI).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from migbake.boottest import BootAssets, run_boot_test
+from migbake.boottest.claims import BootPath
+from migbake.boottest.simnode import SimulatedNode, node_for_profile
+from migbake.validate import check_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
+from support import IMAGES, REPO, shared_file
+
+pytestmark = pytest.mark.vm
+MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
+REAL_CLAIMS = {"gpu-count", "exported-layout"}
+
+
+def simulated_node(image: Path) -> SimulatedNode:
+    checked = check_bytes((image / "node-profile.yaml").read_bytes(), str(image / "node-profile.yaml"))
+    assert checked.profile is not None
+    return node_for_profile(checked.profile)
+
+
+@pytest.mark.parametrize("path", ["packer", "cloud-init"])
+@pytest.mark.parametrize("image", IMAGES, ids=[p.name for p in IMAGES])
+def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, boot_assets: BootAssets) -> None:
+    mig_parted = shared_file(MIG_PARTED)
+    checked = check_bytes((image / "node-profile.yaml").read_bytes(), "node-profile.yaml")
+    assert checked.profile is not None
+    expect = checked.profile.restore.on_failure
+    faults = path == "packer" or image.name == "a100-80gb-mixed"
+    plan = [("ok", 2)] + ([("fail-apply", 1), ("fail-assert", 1)] if faults else [])
+    for scenario, boots in plan:
+        result = run_boot_test(image / "generated", path=path, scenario=scenario, boots=boots,  # type: ignore[arg-type]
+                               assets=boot_assets, log=print, mig_parted=mig_parted, node=simulated_node(image),
+                               expect=expect)
+        print(result.summary())
+        assert result.passed, result.summary()
+        assert result.actor.startswith("NVIDIA nvidia-mig-parted")
+        if scenario == "ok":
+            assert {c.id for c in result.boots[0].claims} >= REAL_CLAIMS
+            assert "restored-after-reboot" in {c.id for c in result.boots[1].claims}
+
+
+def test_a_layout_the_gpu_cannot_place_fails_with_mig_parteds_error(boot_assets: BootAssets, tmp_path: Path) -> None:
+    mig_parted = shared_file(MIG_PARTED)
+    image = REPO / "images" / "h200-inference"
+    out = tmp_path / "out"
+    shutil.copytree(image / "generated", out)
+    config = out / "rootfs/etc/nvidia-mig/config.yaml"
+    config.write_text(config.read_text().replace("1g.18gb: 7", "3g.71gb: 3"))
+    result = run_boot_test(out, path="packer", scenario="ok", boots=1, assets=boot_assets, log=print,
+                           mig_parted=mig_parted, node=simulated_node(image), on_failure="clean")
+    print(result.summary())
+    failed = {c.id: c for _, c in result.failed_claims()}
+    assert {"restore-active", "layout-applied", "exported-layout"} <= set(failed), failed
+    error = "Error creating GPU instance for '3g.71gb': ERROR_INSUFFICIENT_RESOURCES"  # mig-parted's own
+    assert error in failed["restore-active"].evidence
