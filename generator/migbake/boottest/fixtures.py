@@ -58,6 +58,40 @@ class RestoreCommands:
     config_name: str = "current"
 
 
+# restore.sh's settings, one quoted shell word each (templates/rootfs/etc/nvidia-mig/restore.sh.j2)
+_SCRIPT_SETTINGS = {"smi": "nvidia_smi", "mig_parted": "nvidia_mig_parted", "config": "config_file",
+                    "config_name": "config_name"}
+
+
+def restore_commands(out_dir: Path, unit_path: str) -> RestoreCommands:
+    """What the restore unit at ``out_dir/unit_path`` calls, and the config it selects.
+
+    Today's unit runs ``ExecStart=/bin/bash SCRIPT``: the tools and the config are the script's settings
+    (``smi=``, ``mig_parted=``, ``config=``, ``config_name=``). An older output calls the tools in the
+    unit itself: then they come from its ExecStartPre=/ExecStart= lines.
+    """
+    unit_text = (out_dir / unit_path).read_text()
+    for raw in unit_text.splitlines():
+        key, sep, value = raw.strip().partition("=")
+        words = shlex.split(value) if sep and key == "ExecStart" else []
+        if len(words) == 2 and words[0].lstrip("-@:+!").endswith("/bash"):
+            script = out_dir / "rootfs" / words[1].lstrip("/")
+            return restore_commands_from_script(script.read_text()) if script.is_file() else RestoreCommands()
+    return restore_commands_from_unit(unit_text)
+
+
+def restore_commands_from_script(script_text: str) -> RestoreCommands:
+    """The ``smi=``, ``mig_parted=``, ``config=`` and ``config_name=`` settings of a restore.sh."""
+    found: dict[str, str] = {}
+    for raw in script_text.splitlines():
+        name, sep, value = raw.partition("=")
+        if sep and name in _SCRIPT_SETTINGS and _SCRIPT_SETTINGS[name] not in found:
+            words = shlex.split(value)
+            if len(words) == 1:
+                found[_SCRIPT_SETTINGS[name]] = words[0]
+    return RestoreCommands(**found)
+
+
 def restore_commands_from_unit(unit_text: str) -> RestoreCommands:
     """Read the tool paths and ``-f``/``-c`` values from a restore unit's ExecStartPre=/ExecStart= lines."""
     found: dict[str, str] = {}

@@ -180,7 +180,7 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
         assets.rootfs.fresh_copy(rootfs, log=log)
     try:
         with _timed(timings, "fixtures"):
-            commands = fixtures.restore_commands_from_unit((out_dir / RESTORE_UNIT).read_text())
+            commands = fixtures.restore_commands(out_dir, RESTORE_UNIT)
             config = out_dir / "rootfs" / commands.config_file.lstrip("/")
             gpu = fixtures.gpu_model_for_config(config.read_text() if config.is_file() else "",
                                                 commands.config_name, generation)
