@@ -235,7 +235,7 @@ variable "gcp_machine_type" {
 variable "gcp_source_image_family" {
   type        = string
   default     = "debian-12"
-  description = "Family of the base image; use your GPU base image's (NVIDIA driver, nvidia-mig-parted, kubelet)."
+  description = "Family of the base image; use your GPU base image's (NVIDIA driver, nvidia-mig-parted)."
 }
 
 variable "gcp_source_image_project_id" {
