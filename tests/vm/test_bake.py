@@ -87,7 +87,7 @@ def test_bake_into_a_real_rootfs(image: Path, rootfs: Path, tmp_path: Path) -> N
     mgr = profile.get("conflicting_manager", {})
     manager = mgr.get("unit", "nvidia-mig-manager.service")
     state = run(["systemctl", f"--root={rootfs}", "is-enabled", restore, manager])
-    assert state.out.split() == ["enabled", "masked" if mgr.get("action") == "mask" else "disabled"], state.text
+    assert state.out.split() == ["enabled", "masked" if mgr.get("action", "mask") == "mask" else "disabled"], state.text
 
     # every file of the generated rootfs/ tree is in the image, root-owned, with its mode and content
     for src in (out / "rootfs").rglob("*"):
