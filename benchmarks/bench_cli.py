@@ -24,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -60,6 +61,12 @@ class Timing:
         self.median = statistics.median(self.samples)
         quart = statistics.quantiles(self.samples, n=4) if len(self.samples) > 1 else [self.median] * 3
         self.spread = quart[2] - quart[0]
+
+
+def tool(name: str) -> str | None:
+    """The console script ``name`` of this Python (not a version manager's shim in front of it), else PATH's."""
+    own = Path(sysconfig.get_path("scripts")) / name
+    return str(own) if own.is_file() else shutil.which(name)
 
 
 def wall(argv: list[str]) -> float:
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 2 if args.smoke else max(2, args.rounds)
     counts = (1, 10, 100) if args.smoke else (1, 100, 1000)
 
-    migbake = shutil.which("migbake")
+    migbake = tool("migbake")
     if not migbake:
         raise SystemExit("migbake is not installed: pip install .")
     py = sys.executable
@@ -122,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                     "migbake validate PROFILE": [migbake, "validate", str(PROFILE)],
                     "migbake --version": [migbake, "--version"],
                     "migbake gpus": [migbake, "gpus"]}
-        missing = [tool for tool in ("check-jsonschema", "cloud-init") if not shutil.which(tool)]
+        missing = [name for name in ("check-jsonschema", "cloud-init") if not tool(name)]
         if "check-jsonschema" not in missing:
-            commands["check-jsonschema (schema only)"] = [str(shutil.which("check-jsonschema")), "--schemafile",
+            commands["check-jsonschema (schema only)"] = [str(tool("check-jsonschema")), "--schemafile",
                                                           str(SCHEMA), str(PROFILE)]
         if "cloud-init" not in missing:
-            commands["cloud-init schema (user-data)"] = [str(shutil.which("cloud-init")), "schema",
+            commands["cloud-init schema (user-data)"] = [str(tool("cloud-init")), "schema",
                                                          "--config-file", str(out / "cloud-init/user-data")]
         commands[f"migbake validate DIR ({counts[-1]})"] = [migbake, "validate", str(many)]
         cold = interleaved(commands, rounds)

@@ -9,19 +9,24 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 from support import IMAGES, REPO
 
 from migbake.commands.base import COMMANDS, main
 
 PROBE = """
 import json, sys
-from migbake.cli import main
+from migbake.entry import run
+sys.argv[0] = "migbake"
 try:
-    main(sys.argv[1:], prog_name="migbake")
+    run(prog_name="migbake")
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
+CLICK_PATH = "import sys; from migbake.cli import main; sys.argv[0] = 'migbake'; main(prog_name='migbake')"
+ENTRY_PATH = "import sys; from migbake.entry import run; sys.argv[0] = 'migbake'; run(prog_name='migbake')"
+ENV = {"PYTHONPATH": str(REPO / "generator"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 HEAVY = ("jsonschema", "jinja2", "migbake.boottest", "migbake.packer", "migbake.render", "migbake.importer",
          "migbake.commands.bake", "migbake.commands.node")
 
@@ -29,7 +34,7 @@ HEAVY = ("jsonschema", "jinja2", "migbake.boottest", "migbake.packer", "migbake.
 def loaded_modules(*args: str) -> set[str]:
     """The modules a fresh ``migbake ARGS`` process has imported when it ends."""
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=False,
-                          env={"PYTHONPATH": str(REPO / "generator"), "PATH": "/usr/bin:/bin"}, cwd=REPO)
+                          env=ENV, cwd=REPO)
     return set(json.loads(proc.stderr.strip().splitlines()[-1]))
 
 
@@ -38,8 +43,9 @@ def heavy(modules: set[str]) -> list[str]:
                   or any(m.startswith(h + ".") for h in HEAVY))
 
 
-def test_validate_of_a_valid_profile_loads_neither_jsonschema_nor_jinja() -> None:
-    assert heavy(loaded_modules("validate", str(IMAGES[0] / "node-profile.yaml"))) == []
+def test_validate_of_a_valid_profile_loads_neither_jsonschema_nor_jinja_nor_click() -> None:
+    modules = loaded_modules("validate", str(IMAGES[0] / "node-profile.yaml"))
+    assert heavy(modules) == [] and "click" not in modules
 
 
 def test_version_and_gpus_load_no_command_they_do_not_run() -> None:
@@ -60,3 +66,34 @@ def test_every_command_is_listed_in_one_place() -> None:
     assert defined == set(COMMANDS)
     ctx = click.Context(main)
     assert all(main.get_command(ctx, name) is not None for name in COMMANDS)
+
+
+def both_paths(*args: str) -> tuple[subprocess.CompletedProcess[bytes], subprocess.CompletedProcess[bytes]]:
+    """``migbake ARGS`` through the console entry (quick path) and through the click group."""
+    return tuple(subprocess.run([sys.executable, "-c", code, *args], capture_output=True, check=False, env=ENV,
+                                cwd=REPO) for code in (ENTRY_PATH, CLICK_PATH))  # type: ignore[return-value]
+
+
+CASES = sorted((REPO / "tests" / "cases").glob("*/*/node-profile.yaml"))
+
+
+@pytest.mark.parametrize("args", [
+    [str(p / "node-profile.yaml") for p in IMAGES],  # valid
+    [str(p.relative_to(REPO)) for p in CASES],  # every invalid and warning case, one run
+    ["images"],  # a directory
+    ["tests/cases/invalid/alias-bomb/node-profile.yaml", "no-such-file.yaml"],
+    ["tests/fixtures"],  # a directory without profiles: a usage error, said by click
+    ["validate"],  # a file called validate (missing)
+], ids=["valid", "corpus", "directory", "missing-file", "directory-without-profiles", "odd-name"])
+def test_quick_validate_says_exactly_what_the_click_command_says(args: list[str]) -> None:
+    quick, full = both_paths("validate", *args)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
+
+
+def test_quick_validate_takes_only_plain_validate_calls() -> None:
+    from migbake.entry import quick_validate
+
+    profile = str(IMAGES[0] / "node-profile.yaml")
+    for args in (["validate"], ["validate", "-q", profile], ["validate", profile, "--format", "json"],
+                 ["validate", "-"], ["generate", profile], ["--debug", "validate", profile]):
+        assert quick_validate(args) is None, args

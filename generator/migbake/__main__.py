@@ -1,5 +1,5 @@
 """``python -m migbake``: the same command line as ``migbake``."""
 
-from migbake.cli import main
+from migbake.entry import run
 
-main(prog_name="migbake")
+run(prog_name="migbake")

@@ -1,7 +1,11 @@
-"""One profile through the whole front of the pipeline: load -> schema -> rules -> typed model."""
+"""One profile through the whole front of the pipeline: load -> schema -> rules -> typed model.
+
+Also which files a ``migbake validate PROFILE...`` argument names (a file, or a directory searched).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,27 @@ def _finish(loaded: LoadedProfile, problems: list[Problem]) -> Checked:
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text)
     return Checked(loaded.file, problems, profile)
+
+
+PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
+
+
+def profile_files(args: Sequence[str]) -> Iterator[Path]:
+    """The profiles ``args`` name: a file as it is, ``-`` (standard input), or every profile below a directory.
+
+    Raises ValueError (a usage error) for ``-`` given twice or a directory without profiles.
+    """
+    if sum(raw == "-" for raw in args) > 1:
+        raise ValueError("`-` (standard input) can be given once")
+    for raw in args:
+        p = Path(raw)
+        if raw != "-" and p.is_dir():
+            found = sorted({f for g in PROFILE_GLOBS for f in p.rglob(g) if f.is_file()})
+            if not found:
+                raise ValueError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
+            yield from found
+        else:
+            yield p
 
 
 def check_file(path: Path, display: str | None = None) -> Checked:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,6 @@ from migbake.commands.base import (
     PROFILE_PATH,
     check_profile,
     guard,
-    is_stdin,
     main,
     plural,
     profile_name,
@@ -29,23 +27,13 @@ if TYPE_CHECKING:
 
 # --- validate ----------------------------------------------------------------------------------
 
-PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
+def _expand(paths: tuple[str, ...]) -> list[Path]:
+    from migbake.validate import profile_files
 
-
-def _expand(paths: tuple[str, ...]) -> Iterator[Path]:
-    if sum(is_stdin(raw) for raw in paths) > 1:
-        raise click.UsageError("`-` (standard input) can be given once")
-    for raw in paths:
-        p = Path(raw)
-        if is_stdin(raw):
-            yield p
-        elif p.is_dir():
-            found = sorted({f for g in PROFILE_GLOBS for f in p.rglob(g) if f.is_file()})
-            if not found:
-                raise click.UsageError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
-            yield from found
-        else:
-            yield p
+    try:
+        return list(profile_files(paths))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
 
 
 @main.command()

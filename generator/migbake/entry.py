@@ -1,0 +1,56 @@
+"""The ``migbake`` console command: the most frequent call answered without loading click.
+
+``migbake validate FILE...`` (no options; pre-commit, editors and CI run it on every change) is
+answered here with the same library calls, the same report and the same exit code as the click
+command in ``migbake.commands.profiles``; a test compares both paths byte for byte. Anything else,
+and anything unusual on the way (an option, standard input, a directory without profiles,
+``--catalog`` / ``MIGBAKE_CATALOG``, an unexpected error), goes to the click group
+(``migbake.cli.main``) before anything has been printed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+EXIT_INVALID = 1
+EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141
+
+
+def quick_validate(args: Sequence[str]) -> int | None:
+    """The exit code of ``migbake ARGS`` when it is a plain ``validate FILE...``, else None (nothing printed)."""
+    if len(args) < 2 or args[0] != "validate" or any(a.startswith("-") for a in args[1:]):
+        return None
+    if os.environ.get("MIGBAKE_CATALOG"):
+        return None
+    from migbake.report import FileResult, text_report
+    from migbake.validate import check_file, profile_files
+
+    try:
+        results = [FileResult(str(f), check_file(f).problems) for f in profile_files(args[1:])]
+    except KeyboardInterrupt:
+        print("migbake: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:  # the click command says it: a usage error, or an internal error with --debug
+        return None
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    try:
+        sys.stdout.write(text_report(results, color=color))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit must not complain either
+        return EXIT_PIPE_CLOSED
+    return EXIT_INVALID if any(r.errors for r in results) else 0
+
+
+def run(prog_name: str | None = None) -> None:
+    """Console entry point."""
+    code = quick_validate(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from migbake.cli import main  # click and the command group: everything but a plain validate
+
+    main(prog_name=prog_name)
