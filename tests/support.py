@@ -39,3 +39,13 @@ def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> P
     assert checked.profile is not None, "\n".join(p.format() for p in checked.problems)
     write_tree(render(checked.profile), out)
     return out
+
+
+def cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``migbake ARGS`` in-process (click's runner): exit code, stdout, stderr."""
+    from click.testing import CliRunner
+
+    from migbake.cli import main
+
+    r = CliRunner().invoke(main, list(args), input=stdin, env=env)
+    return r.exit_code, r.stdout, r.stderr

@@ -9,20 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from support import IMAGES, REPO
+from support import IMAGES, REPO, cli
 
 from migbake import __version__
 from migbake.catalog import load_catalog
-from migbake.cli import main
 from migbake.layout import is_valid
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (error|warning): (?P<ptr>/\S*): .+ \[[a-z0-9.-]+\]$")
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.stdout, r.stderr
 
 
 def test_validate_valid_profiles_exit_0() -> None:

@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from realtools import assert_mig_parted_accepts
-from support import H200_FIXTURES, generate
+from support import H200_FIXTURES, cli, generate
 
 from migbake.catalog import load_catalog
-from migbake.cli import main
 from migbake.importer import ImportRefused, import_config
 from migbake.preflight import read_capture
 from migbake.validate import check_bytes
@@ -218,11 +216,6 @@ def test_config_choice_and_zero_counts() -> None:
 
 
 # --- the command line ------------------------------------------------------------------------------
-
-def cli(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args), input=stdin)
-    return r.exit_code, r.stdout, r.stderr
-
 
 def test_cli_import_to_stdout_and_file(tmp_path: Path) -> None:
     src = tmp_path / "export.yaml"

@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
-from support import IMAGES, generate
+from support import IMAGES, cli, generate
 from test_multimodel import H100_H200, run_verify
 
-from migbake.cli import main
 from migbake.kubernetes import node_kinds, resource_name, resource_report
 from migbake.model import NodeProfile
 from migbake.validate import check_bytes
@@ -75,47 +73,8 @@ def test_report_names_resources_the_plugin_does_not_list() -> None:
 
 # --- the single strategy ------------------------------------------------------------------------------
 
-def _rules(text: str) -> list[tuple[str, str]]:
-    # these profiles list devices without gpu_count on purpose; that warning is not the point here
-    return [(p.rule, p.pointer) for p in check_bytes(text.encode(), "p.yaml").problems
-            if p.rule != "devices-without-gpu-count"]
-
-
 SINGLE = "kubernetes: {mig_strategy: single}\n"
-L7, L3 = "{layout: {1g.10gb: 7}}", "{layout: {1g.10gb: 3}}"
-
-
-def _a100_two(first: str, second: str) -> str:
-    return ("version: 1\nname: k\n" + SINGLE + "gpus:\n"
-            f"  - {{model: a100-80gb, devices: [0, 1], mig: {first}}}\n"
-            f"  - {{model: a100-80gb, devices: [2, 3], mig: {second}}}\n")
-
-
-STRATEGY_CASES = {
-    "uniform": (_one("{1g.18gb: 7}", SINGLE), []),
-    "uniform-two-groups": (_a100_two(L7, L7), []),
-    "mixed-strategy-any-layout": (_one("{3g.71gb: 1, 1g.18gb: 4}", SINGLE.replace("single", "mixed")), []),
-    "two-types-one-gpu": (_one("{3g.71gb: 1, 1g.18gb: 4}", SINGLE),
-                          [("mig-strategy-single", "/gpus/0/mig/layout")]),
-    "different-types-per-group": (_a100_two(L7, "{layout: {2g.20gb: 3}}"),
-                                  [("mig-strategy-single", "/gpus/1/mig/layout")]),
-    "different-counts-per-group": (_a100_two(L7, L3), [("mig-strategy-single", "/gpus/1/mig/layout")]),
-    "mig-on-and-off": (_a100_two(L7, "{enabled: false}"), [("mig-strategy-single", "/gpus/1/mig/enabled")]),
-    "no-instances": (_one("{}", SINGLE),
-                     [("mig-strategy-single", "/gpus/0/mig"), ("empty-layout", "/gpus/0/mig")]),
-    "compute-instance-form": (_one("{1c.3g.71gb: 3}", SINGLE),
-                              [("mig-strategy-single", "/gpus/0/mig/layout/1c.3g.71gb")]),
-    "two-models-one-type-each": (H100_H200 + SINGLE, []),
-    "two-models-never-filtered": (
-        H100_H200.replace("devices: all", "devices: [0]", 1).replace("devices: all", "devices: [1]")
-        + SINGLE + "device_filter: never\n", [("mig-strategy-single", "/gpus/1/mig/layout")]),
-}
-
-
-@pytest.mark.parametrize("name", sorted(STRATEGY_CASES), ids=sorted(STRATEGY_CASES))
-def test_single_strategy_rule(name: str) -> None:
-    text, want = STRATEGY_CASES[name]
-    assert sorted(_rules(text)) == sorted(want)
+# the mig_strategy: single cases are folders of tests/cases/{valid,warning,invalid}/strategy-*
 
 
 def test_single_strategy_message_cites_the_device_plugin() -> None:
@@ -124,11 +83,6 @@ def test_single_strategy_message_cites_the_device_plugin() -> None:
 
 
 # --- the command line ------------------------------------------------------------------------------
-
-def cli(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.stdout, r.stderr
-
 
 def test_show_lists_the_extended_resources() -> None:
     image = next(p for p in IMAGES if p.name == "h200-inference")

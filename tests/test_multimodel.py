@@ -39,11 +39,6 @@ gpus:
 """
 
 
-def _rules(text: str) -> list[tuple[str, str, str]]:
-    checked = check_bytes(text.encode(), "p.yaml")
-    return [(p.rule, p.pointer, p.severity) for p in checked.problems]
-
-
 def _profile(text: str) -> NodeProfile:
     checked = check_bytes(text.encode(), "p.yaml")
     assert checked.profile is not None, [p.format() for p in checked.problems]
@@ -58,50 +53,7 @@ def _two(first: str, second: str, extra: str = "") -> str:
             f"  - {{model: h200-141gb, devices: {second}, mig: {{layout: {{1g.18gb: 7}}}}}}\n")
 
 
-def _same(first: str, second: str, extra: str = "") -> str:
-    return (f"version: 1\nname: t\n{extra}gpus:\n"
-            f"  - {{model: h100-80gb, devices: {first}, mig: {{layout: {{1g.10gb: 7}}}}}}\n"
-            f"  - {{model: h100-80gb, devices: {second}, mig: {{layout: {{3g.40gb: 2}}}}}}\n")
-
-
-# explicit indices without gpu_count: a warning, once per profile, at the first explicit devices
-_NO_COUNT0 = ("devices-without-gpu-count", "/gpus/0/devices", "warning")
-
-RULE_CASES = {
-    # good
-    "two-models-all": (_two("all", "all"), []),
-    "two-models-all-gpu-count": (_two("all", "all", "gpu_count: 8\n"), []),
-    "two-models-same-indices": (_two("[0, 1]", "[0, 1]", "gpu_count: 2\n"), []),
-    "one-model-split": (_same("[0, 1, 2, 3]", "[4, 5, 6, 7]", "gpu_count: 8\n"), []),
-    "never-disjoint-indices": (_two("[0, 1]", "[2, 3]", "device_filter: never\ngpu_count: 4\n"), []),
-    "always-one-model": (H200 + "device_filter: always\n", []),
-    # overlaps: within a model always, across models only without a filter
-    "overlap-same-model": (_same("[0, 1]", "[1, 2]"), [("device-overlap", "/gpus/1/devices", "error"), _NO_COUNT0]),
-    "overlap-same-model-all": (_same("all", "[3]"), [("device-overlap", "/gpus/1/devices", "error"),
-                                                      ("devices-without-gpu-count", "/gpus/1/devices", "warning")]),
-    "overlap-same-model-two-models": (
-        _two("all", "all") + "  - {model: h100-80gb, devices: [0], mig: {layout: "
-        "{7g.80gb: 1}}}\n", [("device-overlap", "/gpus/2/devices", "error"),
-                              ("devices-without-gpu-count", "/gpus/2/devices", "warning")]),
-    "never-cross-model-overlap": (_two("all", "all", "device_filter: never\n"),
-                                  [("device-overlap", "/gpus/1/devices", "error")]),
-    # coverage: every GPU in an entry; with a filter, every GPU of each model
-    "uncovered-index": (_same("[0, 1]", "[2]", "gpu_count: 4\n"), [("device-uncovered", "/gpus", "error")]),
-    "model-listed-not-covered": (_two("[0, 1, 2, 3]", "all", "gpu_count: 8\n"),
-                                 [("model-uncovered", "/gpus/0/devices", "error")]),
-    "both-models-half-covered": (_two("[0, 1, 2, 3]", "[4, 5, 6, 7]", "gpu_count: 8\n"),
-                                 [("model-uncovered", "/gpus/0/devices", "error"),
-                                  ("model-uncovered", "/gpus/1/devices", "error")]),
-    "never-mixed-node-by-index": (
-        _two("[0, 1, 2, 3]", "[4, 5, 6, 7]", "device_filter: never\ngpu_count: 8\n"), []),
-    "filter-typo-key": (H200 + "device_filter: allways\n", [("schema-enum", "/device_filter", "error")]),
-}
-
-
-@pytest.mark.parametrize("name", sorted(RULE_CASES), ids=sorted(RULE_CASES))
-def test_multimodel_rules(name: str) -> None:
-    text, want = RULE_CASES[name]
-    assert sorted(_rules(text)) == sorted(want)
+# the rule cases (overlaps, coverage, filter modes) are folders of tests/cases/{valid,warning,invalid}/multimodel-*
 
 
 def test_uncovered_message_says_what_happens_at_boot() -> None:

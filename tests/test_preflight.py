@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from click.testing import CliRunner
 from realtools import bash_n, run, shellcheck
-from support import H200_FIXTURES, generate
+from support import H200_FIXTURES, cli, generate
 
-from migbake.cli import main
 from migbake.preflight import CaptureError, parse_csv, parse_xml
 
 FIXTURES = H200_FIXTURES
@@ -31,11 +29,6 @@ H200_ENTRY = "  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
 def fixtures() -> Path:
     """The real H200 captures (tests/fixtures/h200)."""
     return FIXTURES
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.stdout, r.stderr
 
 
 # --- a simulated node --------------------------------------------------------------------------

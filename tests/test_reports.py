@@ -15,20 +15,13 @@ from xml.etree import ElementTree as ET
 import jsonschema
 import pytest
 import yaml
-from click.testing import CliRunner
 from realtools import IN_CI, cloud_init_schema, require, run
-from support import IMAGES, REPO
+from support import IMAGES, REPO, cli
 
 from migbake import userdata
-from migbake.cli import main
 
 BAD = "version: 1\nname: x\ngpus:\n  - model: h200\n    mig: {layout: {1g.18gb: 8}}\nkubelet: {presnt: true}\n"
 WARN = "version: 1\nname: w\ngpus:\n  - model: h200\n    mig: {enabled: true}\n"
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args), env=env)
-    return r.exit_code, r.stdout, r.stderr
 
 
 @pytest.fixture

@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from support import IMAGES, REPO
+from support import IMAGES, REPO, cli
 
-from migbake.cli import main
 from migbake.commands.base import COMMANDS, EXIT_CODES
 from migbake.packer import SOURCE_NAMES
 from migbake.write import MARKER
@@ -19,11 +17,6 @@ from migbake.write import MARKER
 PROFILE = REPO / "images/h200-inference/node-profile.yaml"
 XML = REPO / "tests/fixtures/h200/nvidia-smi-q.xml"
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "generator"), "MIGBAKE_PACKER": "/nonexistent/packer"}
-
-
-def cli(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args), input=stdin)
-    return r.exit_code, r.stdout, r.stderr
 
 
 def piped(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,5 @@
-"""Valid profiles that still get warnings: every case under tests/cases/warning/ reports exactly its expected lines.
+"""Valid profiles: every case under tests/cases/warning/ reports exactly its expected lines (warnings only),
+every case under tests/cases/valid/ reports nothing; and every rule id the README lists has a case.
 
 A case is a folder with ``node-profile.yaml`` and ``expected.txt`` in the format of the invalid cases
 (``LINE:COL: warning: /pointer: a substring of the message [rule-id]``). The profile must be accepted
@@ -7,6 +8,7 @@ A case is a folder with ``node-profile.yaml`` and ``expected.txt`` in the format
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,37 @@ def test_warning_case(case: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(main, ["generate", str(profile), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
+
+
+VALID_DIR = Path(__file__).parent / "cases" / "valid"
+VALID = sorted(p for p in VALID_DIR.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("case", VALID, ids=[c.name for c in VALID])
+def test_valid_case(case: Path, tmp_path: Path) -> None:
+    """Every case under tests/cases/valid/: accepted with no problem at all, and generated."""
+    profile = case / "node-profile.yaml"
+    assert not (case / "expected.txt").exists(), "a valid case reports nothing: it has no expected.txt"
+    checked = check_file(profile)
+    assert checked.ok and not checked.problems, "\n".join(_line_for(p) for p in checked.problems)
+    result = CliRunner().invoke(main, ["generate", str(profile), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+
+
+def _readme_rule_ids() -> list[str]:
+    """The rule ids the README's "Validation output" section lists (``rule-id`` in backquotes, with a dash)."""
+    text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("Rules beyond the schema:", 1)[1].split("\n### ", 1)[0]
+    return sorted(set(re.findall(r"`([a-z][a-z0-9.]*(?:-[a-z0-9.]+)+)`", section)))
+
+
+def test_every_rule_the_readme_lists_has_a_case() -> None:
+    cases = Path(__file__).parent / "cases"
+    pinned = {m for f in cases.glob("*/*/expected.txt") for m in re.findall(r"\[([a-z0-9.-]+)\]\s*$",
+                                                                              f.read_text(), re.M)}
+    listed = _readme_rule_ids()
+    assert len(listed) > 40, listed
+    assert sorted(set(listed) - pinned) == [], "rule ids the README lists without a case in tests/cases"
+    # and the other way: a rule with a case is documented (schema rules are the schema's own words)
+    undocumented = {r for r in pinned - set(listed) if not r.startswith("schema-")}
+    assert sorted(undocumented - {"unknown-key", "missing-key", "placement"}) == []
