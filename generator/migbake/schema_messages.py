@@ -50,22 +50,15 @@ def _pointer(path: Any) -> str:
     return out
 
 
+_TYPE_NAMES: tuple[tuple[type, str], ...] = (  # bool before int: True is an int to Python
+    (bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"), (list, "a list"),
+    (dict, "a mapping"))
+
+
 def _type_name(value: object) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+    return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), type(value).__name__)
 
 
 def _shown(value: object) -> str:
