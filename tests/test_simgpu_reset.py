@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_simgpu import A100, H200, SEVEN, NodeFactory, build, make_node  # noqa: F401 (fixtures)
+import test_simgpu
+from test_simgpu import A100, H200, SEVEN, NodeFactory
+
+build, make_node = test_simgpu.build, test_simgpu.make_node  # the fixtures of the simulated node
 
 QUERY = ("nvidia-smi", "--query-gpu=index,mig.mode.current,mig.mode.pending", "--format=csv,noheader")
 TWO = [{"1g.10gb": 7}, {"3g.40gb": 2}]
@@ -22,7 +25,7 @@ def reboot(root: Path) -> None:
         state = root / name
         if state.exists():
             lines = state.read_text().splitlines()
-            state.write_text("\n".join(["boot 00000000-next-boot"] + lines[1:]) + "\n")
+            state.write_text("\n".join(["boot 00000000-next-boot", *lines[1:]]) + "\n")
 
 
 def test_query_answers_like_the_real_nvidia_smi(make_node: NodeFactory) -> None:
