@@ -114,9 +114,9 @@ def _kubelet_down_before_reboot(ev: Evidence) -> Claim:
     started = record.unit(KUBELET).get("InactiveExitTimestampMonotonic", "?")
     restore = record.unit(RESTORE)
     calls = [c.text for c in record.calls() if c.event == "kubelet"]
+    # the restore's Result is exit-code, or signal when the reboot stopped it before its own exit 1
     return Claim("kubelet-down-before-reboot", "kubelet never started on the boot that rebooted (the restore failed)",
-                 ev.record is not None and started == "0" and not calls
-                 and restore.get("Result") == "exit-code",
+                 ev.record is not None and started == "0" and not calls and restore.get("ActiveState") == "failed",
                  f"kubelet InactiveExitTimestampMonotonic={started}, ExecStartPre lines: {calls or 'none'}; "
                  f"restore ActiveState={restore.get('ActiveState', '?')} Result={restore.get('Result', '?')}")
 
