@@ -12,14 +12,19 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-from vm_support import unavailable
+import pytest
+from click.testing import CliRunner
+from test_boot_real import simulated_node
+from vm_support import REPO, unavailable
 
 from migbake.boottest.claims import BootContext, Claim, evaluate
 from migbake.boottest.claims_reset import Evidence, boot_claims, cdi_writes, run_claims
+from migbake.boottest.errors import BootTestError
 from migbake.boottest.fixtures import GUEST
 from migbake.boottest.report import parse_report
-from migbake.boottest.scenarios_reset import DEFAULT_MARKER, applies
+from migbake.boottest.scenarios_reset import DEFAULT_MARKER, applies, check
 from migbake.boottest.simnode import GpuState
+from migbake.cli import main
 
 DATA = Path(__file__).parent / "data"
 A100_MIXED = tuple([GpuState(True, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})] * 4
@@ -135,3 +140,24 @@ def test_the_pending_mode_query_is_not_a_step_of_a_failed_restore() -> None:
     ctx = BootContext("packer", "fail-apply", "ampere", 1, "")
     claims = {c.id: c for c in evaluate(parse_report("\n".join(lines)), ctx)}
     assert claims["stub-calls"].passed, claims["stub-calls"]
+
+
+@pytest.mark.parametrize(("profile", "args", "message"), [
+    ("h200-inference", ["--scenario", "cdi"], "--scenario cdi needs --mig-parted"),
+    ("a100-80gb-mixed", ["--scenario", "ampere-pending-stuck"], "--scenario ampere-pending-stuck needs --mig-parted"),
+    ("h200-inference", ["--scenario", "ampere-pending", "--mig-parted", __file__],
+     "--scenario ampere-pending needs a profile with an Ampere GPU"),
+])
+def test_the_cli_refuses_what_cannot_run_with_a_usage_error(profile: str, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["boot-test", str(REPO / "images" / profile / "node-profile.yaml"), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_run_boot_test_refuses_them_too() -> None:
+    image = REPO / "images" / "h200-inference"
+    with pytest.raises(BootTestError, match="needs NVIDIA's nvidia-mig-parted"):
+        check("cdi", None, None)
+    with pytest.raises(BootTestError, match="needs an Ampere GPU"):
+        check("ampere-pending", Path(__file__), simulated_node(image))
+    check("ok", None, None)

@@ -132,8 +132,7 @@ def run_boot_test(
                             f"missing {', '.join(missing)}")
     if mig_parted is not None and node is None:
         raise BootTestError("a boot test with NVIDIA's mig-parted needs the simulated node (simnode.node_for_profile)")
-    if scenario in scenarios_reset.SCENARIOS and mig_parted is None:
-        raise BootTestError(f"scenario {scenario} needs NVIDIA's nvidia-mig-parted over the simulated GPU (mig_parted)")
+    scenarios_reset.check(scenario, mig_parted, node)
     actor = fixtures.IMITATION
     if mig_parted is not None and node is not None:
         actor = f"NVIDIA nvidia-mig-parted {mig_parted} over the simulated GPU ({node.count}x {node.model.key})"

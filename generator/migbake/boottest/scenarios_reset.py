@@ -30,6 +30,7 @@ from migbake.boottest.fixtures import _write as write_guest
 from migbake.boottest.kernel import KernelAssets
 from migbake.boottest.report import parse_report
 from migbake.boottest.simguest import set_knob
+from migbake.boottest.simnode import SimulatedNode
 
 SCENARIOS: tuple[Scenario, ...] = ("ampere-pending", "ampere-pending-stuck", "cdi")
 REBOOTING = ("ampere-pending", "ampere-pending-stuck")  # the guest reboots itself; Ampere profiles only
@@ -61,6 +62,17 @@ ExecStartPre=/bin/sh -c 'cat /var/run/cdi/nvidia.yaml >{CDI_FINAL} 2>&1 || echo 
 def applies(scenario: str, ampere: bool) -> bool:
     """Whether ``scenario`` fits a profile: the reboot scenarios need an Ampere GPU (MIG mode persists)."""
     return scenario not in REBOOTING or ampere
+
+
+def check(scenario: str, mig_parted: Path | None, node: SimulatedNode | None) -> None:
+    """Raise BootTestError when ``scenario`` (one of these) cannot run: no NVIDIA binary, or no Ampere GPU."""
+    if scenario not in SCENARIOS:
+        return
+    if mig_parted is None or node is None:
+        raise BootTestError(f"scenario {scenario} needs NVIDIA's nvidia-mig-parted over the simulated GPU (mig_parted)")
+    if not applies(scenario, node.model.mig_mode_persists):
+        raise BootTestError(f"scenario {scenario} needs an Ampere GPU (MIG mode kept across reboots), "
+                            f"not {node.model.key}")
 
 
 def reboot_marker(out_dir: Path) -> str:
