@@ -161,3 +161,13 @@ def test_run_boot_test_refuses_them_too() -> None:
     with pytest.raises(BootTestError, match="needs an Ampere GPU"):
         check("ampere-pending", Path(__file__), simulated_node(image))
     check("ok", None, None)
+
+
+def test_the_imitation_answers_the_pending_mode_query_too() -> None:
+    """The shell imitation (no --mig-parted) changes MIG mode at once: current and pending always agree."""
+    if Path("/etc/mig-stub").exists() or Path("/run/mig-stub").exists():
+        pytest.skip("this host has the imitation's state folders")
+    query = ["--query-gpu=index,mig.mode.current,mig.mode.pending", "--format=csv,noheader"]
+    ran = subprocess.run(["bash", str(GUEST / "nvidia-smi"), *query], capture_output=True, text=True, check=False,
+                         env={"MIG_STUB_REPORT": "1", "PATH": "/usr/bin:/bin"})
+    assert (ran.returncode, ran.stdout) == (0, "0, Disabled, Disabled\n"), ran.stderr
