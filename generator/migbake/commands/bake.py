@@ -149,8 +149,10 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     reads the results back from the disk.
     Claims, on every boot: nvidia-smi < apply < assert < kubelet; a failing apply or assert keeps kubelet
     down (unless on_failure: continue) and the console says why; the packaged manager never runs; the
-    layout comes back after a reboot; a manual stop of the restore is refused. Needs root. Exit 0 only
-    if every claim holds.
+    layout comes back after a reboot; a manual stop of the restore is refused. With --mig-parted also
+    ampere-pending (a GPU reset that fails: one reboot, then the layout), ampere-pending-stuck (no
+    second reboot, fail closed) and cdi (the CDI spec written last lists the MIG devices). Needs root.
+    Exit 0 only if every claim holds.
     """
     import tempfile
 
