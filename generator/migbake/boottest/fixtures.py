@@ -29,7 +29,7 @@ SYSTEM_UNITS = "usr/lib/systemd/system"
 IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): it agrees with migbake's "
              "reading of mig-parted by construction, not with NVIDIA's tool")
 Generation = Literal["hopper", "ampere"]
-Scenario = Literal["ok", "fail-apply", "fail-assert"]
+Scenario = Literal["ok", "fail-apply", "fail-assert", "ampere-pending", "ampere-pending-stuck", "cdi"]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, simguest
+from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, scenarios_reset, simguest
 from migbake.boottest.claims import BootContext, BootPath, Claim, evaluate
 from migbake.boottest.commands import Log, no_log
 from migbake.boottest.errors import BootTestError
@@ -132,6 +132,7 @@ def run_boot_test(
                             f"missing {', '.join(missing)}")
     if mig_parted is not None and node is None:
         raise BootTestError("a boot test with NVIDIA's mig-parted needs the simulated node (simnode.node_for_profile)")
+    scenarios_reset.check(scenario, mig_parted, node)
     actor = fixtures.IMITATION
     if mig_parted is not None and node is not None:
         actor = f"NVIDIA nvidia-mig-parted {mig_parted} over the simulated GPU ({node.count}x {node.model.key})"
@@ -157,6 +158,15 @@ def run_boot_test(
     sim = (mig_parted, node) if mig_parted is not None and node is not None else None
     disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, kubelet, timings, log, sim)
     outcomes = []
+    if scenario in scenarios_reset.SCENARIOS:
+        ctx = BootContext(path, scenario, gpu_generation, 1, console="", kubelet=kubelet, kubelet_requires=requires,
+                          expected=None if node is None else node.gpus)
+        with _timed(timings, "boots"):
+            found = scenarios_reset.boot_all(ctx, disk=disk, seed=seed, kernel=assets.kernel, work=work, boots=boots,
+                                             marker=scenarios_reset.reboot_marker(out_dir), timeout_s=boot_timeout_s,
+                                             log=log)
+        outcomes = [BootOutcome(i, *boot) for i, boot in enumerate(found, start=1)]
+        boots = 0  # the scenario booted as often as it needed
     for index in range(1, boots + 1):
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
                           kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus)
@@ -196,6 +206,8 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                                         nvidia_mig_parted=commands.nvidia_mig_parted, log=log)
                 if scenario in simguest.SCENARIO_KNOBS:
                     simguest.set_knob(rootfs, simguest.SCENARIO_KNOBS[scenario])
+                if scenario in scenarios_reset.SCENARIOS:
+                    scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
         seed = None
         if path == "packer":
             fixtures.disable_cloud_init(rootfs)

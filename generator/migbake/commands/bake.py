@@ -124,8 +124,10 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
-@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", "all"]), default="all",
-              show_default=True, help="ok, or a simulated mig-parted whose apply/assert fails.")
+@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", "ampere-pending",
+                                               "ampere-pending-stuck", "cdi", "all"]), default="all",
+              show_default=True, help="ok, or a simulated mig-parted whose apply/assert fails; with --mig-parted "
+                                      "also ampere-pending[-stuck] (Ampere profiles) and cdi.")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Boots per ok run (faults boot once).")
 @click.option("--keep", is_flag=True, help="Keep the disk images of every run (default: only of failing runs).")
@@ -147,13 +149,15 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     reads the results back from the disk.
     Claims, on every boot: nvidia-smi < apply < assert < kubelet; a failing apply or assert keeps kubelet
     down (unless on_failure: continue) and the console says why; the packaged manager never runs; the
-    layout comes back after a reboot; a manual stop of the restore is refused. Needs root. Exit 0 only
-    if every claim holds.
+    layout comes back after a reboot; a manual stop of the restore is refused. With --mig-parted also
+    ampere-pending (a GPU reset that fails: one reboot, then the layout), ampere-pending-stuck (no
+    second reboot, fail closed) and cdi (the CDI spec written last lists the MIG devices). Needs root.
+    Exit 0 only if every claim holds.
     """
     import tempfile
 
-    from migbake.boottest import BootTestError, prepare_assets, run_boot_test
-    from migbake.boottest.fixtures import IMITATION
+    from migbake.boottest import BootTestError, prepare_assets, run_boot_test, scenarios_reset
+    from migbake.boottest.fixtures import IMITATION, Scenario
     from migbake.boottest.simnode import node_for_profile
     from migbake.migconfig import group_models
     from migbake.render import render
@@ -164,8 +168,15 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
         "ampere" if all(m.mig_mode_persists for m in group_models(prof) if m.has_mig) else "hopper")
     all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
     chosen_paths = [p for p in all_paths if paths in (p, "both")]
-    all_scenarios: list[Literal["ok", "fail-apply", "fail-assert"]] = ["ok", "fail-apply", "fail-assert"]
+    all_scenarios: list[Scenario] = ["ok", "fail-apply", "fail-assert"]
+    if mig_parted is None and scenario in scenarios_reset.SCENARIOS:
+        raise click.UsageError(f"--scenario {scenario} needs --mig-parted (NVIDIA's binary over the simulated GPU)")
+    if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
+        all_scenarios += [s for s in scenarios_reset.SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
     scenarios = [s for s in all_scenarios if scenario in (s, "all")]
+    if not scenarios:
+        raise click.UsageError(f"--scenario {scenario} needs a profile with an Ampere GPU (MIG mode kept across "
+                               f"reboots); {prof.name} has none")
     log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)
     node = node_for_profile(prof)
     real = mig_parted.resolve() if mig_parted is not None else None
@@ -182,7 +193,8 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
             for path in chosen_paths:
                 for sc in scenarios:
                     results.append(run_boot_test(
-                        out, path=path, scenario=sc, boots=boots if sc == "ok" else 1, gpu_generation=generation,
+                        out, path=path, scenario=sc, boots=boots if sc in ("ok", "cdi") else 1,
+                        gpu_generation=generation,
                         on_failure="keep", assets=assets, cache_root=cache, log=log,
                         expect=prof.restore.on_failure, mig_parted=real, node=node))
         except BootTestError as e:
@@ -203,12 +215,12 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
                                    "evidence": c.evidence} for c in b.claims]} for b in r.boots],
         } for r in results]}, indent=2))
     else:
-        click.echo(f"{'PATH':<11}{'SCENARIO':<12}{'BOOT':<5}{'RESULT':<7}CLAIM")
+        click.echo(f"{'PATH':<11}{'SCENARIO':<22}{'BOOT':<5}{'RESULT':<7}CLAIM")
         for r in results:
             for b in r.boots:
                 for c in b.claims:
-                    click.echo(f"{r.path:<11}{r.scenario:<12}{b.index:<5}{'pass' if c.passed else 'FAIL':<7}"
-                               f"{c.id}: {c.description}" + ("" if c.passed else f"\n{'':<35}{c.evidence}"))
+                    click.echo(f"{r.path:<11}{r.scenario:<22}{b.index:<5}{'pass' if c.passed else 'FAIL':<7}"
+                               f"{c.id}: {c.description}" + ("" if c.passed else f"\n{'':<45}{c.evidence}"))
         times = ", ".join(f"{r.path}/{r.scenario} {sum(b.duration_s for b in r.boots):.0f} s" for r in results)
         click.echo(f"\n{'all claims hold' if ok else 'SOME CLAIMS FAILED'} ({times} of boots)")
     if not ok:

@@ -6,9 +6,12 @@
  *   nvidia-smi -r [-i IDS]     GPU reset: a pending MIG mode change takes effect (mig-parted runs
  *                              `nvidia-smi -r -i BUSID,...` when a change is pending); IDS are
  *                              indices or PCI bus ids, comma separated
+ *   nvidia-smi --query-gpu=F,... --format=csv[,noheader] [-i IDS]   e.g. "0, Disabled, Enabled" for
+ *                              index,mig.mode.current,mig.mode.pending (what restore.sh asks)
  *   nvidia-smi --simgpu-state  the raw state, one line per GPU (test-only option)
  * Every call is appended to the call log (simgpu.conf "call_log") unless MIG_STUB_REPORT is set.
- * Knobs (README.md): driver-delay makes every call fail with exit 9; in-use makes a reset fail.
+ * Knobs (README.md): driver-delay makes every call fail with exit 9; in-use and reset-fails make a
+ * reset fail; pending-forever keeps a reset from completing a pending MIG mode change.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +80,13 @@ static int reset(const char *ids) {
             failed = 1;
             continue;
         }
-        st.gpu[g].mode = st.gpu[g].pending;
+        if (sim_knob(&cfg, "reset-fails", NULL, 0)) {  /* as in a passthrough VM */
+            printf("The following GPUs could not be reset:\n  GPU %s: Not Supported\n", bus);
+            failed = 1;
+            continue;
+        }
+        if (!sim_knob(&cfg, "pending-forever", NULL, 0))
+            st.gpu[g].mode = st.gpu[g].pending;
         memset(st.gpu[g].gi, 0, sizeof st.gpu[g].gi);
         printf("GPU %s was successfully reset.\n", bus);
     }
@@ -89,10 +98,55 @@ static int reset(const char *ids) {
     return failed ? 255 : 0;
 }
 
+static const char *mode_name(unsigned mode) {
+    return mode ? "Enabled" : "Disabled";
+}
+
+/* --query-gpu=FIELD,... --format=csv[,noheader]: one line per GPU, fields joined by ", " (as the real
+ * one). Fields: index, name, uuid, pci.bus_id, mig.mode.current, mig.mode.pending. */
+static int query(const char *fields, const char *format, const struct sim_state *st, const int *chosen) {
+    static const char *known[] = {"index", "name", "uuid", "pci.bus_id", "mig.mode.current", "mig.mode.pending"};
+    char copy[512], *tok, *save = NULL, value[128];
+    const char *names[16];
+    unsigned n = 0;
+    if (format == NULL || strncmp(format, "csv", 3) != 0) {
+        printf("Please specify the output format with --format=csv\n");
+        return 2;
+    }
+    snprintf(copy, sizeof copy, "%s", fields);
+    for (tok = strtok_r(copy, ",", &save); tok != NULL && n < 16; tok = strtok_r(NULL, ",", &save)) {
+        unsigned k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(tok, known[k]) != 0)
+            k++;
+        if (k == sizeof known / sizeof known[0]) {
+            printf("Field \"%s\" is not a valid field to query.\n\n", tok);
+            return 2;
+        }
+        names[n++] = known[k];
+    }
+    if (strstr(format, "noheader") == NULL)
+        for (unsigned i = 0; i < n; i++)
+            printf("%s%s", names[i], i + 1 < n ? ", " : "\n");
+    for (unsigned g = 0; g < cfg.gpus; g++) {
+        if (!chosen[g])
+            continue;
+        for (unsigned i = 0; i < n; i++) {
+            if (!strcmp(names[i], "index")) snprintf(value, sizeof value, "%u", g);
+            else if (!strcmp(names[i], "name")) snprintf(value, sizeof value, "%s", cfg.name);
+            else if (!strcmp(names[i], "uuid")) uuid(g, value, sizeof value);
+            else if (!strcmp(names[i], "pci.bus_id")) sim_format_pci(&cfg, g, value, sizeof value);
+            else if (!strcmp(names[i], "mig.mode.current")) snprintf(value, sizeof value, "%s", mode_name(st->gpu[g].mode));
+            else snprintf(value, sizeof value, "%s", mode_name(st->gpu[g].pending));
+            printf("%s%s", value, i + 1 < n ? ", " : "\n");
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct sim_state st;
     char bus[32], id[64], instances[1024];
-    const char *ids = NULL;
+    const char *ids = NULL, *fields = NULL, *format = NULL;
     int do_reset = 0, list = 0, raw = 0;
     if (sim_load_config(&cfg) != 0)
         return 9;
@@ -103,6 +157,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--simgpu-state")) raw = 1;
         else if ((!strcmp(argv[i], "-i") || !strcmp(argv[i], "--id")) && i + 1 < argc) ids = argv[++i];
         else if (!strncmp(argv[i], "--id=", 5)) ids = argv[i] + 5;
+        else if (!strncmp(argv[i], "--query-gpu=", 12)) fields = argv[i] + 12;
+        else if (!strncmp(argv[i], "--format=", 9)) format = argv[i] + 9;
         else {
             fprintf(stderr, "nvidia-smi (simgpu): unsupported argument '%s'\n", argv[i]);
             return 2;
@@ -118,6 +174,21 @@ int main(int argc, char **argv) {
     int fd = sim_lock(&cfg);
     sim_load_state(&cfg, &st);
     sim_unlock(fd);
+    if (fields != NULL) {
+        int chosen[SIM_MAX_GPUS];
+        for (unsigned g = 0; g < SIM_MAX_GPUS; g++)
+            chosen[g] = ids == NULL;
+        snprintf(instances, sizeof instances, "%s", ids ? ids : "");
+        for (char *tok = strtok(instances, ","); tok != NULL; tok = strtok(NULL, ",")) {
+            int gpu = strchr(tok, ':') ? sim_find_pci(&cfg, tok) : atoi(tok);
+            if (gpu < 0 || (unsigned)gpu >= cfg.gpus) {
+                printf("No devices were found matching \"%s\"\n", tok);
+                return 6;
+            }
+            chosen[gpu] = 1;
+        }
+        return query(fields, format, &st, chosen);
+    }
     if (!list && !raw)
         printf("+-- simgpu (simulated for migbake boot tests) -- NVML %s --+\n", cfg.nvml_version);
     for (unsigned g = 0; g < cfg.gpus; g++) {

@@ -177,7 +177,8 @@ void sim_load_state(const struct sim_config *cfg, struct sim_state *st) {
                 st->gpu[g].mode = a[0], st->gpu[g].pending = a[1];
         }
         fclose(f);
-        for (g = 0; g < SIM_MAX_GPUS && !same_boot; g++)  /* a reboot resets every GPU */
+        /* a reboot resets every GPU (unless the pending-forever knob keeps a change pending) */
+        for (g = 0; g < SIM_MAX_GPUS && !same_boot && !sim_knob(cfg, "pending-forever", NULL, 0); g++)
             st->gpu[g].mode = st->gpu[g].pending;
     }
     same_boot = 0;
