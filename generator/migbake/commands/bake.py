@@ -119,13 +119,17 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 
 
 # --- boot-test ---------------------------------------------------------------------------------
+# boottest.scenarios_node.NODE_SCENARIOS (spelled out: the boot test loads only when it runs)
+NODE_SCENARIOS = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
 
 @main.command("boot-test")
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
-@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", "all"]), default="all",
-              show_default=True, help="ok, or a simulated mig-parted whose apply/assert fails.")
+@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, "all"]),
+              default="all", show_default=True,
+              help="ok, a failing apply/assert, or a neighbour of the node (driver-late, driver-too-late, "
+                   "gpu-client, manager-reenabled: with --mig-parted only).")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Boots per ok run (faults boot once).")
 @click.option("--keep", is_flag=True, help="Keep the disk images of every run (default: only of failing runs).")
@@ -153,18 +157,28 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     import tempfile
 
     from migbake.boottest import BootTestError, prepare_assets, run_boot_test
-    from migbake.boottest.fixtures import IMITATION
+    from migbake.boottest.fixtures import IMITATION, Scenario
+    from migbake.boottest.scenarios_node import NODE_SCENARIOS as node_scenarios
+    from migbake.boottest.scenarios_node import applies, boots_for, promises_of, variant
     from migbake.boottest.simnode import node_for_profile
     from migbake.migconfig import group_models
     from migbake.render import render
     from migbake.write import write_tree
 
+    if scenario in NODE_SCENARIOS and mig_parted is None:
+        raise click.UsageError(f"--scenario {scenario} runs NVIDIA's mig-parted over the simulated GPU: "
+                               "give --mig-parted PATH")
     prof = valid_profile(profile)
     generation: Literal["hopper", "ampere"] = (
         "ampere" if all(m.mig_mode_persists for m in group_models(prof) if m.has_mig) else "hopper")
     all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
     chosen_paths = [p for p in all_paths if paths in (p, "both")]
-    all_scenarios: list[Literal["ok", "fail-apply", "fail-assert"]] = ["ok", "fail-apply", "fail-assert"]
+    all_scenarios: list[Scenario] = ["ok", "fail-apply", "fail-assert"]
+    if mig_parted is not None:
+        all_scenarios += [s for s in node_scenarios if applies(s, prof)]
+    elif scenario == "all":
+        click.echo(f"migbake: without --mig-parted only ok, fail-apply and fail-assert run "
+                   f"({', '.join(NODE_SCENARIOS)} need NVIDIA's mig-parted)", err=True)
     scenarios = [s for s in all_scenarios if scenario in (s, "all")]
     log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)
     node = node_for_profile(prof)
@@ -175,16 +189,23 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
         click.echo(f"actor: {actor}")
     results = []
     with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
-        out = Path(tmp) / "out"
-        write_tree(render(prof), out)
+        generated: dict[str, Path] = {}
+        outs: dict[str, Path] = {}
+        for sc in scenarios:  # a scenario may boot the profile with an override (driver-too-late)
+            booted = variant(prof, sc)
+            if repr(booted) not in generated:
+                generated[repr(booted)] = Path(tmp) / f"out-{len(generated)}"
+                write_tree(render(booted), generated[repr(booted)])
+            outs[sc] = generated[repr(booted)]
         try:
             assets = prepare_assets(cache_root=cache, log=log)
             for path in chosen_paths:
                 for sc in scenarios:
+                    booted = variant(prof, sc)
                     results.append(run_boot_test(
-                        out, path=path, scenario=sc, boots=boots if sc == "ok" else 1, gpu_generation=generation,
+                        outs[sc], path=path, scenario=sc, boots=boots_for(sc, path, boots), gpu_generation=generation,
                         on_failure="keep", assets=assets, cache_root=cache, log=log,
-                        expect=prof.restore.on_failure, mig_parted=real, node=node))
+                        expect=booted.restore.on_failure, mig_parted=real, node=node, promises=promises_of(booted)))
         except BootTestError as e:
             raise click.ClickException(f"boot test could not run: {e}") from e
     if not keep:
