@@ -179,6 +179,9 @@ def install_fixtures(
             raise BootTestError(f"unsupported consumer unit name {unit!r}")
         _write(rootfs, f"/{SYSTEM_UNITS}/{unit}", consumer_unit(unit), 0o644)
     report = report.replace("@CONSUMERS@", " ".join(consumers))
+    if consumers:  # the report waits for them too
+        _write(rootfs, f"/{SYSTEM_UNITS}/test-report.service.d/consumers.conf",
+               f"# Test fixture for boot tests ONLY\n[Unit]\nAfter={' '.join(consumers)}\n", 0o644)
     _write(rootfs, "/usr/local/sbin/test-report", report, 0o755)
     units = ["nvidia-mig-manager.service", "test-report.service"] + (["kubelet.service"] if kubelet else [])
     for unit in units:

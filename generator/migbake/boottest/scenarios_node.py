@@ -183,7 +183,7 @@ def after_delivery(rootfs: Path, scenario: Scenario, path: str, *, log: Log = no
     if scenario != "manager-reenabled" or path != "packer":
         return
     enabled = run(["systemctl", f"--root={rootfs}", "enable", MANAGER], log=log, check=False)
-    said = " ".join((enabled.stdout + enabled.stderr).split())
+    said = " ".join((enabled.stdout + enabled.stderr).replace(str(rootfs), "").split())  # guest paths
     record = f"systemctl enable {MANAGER} (package upgrade): rc={enabled.returncode} {said}\n"
     write_guest_file(rootfs, UPGRADE_LOG, record, 0o644)
 
