@@ -41,7 +41,8 @@ def verdicts(report: str, context: BootContext) -> dict[str, bool]:
 
 def test_a_slurm_node_gets_the_consumer_claims_of_kubelet() -> None:
     got = verdicts("report-slurm-ok.txt", ctx(metrics=(DATA / "metrics-ok.prom").read_text()))
-    assert {"restore-before-slurmd", "slurmd-active", "slurmd-started-once", "metrics-success"} <= set(got)
+    assert {"restore-before-slurmd", "slurmd-active", "slurmd-started-once", "metrics-success",
+            "manual-stop-refused"} <= set(got)
     assert not {i for i in got if "kubelet" in i}
     assert [i for i, ok in got.items() if not ok] == []
 
@@ -55,6 +56,11 @@ def test_consumer_claims_notice_slurmd_before_the_restore() -> None:
     parsed = parse_report(text.replace(section, early))
     failed = {c.id for c in evaluate(parsed, ctx()) if not c.passed}
     assert failed == {"restore-before-slurmd"}
+
+
+def test_manual_stop_claim_wants_slurmd_running() -> None:
+    text = (DATA / "report-slurm-ok.txt").read_text().replace("slurmd.service=active", "slurmd.service=inactive")
+    assert {c.id for c in evaluate(parse_report(text), ctx()) if not c.passed} == {"manual-stop-refused"}
 
 
 def test_a_missing_consumer_drop_in_fails_files_installed() -> None:
@@ -142,3 +148,15 @@ def test_driver_wait_bounded_notices_an_apply() -> None:
     parsed = parse_report(text)
     claims = {c.id: c.passed for c in node_claims(parsed, ctx("driver-too-late"))}
     assert claims["driver-wait-bounded"] is False
+
+
+def test_recorded_manager_reenabled_boots() -> None:
+    """mask: the upgrade's enable is refused and every claim holds; disable: the manager undid the layout."""
+    metrics = (DATA / "metrics-ok.prom").read_text()
+    masked = verdicts("report-manager-masked.txt", ctx("manager-reenabled", metrics=metrics))
+    assert masked["package-upgrade-ran"] and [i for i, ok in masked.items() if not ok] == []
+    fight = verdicts("report-manager-disabled.txt", ctx("manager-reenabled", metrics=metrics))
+    assert {i for i, ok in fight.items() if not ok} == {"mig-manager-never-ran", "layout-applied", "gpu-count",
+                                                       "exported-layout"}
+    no_upgrade = verdicts("report-slurm-ok.txt", ctx("manager-reenabled", metrics=metrics))
+    assert [i for i, ok in no_upgrade.items() if not ok] == ["package-upgrade-ran"]

@@ -72,8 +72,8 @@ def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
         for unit, _ in _consumers(ctx):
             checks += [partial(_restore_before, unit=unit), partial(_consumer_active, unit=unit),
                        partial(_started_once, unit=unit)]
-            if unit == KUBELET:
-                checks.append(_manual_stop_refused)
+        if _consumers(ctx):
+            checks.append(_manual_stop_refused)
         if ctx.boot > 1:
             checks.append(_restored_after_reboot)
         if ctx.path == "cloud-init":
@@ -209,9 +209,16 @@ def _manual_stop_refused(report: GuestReport, ctx: BootContext) -> Claim:
     lines = report.section("manual-stop")
     text = " | ".join(lines)
     refused = [line for line in lines if "refused" in line.lower() or "not allowed" in line.lower()]
-    return Claim("manual-stop-refused", "a manual stop/restart of the restore is refused; kubelet keeps running",
+    # "restore=active kubelet=active", then one "UNIT=active" line per other consumer
+    units = [_name(unit) if unit == KUBELET else unit for unit, _ in _consumers(ctx)]
+    states = {key: value for line in lines for key, _, value in (word.partition("=") for word in line.split())
+              if key in ("restore", *units)}
+    names = " and ".join(_name(unit) for unit, _ in _consumers(ctx))
+    return Claim("manual-stop-refused",
+                 f"a manual stop/restart of the restore is refused; {names} keep{'s' * (len(units) == 1)} running",
                  "stop-rc=0" not in lines and "restart-rc=0" not in lines and bool(refused)
-                 and "restore=active kubelet=active" in lines, text or "no manual-stop section")
+                 and states.get("restore") == "active" and all(states.get(u) == "active" for u in units),
+                 text or "no manual-stop section")
 
 
 def _layout_applied(report: GuestReport, ctx: BootContext) -> Claim:
