@@ -160,3 +160,20 @@ def test_recorded_manager_reenabled_boots() -> None:
                                                        "exported-layout"}
     no_upgrade = verdicts("report-slurm-ok.txt", ctx("manager-reenabled", metrics=metrics))
     assert [i for i, ok in no_upgrade.items() if not ok] == ["package-upgrade-ran"]
+
+
+def test_recorded_gpu_client_boot_and_a_client_that_started_first() -> None:
+    metrics = (DATA / "metrics-ok.prom").read_text()
+    got = verdicts("report-gpu-client.txt", ctx("gpu-client", metrics=metrics))
+    assert {"gpu-client-after-restore", "gpu-client-holds-gpu"} <= set(got)
+    assert [i for i, ok in got.items() if not ok] == []
+    text = (DATA / "report-gpu-client.txt").read_text()
+    start = text.index("=== show nvidia-dcgm.service")
+    section = text[start:text.index("=== ", start + 4)]
+    early = "\n".join("InactiveExitTimestampMonotonic=5" if line.startswith("InactiveExitTimestampMonotonic=")
+                      else line for line in section.splitlines()) + "\n"
+    claims = node_claims(parse_report(text.replace(section, early)), ctx("gpu-client", metrics=metrics))
+    assert [c.id for c in claims if not c.passed] == ["gpu-client-after-restore"]
+    released = parse_report(text.replace("=== simgpu-knobs\nin-use=\n", "=== simgpu-knobs\n"))
+    assert [c.id for c in node_claims(released, ctx("gpu-client", metrics=metrics)) if not c.passed] == [
+        "gpu-client-holds-gpu"]
