@@ -90,6 +90,9 @@ def test_manager_reenabled_stays_masked(path: BootPath, boot_assets: BootAssets,
     assert result.passed, result.summary()
     assert ids(result) >= CONSUMER_OK | {"package-upgrade-ran"}
     assert "masked" in next(c.evidence for c in result.boots[-1].claims if c.id == "package-upgrade-ran")
+    if path == "cloud-init":  # boot 1 is the cloud-init ok boot of test_boot_real.py, boot 2 its reboot
+        assert ids(result, 0) >= CONSUMER_OK | {"cloud-init-done", "manual-stop-refused"}
+        assert "restored-after-reboot" in ids(result, 1)
 
 
 def test_manager_reenabled_after_disable_fights(boot_assets: BootAssets, tmp_path: Path) -> None:
