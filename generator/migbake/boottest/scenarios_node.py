@@ -3,10 +3,10 @@
 Each scenario runs on NVIDIA's real nvidia-mig-parted over the simulated GPU: its fault is a knob of that
 GPU (``simgpu/README.md``) or a test-only unit in the guest, never a change to the shell imitation.
 
-- ``driver-late``: the driver answers only ~15 s after early boot (knob ``driver-delay``, set at each
-  boot by a fixture unit from the uptime then: under TCG the restore itself starts 10-30 s into the boot,
-  so a fixed uptime would prove nothing; on cloud-init's first boot, where runcmd starts the restore,
-  15 s after cloud-init's config stage); the restore waits for it and succeeds.
+- ``driver-late``: the driver answers only ~15 s after the restore first asks (knob ``driver-delay``:
+  ``never`` from early boot, removed by a fixture unit 15 s after the first ``nvidia-smi`` call; under
+  TCG the restore starts 10-30 s into a Packer-path boot and 60-80 s into cloud-init's first, from
+  runcmd, so a fixed uptime would prove nothing); the restore waits for it and succeeds.
 - ``driver-too-late``: the same with the driver 60 s late and the output regenerated with
   ``restore.driver_wait_seconds: 5``: the restore fails closed and says so.
 - ``gpu-client``: an enabled fake ``nvidia-dcgm.service`` (no ordering of its own) that holds the GPUs
@@ -30,7 +30,7 @@ from migbake.model import NodeProfile
 
 NODE_SCENARIOS: tuple[Scenario, ...] = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
 FAILING: frozenset[str] = frozenset({"fail-apply", "fail-assert", "driver-too-late"})  # the restore must fail
-DRIVER_LATE_S = 15  # the driver answers this long after the fixture unit ran (early in the boot)
+DRIVER_LATE_S = 15  # the driver answers this long after the first nvidia-smi call of the boot
 DRIVER_TOO_LATE_S = 60
 SHORT_WAIT_S = 5  # restore.driver_wait_seconds of the driver-too-late output, well below the delay
 GPU_CLIENT = "nvidia-dcgm.service"
@@ -39,25 +39,21 @@ UPGRADE_LOG = "/var/log/fake-upgrade.log"
 # what the restore's journal says when it fails the way the scenario makes it fail
 FAILURE_MARKERS = {"driver-too-late": f"the NVIDIA driver did not answer within {SHORT_WAIT_S} s"}
 
-_DRIVER_UNIT = """# Test fixture for boot tests ONLY: the NVIDIA driver answers {delay} s from now (simgpu knob).
+_DRIVER_UNIT = """# Test fixture for boot tests ONLY: the NVIDIA driver is not loaded (simgpu knob driver-delay: never)
+# until {delay} s after the first nvidia-smi call of this boot, whenever the restore makes it.
 [Unit]
 Description=Simulated late NVIDIA driver (boot test fixture)
-{ordering}
+DefaultDependencies=no
+After=local-fs.target {standins}
+Before=sysinit.target nvidia-mig-restore.service
 
 [Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -c 'echo $(( $(cut -d. -f1 /proc/uptime) + {delay} )) >{knobs}/driver-delay'
+ExecStartPre=/bin/sh -c 'echo never >{knobs}/driver-delay'
+ExecStart=/bin/sh -c 'until grep -qs " nvidia-smi" {log}; do sleep 0.2; done; sleep {delay}; rm -f {knobs}/driver-delay'
 
 [Install]
-WantedBy={wanted_by}
+WantedBy=sysinit.target
 """
-# early in every boot (Packer path); on cloud-init's first boot the restore runs from runcmd, in
-# cloud-final.service: the driver then answers late relative to that
-_DRIVER_EARLY = ("DefaultDependencies=no\nAfter=local-fs.target " + STANDINS_UNIT
-                 + "\nBefore=sysinit.target nvidia-mig-restore.service", "sysinit.target")
-_DRIVER_CLOUD_INIT = ("After=" + STANDINS_UNIT + " cloud-config.service\nBefore=cloud-final.service "
-                      "nvidia-mig-restore.service", "multi-user.target")
 _CLIENT_UNIT = f"""# Test fixture for boot tests ONLY: a DCGM-like GPU client that holds every GPU while it runs
 # (simgpu knob in-use), with no ordering of its own: the restore unit must be Before= it.
 [Unit]
@@ -168,9 +164,8 @@ def prepare_guest(rootfs: Path, scenario: Scenario, path: str, *, log: Log = no_
     systemctl = ["systemctl", "--quiet", f"--root={rootfs}"]
     if scenario in ("driver-late", "driver-too-late"):
         delay = DRIVER_LATE_S if scenario == "driver-late" else DRIVER_TOO_LATE_S
-        ordering, wanted_by = _DRIVER_CLOUD_INIT if path == "cloud-init" else _DRIVER_EARLY
         write_guest_file(rootfs, f"/{SYSTEM_UNITS}/simgpu-late-driver.service",
-                         _DRIVER_UNIT.format(delay=delay, ordering=ordering, wanted_by=wanted_by, knobs=KNOBS), 0o644)
+                         _DRIVER_UNIT.format(delay=delay, standins=STANDINS_UNIT, knobs=KNOBS, log=STUB_LOG), 0o644)
         run([*systemctl, "enable", "simgpu-late-driver.service"], log=log)
     elif scenario == "gpu-client":
         write_guest_file(rootfs, f"/{SYSTEM_UNITS}/{GPU_CLIENT}", _CLIENT_UNIT, 0o644)
