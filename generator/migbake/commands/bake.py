@@ -151,8 +151,11 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     reads the results back from the disk.
     Claims, on every boot: nvidia-smi < apply < assert < kubelet; a failing apply or assert keeps kubelet
     down (unless on_failure: continue) and the console says why; the packaged manager never runs; the
-    layout comes back after a reboot; a manual stop of the restore is refused. Needs root. Exit 0 only
-    if every claim holds.
+    layout comes back after a reboot; a manual stop of the restore is refused; every consumer of the
+    profile (kubelet, slurmd, ...) is treated like kubelet; the metrics file says 1 or 0. With --mig-parted
+    also the node's neighbours: a late driver (driver-late; driver-too-late with a 5 s wait), a GPU client
+    (gpu-client), a package upgrade that re-enables the packaged manager (manager-reenabled). Needs root.
+    Exit 0 only if every claim holds.
     """
     import tempfile
 
