@@ -13,9 +13,9 @@ pytestmark = pytest.mark.vm
 
 OK_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed", "call-order",
              "restore-before-kubelet", "restore-active", "kubelet-active", "kubelet-started-once",
-             "layout-applied", "manual-stop-refused"}
+             "layout-applied", "manual-stop-refused", "metrics-success"}
 FAIL_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed",
-               "restore-failed", "kubelet-never-started", "failure-visible", "stub-calls"}
+               "restore-failed", "kubelet-never-started", "failure-visible", "stub-calls", "metrics-success"}
 
 
 def claim_ids(result: BootTestResult, boot: int) -> set[str]:

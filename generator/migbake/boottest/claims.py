@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from migbake.boottest.fixtures import Generation, Scenario
 from migbake.boottest.report import GuestReport
+from migbake.boottest.scenarios_node import FAILING, FAILURE_MARKERS
 from migbake.boottest.simnode import GpuState
 
 BootPath = Literal["packer", "cloud-init"]
@@ -50,6 +52,9 @@ class BootContext:
     kubelet: bool = True  # the output orders kubelet after the restore (it has the kubelet drop-in)
     kubelet_requires: bool = True  # on_failure: block-kubelet (Requires=); False for continue (Wants=)
     expected: tuple[GpuState, ...] | None = None  # NVIDIA's mig-parted over simulated GPUs: the profile's
+    consumers: tuple[tuple[str, bool], ...] = ()  # the profile's other consumers: (unit, fail_closed)
+    metrics_path: str = ""  # restore.metrics_textfile the profile promises ("" none)
+    metrics: str | None = None  # that file as read back from the guest disk (None: missing)
 
 
 def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
@@ -60,23 +65,33 @@ def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
                       f"{what}; console tail: {_tail(ctx.console)}")]
     checks: list[Callable[[GuestReport, BootContext], Claim]] = [_report_complete, _manager_never_ran,
                                                                  _restore_enabled, _files_installed]
-    if ctx.scenario == "ok":
+    if ctx.scenario not in FAILING:
         checks += [_call_order, _restore_active, _layout_applied]
         if ctx.expected is not None:
             checks += [_gpu_count, _exported_layout]
-        if ctx.kubelet:
-            checks += [_restore_before_kubelet, _kubelet_active, _kubelet_started_once, _manual_stop_refused]
+        for unit, _ in _consumers(ctx):
+            checks += [partial(_restore_before, unit=unit), partial(_consumer_active, unit=unit),
+                       partial(_started_once, unit=unit)]
+        if _consumers(ctx):
+            checks.append(_manual_stop_refused)
         if ctx.boot > 1:
             checks.append(_restored_after_reboot)
         if ctx.path == "cloud-init":
             checks.append(_cloud_init_done)
     else:
         checks += [_restore_failed, _failure_visible, _stub_calls_for_fault]
-        if ctx.kubelet and ctx.kubelet_requires:
-            checks.append(_kubelet_never_started)
-        elif ctx.kubelet:
-            checks.append(_kubelet_started_anyway)
+        for unit, closed in _consumers(ctx):
+            checks.append(partial(_never_started if closed else _started_anyway, unit=unit))
     return [check(report, ctx) for check in checks]
+
+
+def _consumers(ctx: BootContext) -> list[tuple[str, bool]]:
+    """kubelet (when the output has its drop-in), then the profile's other consumers: (unit, fail_closed)."""
+    return ([(KUBELET, ctx.kubelet_requires)] if ctx.kubelet else []) + list(ctx.consumers)
+
+
+def _name(unit: str) -> str:
+    return unit.removesuffix(".service")
 
 
 def _report_complete(report: GuestReport, ctx: BootContext) -> Claim:
@@ -107,7 +122,8 @@ def _restore_enabled(report: GuestReport, ctx: BootContext) -> Claim:
 def _files_installed(report: GuestReport, ctx: BootContext) -> Claim:
     found = report.files()
     wrong = []
-    for path, (mode, owner) in EXPECTED_FILES.items():
+    drop_ins = {f"/etc/systemd/system/{unit}.d/20-mig-restore.conf": ("644", "root:root") for unit, _ in ctx.consumers}
+    for path, (mode, owner) in {**EXPECTED_FILES, **drop_ins}.items():
         if path.endswith(KUBELET_DROP_IN) and not ctx.kubelet:
             continue
         stat = found.get(path)
@@ -121,7 +137,7 @@ def _files_installed(report: GuestReport, ctx: BootContext) -> Claim:
 
 def _call_order(report: GuestReport, ctx: BootContext) -> Claim:
     calls = report.calls()
-    wanted = ("smi", "apply", "assert", "kubelet") if ctx.kubelet else ("smi", "apply", "assert")
+    wanted = ("smi", "apply", "assert", *(_name(unit) for unit, _ in _consumers(ctx)))
     description = " < ".join(wanted) + " (first calls in the stub log)"
     first = {e: next((c for c in calls if c.event == e), None) for e in wanted}
     missing = [e for e, c in first.items() if c is None]
@@ -134,13 +150,13 @@ def _call_order(report: GuestReport, ctx: BootContext) -> Claim:
                  ", ".join(f"{e}@{c.time:.3f}" for e, c in zip(wanted, seq)))
 
 
-def _restore_before_kubelet(report: GuestReport, ctx: BootContext) -> Claim:
+def _restore_before(report: GuestReport, ctx: BootContext, unit: str = KUBELET) -> Claim:
     restored = _mono(report, RESTORE, "ActiveEnterTimestampMonotonic")
-    kubelet = _mono(report, KUBELET, "InactiveExitTimestampMonotonic")
-    return Claim("restore-before-kubelet", "systemd finished the restore before it started kubelet",
-                 0 < restored <= kubelet,
+    started = _mono(report, unit, "InactiveExitTimestampMonotonic")
+    return Claim(f"restore-before-{_name(unit)}", f"systemd finished the restore before it started {_name(unit)}",
+                 0 < restored <= started,
                  f"restore ActiveEnterTimestampMonotonic={restored}, "
-                 f"kubelet InactiveExitTimestampMonotonic={kubelet}")
+                 f"{_name(unit)} InactiveExitTimestampMonotonic={started}")
 
 
 def _restore_active(report: GuestReport, ctx: BootContext) -> Claim:
@@ -151,46 +167,58 @@ def _restore_active(report: GuestReport, ctx: BootContext) -> Claim:
     return Claim(claim.id, claim.description, False, f"{claim.evidence}; journal: {why or 'no error lines'}")
 
 
-def _kubelet_active(report: GuestReport, ctx: BootContext) -> Claim:
-    return _state_claim(report, KUBELET, "kubelet-active", ("active", "success"))
+def _consumer_active(report: GuestReport, ctx: BootContext, unit: str = KUBELET) -> Claim:
+    return _state_claim(report, unit, f"{_name(unit)}-active", ("active", "success"))
 
 
 def _restore_failed(report: GuestReport, ctx: BootContext) -> Claim:
     return _state_claim(report, RESTORE, "restore-failed", ("failed", "exit-code"))
 
 
-def _kubelet_started_once(report: GuestReport, ctx: BootContext) -> Claim:
-    starts = [c for c in report.calls() if c.event == "kubelet"]
-    restarts = report.unit(KUBELET).get("NRestarts", "?")
-    return Claim("kubelet-started-once", "kubelet started exactly once this boot", len(starts) == 1
-                 and restarts == "0", f"{len(starts)} 'kubelet ExecStartPre' lines, NRestarts={restarts}")
+def _started_once(report: GuestReport, ctx: BootContext, unit: str = KUBELET) -> Claim:
+    name = _name(unit)
+    starts = [c for c in report.calls() if c.event == name]
+    restarts = report.unit(unit).get("NRestarts", "?")
+    return Claim(f"{name}-started-once", f"{name} started exactly once this boot", len(starts) == 1
+                 and restarts == "0", f"{len(starts)} '{name} ExecStartPre' lines, NRestarts={restarts}")
 
 
-def _kubelet_never_started(report: GuestReport, ctx: BootContext) -> Claim:
-    exit_mono = _mono(report, KUBELET, "InactiveExitTimestampMonotonic")
-    starts = [c.text for c in report.calls() if c.event == "kubelet"]
-    return Claim("kubelet-never-started", "kubelet never started (fail closed)",
+def _never_started(report: GuestReport, ctx: BootContext, unit: str = KUBELET) -> Claim:
+    name = _name(unit)
+    exit_mono = _mono(report, unit, "InactiveExitTimestampMonotonic")
+    starts = [c.text for c in report.calls() if c.event == name]
+    return Claim(f"{name}-never-started", f"{name} never started (fail closed)",
                  exit_mono == 0 and not starts,
-                 f"kubelet InactiveExitTimestampMonotonic={exit_mono}, "
+                 f"{name} InactiveExitTimestampMonotonic={exit_mono}, "
                  f"ExecStartPre lines: {starts or 'none'}")
 
 
-def _kubelet_started_anyway(report: GuestReport, ctx: BootContext) -> Claim:
+def _started_anyway(report: GuestReport, ctx: BootContext, unit: str = KUBELET) -> Claim:
+    name = _name(unit)
     restore_exit = _mono(report, RESTORE, "InactiveExitTimestampMonotonic")
-    kubelet = _mono(report, KUBELET, "InactiveExitTimestampMonotonic")
-    state = report.unit(KUBELET).get("ActiveState", "?")
-    return Claim("kubelet-started-anyway", "on_failure: continue: kubelet still started after the failed restore",
-                 state == "active" and 0 < restore_exit <= kubelet,
-                 f"kubelet ActiveState={state}, restore started at {restore_exit}, kubelet at {kubelet}")
+    started = _mono(report, unit, "InactiveExitTimestampMonotonic")
+    state = report.unit(unit).get("ActiveState", "?")
+    return Claim(f"{name}-started-anyway",
+                 f"{'on_failure: continue' if unit == KUBELET else 'fail_closed: false'}: "
+                 f"{name} still started after the failed restore",
+                 state == "active" and 0 < restore_exit <= started,
+                 f"{name} ActiveState={state}, restore started at {restore_exit}, {name} at {started}")
 
 
 def _manual_stop_refused(report: GuestReport, ctx: BootContext) -> Claim:
     lines = report.section("manual-stop")
     text = " | ".join(lines)
     refused = [line for line in lines if "refused" in line.lower() or "not allowed" in line.lower()]
-    return Claim("manual-stop-refused", "a manual stop/restart of the restore is refused; kubelet keeps running",
+    # "restore=active kubelet=active", then one "UNIT=active" line per other consumer
+    units = [_name(unit) if unit == KUBELET else unit for unit, _ in _consumers(ctx)]
+    states = {key: value for line in lines for key, _, value in (word.partition("=") for word in line.split())
+              if key in ("restore", *units)}
+    names = " and ".join(_name(unit) for unit, _ in _consumers(ctx))
+    return Claim("manual-stop-refused",
+                 f"a manual stop/restart of the restore is refused; {names} keep{'s' * (len(units) == 1)} running",
                  "stop-rc=0" not in lines and "restart-rc=0" not in lines and bool(refused)
-                 and "restore=active kubelet=active" in lines, text or "no manual-stop section")
+                 and states.get("restore") == "active" and all(states.get(u) == "active" for u in units),
+                 text or "no manual-stop section")
 
 
 def _layout_applied(report: GuestReport, ctx: BootContext) -> Claim:
@@ -218,28 +246,33 @@ def _failure_visible(report: GuestReport, ctx: BootContext) -> Claim:
     # systemd's own status lines (not the report echoing the journal); on the 80-column serial console
     # systemd 252 cuts unit names: "Failed to start nvidia-mig… MIG configuration before kubelet."
     failed = re.search(r"^\[FAILED\] Failed to start nvidia-mig(-restore\.service|…).*$", console, re.M)
-    depend = re.search(r"^\[DEPEND\] Dependency failed for kube(let\.service|…).*$", console, re.M)
     marker = "injected failure" if ctx.expected is None else "level=fatal"  # mig-parted's own error
+    marker = FAILURE_MARKERS.get(ctx.scenario, marker)
     reason = [line for line in report.section(f"journal {RESTORE}") if marker in line]
-    blocked = [line for line in report.section(f"journal {KUBELET}") if "Dependency failed" in line]
-    if ctx.path == "cloud-init" and ctx.kubelet and ctx.kubelet_requires and ctx.boot == 1:
-        # first boot: kubelet's start job was held; runcmd does not start it after the failed restore
-        # and says so (no [DEPEND] line: nothing asked systemd to start kubelet)
-        held = re.search(r"migbake: \S+ failed, so \S+ is not started \(fail closed\).*$", console, re.M)
-        return Claim("failure-visible", "console and journal say why kubelet did not start",
-                     bool(failed and reason and held),
+    held = [unit for unit, closed in _consumers(ctx) if closed]
+    names = " and ".join(_name(unit) for unit in held)
+    if ctx.path == "cloud-init" and held and ctx.boot == 1:
+        # first boot: the consumers' start jobs were held; runcmd does not start them after the failed
+        # restore and says so (no [DEPEND] line: nothing asked systemd to start them)
+        said = re.search(r"migbake: \S+ failed, so \S+ is not started \(fail closed\).*$", console, re.M)
+        return Claim("failure-visible", f"console and journal say why {names} did not start",
+                     bool(failed and reason and said),
                      f"console: {failed.group(0) if failed else 'no [FAILED] line'!r}, "
-                     f"{held.group(0) if held else 'no migbake runcmd line'!r}; journal: {reason or 'no reason'}")
-    if not ctx.kubelet or not ctx.kubelet_requires:  # nothing is blocked: only the restore's own failure
+                     f"{said.group(0) if said else 'no migbake runcmd line'!r}; journal: {reason or 'no reason'}")
+    if not held:  # nothing is blocked: only the restore's own failure
         return Claim("failure-visible", "console and journal say why the restore failed",
                      bool(failed and reason),
                      f"console: {failed.group(0) if failed else 'no [FAILED] line'!r}; "
                      f"journal: {reason or 'no reason'}")
-    return Claim("failure-visible", "console and journal say why kubelet did not start",
-                 bool(failed and depend and reason and blocked),
+    depend = {unit: re.search(rf"^\[DEPEND\] Dependency failed for {re.escape(unit[:4])}.*$", console, re.M)
+              for unit in held}
+    blocked = {unit: [line for line in report.section(f"journal {unit}") if "Dependency failed" in line]
+               for unit in held}
+    return Claim("failure-visible", f"console and journal say why {names} did not start",
+                 bool(failed and reason) and all(depend.values()) and all(blocked.values()),
                  f"console: {failed.group(0) if failed else 'no [FAILED] line'!r}, "
-                 f"{depend.group(0) if depend else 'no [DEPEND] line'!r}; "
-                 f"journal: {reason + blocked or 'no reason'}")
+                 f"{[m.group(0) if m else f'no [DEPEND] line for {u}' for u, m in depend.items()]!r}; "
+                 f"journal: {reason + [line for lines in blocked.values() for line in lines] or 'no reason'}")
 
 
 def _stub_calls_for_fault(report: GuestReport, ctx: BootContext) -> Claim:
@@ -247,7 +280,8 @@ def _stub_calls_for_fault(report: GuestReport, ctx: BootContext) -> Claim:
     # restore.sh's check for a pending mode (`nvidia-smi --query-gpu=...`, Ampere profiles)
     events = [c.event for c in report.calls() if c.event in ("smi", "apply", "assert") and " -r" not in c.text
               and "--query-gpu" not in c.text]
-    want = ["smi", "apply"] if ctx.scenario == "fail-apply" else ["smi", "apply", "assert"]
+    events = [e for i, e in enumerate(events) if i == 0 or events[i - 1] != e]  # the driver wait polls smi
+    want = {"fail-apply": ["smi", "apply"], "driver-too-late": ["smi"]}.get(ctx.scenario, ["smi", "apply", "assert"])
     return Claim("stub-calls", f"with {ctx.scenario} the restore stopped at the failing step",
                  events == want, f"calls {events}, want {want}")
 

@@ -10,6 +10,7 @@ What a boot-test image gets on top of the plain Debian rootfs:
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from dataclasses import dataclass, replace
@@ -29,7 +30,8 @@ SYSTEM_UNITS = "usr/lib/systemd/system"
 IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): it agrees with migbake's "
              "reading of mig-parted by construction, not with NVIDIA's tool")
 Generation = Literal["hopper", "ampere"]
-Scenario = Literal["ok", "fail-apply", "fail-assert", "ampere-pending", "ampere-pending-stuck", "cdi"]
+Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too-late", "gpu-client",
+                   "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class RestoreCommands:
 
 
 # restore.sh's settings, one quoted shell word each (templates/rootfs/etc/nvidia-mig/restore.sh.j2)
+_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@-]+\.service")
 _SCRIPT_SETTINGS = {"smi": "nvidia_smi", "mig_parted": "nvidia_mig_parted", "config": "config_file",
                     "config_name": "config_name"}
 
@@ -148,10 +151,12 @@ def install_fixtures(
     kubelet: bool = True,
     actor: str = IMITATION,
     log: Log = no_log,
+    consumers: tuple[str, ...] = (),
 ) -> None:
     """Install the simulators, fake units and report service into ``rootfs``, and enable them.
 
     ``kubelet=False`` models a node without kubelet (the output under test then has no kubelet drop-in).
+    ``consumers``: the profile's other consumer units (slurmd.service, ...), each a fake that logs its start.
     With another ``actor`` than the imitation, the caller installs the tools (``simguest``).
     """
     log(f"installing boot-test fixtures ({gpu.generation}, {gpu.name}) into {rootfs}")
@@ -169,15 +174,33 @@ def install_fixtures(
                                ("@MIG_CONFIG_FILE@", commands.config_file),
                                ("@MIG_CONFIG_NAME@", commands.config_name), ("@ACTOR@", actor)):
         report = report.replace(placeholder, shlex.quote(value))
+    for unit in consumers:
+        if not _UNIT_NAME.fullmatch(unit):
+            raise BootTestError(f"unsupported consumer unit name {unit!r}")
+        _write(rootfs, f"/{SYSTEM_UNITS}/{unit}", consumer_unit(unit), 0o644)
+    report = report.replace("@CONSUMERS@", " ".join(consumers))
+    if consumers:  # the report waits for them too
+        _write(rootfs, f"/{SYSTEM_UNITS}/test-report.service.d/consumers.conf",
+               f"# Test fixture for boot tests ONLY\n[Unit]\nAfter={' '.join(consumers)}\n", 0o644)
     _write(rootfs, "/usr/local/sbin/test-report", report, 0o755)
     units = ["nvidia-mig-manager.service", "test-report.service"] + (["kubelet.service"] if kubelet else [])
     for unit in units:
         _install(rootfs, unit, f"/{SYSTEM_UNITS}/{unit}", 0o644)
+    units += list(consumers)  # written above
     _install(rootfs, "90-boottest.cfg", "/etc/cloud/cloud.cfg.d/90-boottest.cfg", 0o644)
     _write(rootfs, "/etc/default/locale", "LANG=C.UTF-8\n", 0o644)
     systemctl = ["systemctl", "--quiet", f"--root={rootfs}"]
     run([*systemctl, "enable", *units], log=log)
     run([*systemctl, "mask", "serial-getty@ttyS0.service"], log=log)
+
+
+def consumer_unit(unit: str) -> str:
+    """A fake consumer ``unit`` (like the fake kubelet): logs "NAME ExecStartPre" when it starts, then idles."""
+    name = unit.removesuffix(".service")
+    return (f"# Test fixture for boot tests ONLY: a fake {name} that logs when it starts and then idles.\n"
+            f"[Unit]\nDescription=Fake {name} (boot test fixture)\n\n[Service]\n"
+            f"ExecStartPre=/bin/sh -c 'echo \"$(date +%%s.%%N) {name} ExecStartPre\" >>{STUB_LOG}'\n"
+            "ExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n")
 
 
 def disable_cloud_init(rootfs: Path) -> None:

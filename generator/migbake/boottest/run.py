@@ -10,14 +10,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, scenarios_reset, simguest
+from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, scenarios_node, scenarios_reset, simguest
 from migbake.boottest.claims import BootContext, BootPath, Claim, evaluate
+from migbake.boottest.claims_node import node_claims
 from migbake.boottest.commands import Log, no_log
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.fixtures import Generation, Scenario
 from migbake.boottest.kernel import KernelAssets, ensure_kernel
 from migbake.boottest.report import parse_report
 from migbake.boottest.rootfs import BaseRootfs, ensure_rootfs
+from migbake.boottest.scenarios_node import Promises
 from migbake.boottest.simgpu_build import compile_simgpu
 from migbake.boottest.simnode import SimulatedNode
 
@@ -112,6 +114,7 @@ def run_boot_test(
     expect: Literal["block-kubelet", "continue"] = "block-kubelet",
     mig_parted: Path | None = None,
     node: SimulatedNode | None = None,
+    promises: Promises | None = None,
 ) -> BootTestResult:
     """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
 
@@ -121,7 +124,9 @@ def run_boot_test(
     and kept for inspection on failure unless ``on_failure`` is ``"clean"``; logs and reports stay.
     ``expect`` is the profile's restore.on_failure: whether a failed restore must keep kubelet down.
     With ``mig_parted`` (NVIDIA's binary) it is the actor, over ``node``'s simulated GPUs (``simguest``);
-    without it, the shell imitation runs.
+    without it, the shell imitation runs. ``promises``: the profile's other consumers and metrics file
+    (``scenarios_node.promises_of``); without it they are read from the output's drop-ins and restore.sh.
+    The scenarios of ``scenarios_node.NODE_SCENARIOS`` need NVIDIA's mig-parted.
     """
     out_dir = Path(out_dir).resolve()
     if boots < 1:
@@ -130,6 +135,10 @@ def run_boot_test(
     if missing:
         raise BootTestError(f"{out_dir} is not a migbake output for the {path} path: "
                             f"missing {', '.join(missing)}")
+    if scenario in scenarios_node.NODE_SCENARIOS and mig_parted is None:
+        raise BootTestError(f"scenario {scenario} runs only with NVIDIA's mig-parted over the simulated GPU")
+    if promises is None:
+        promises = scenarios_node.discover_promises(out_dir)
     if mig_parted is not None and node is None:
         raise BootTestError("a boot test with NVIDIA's mig-parted needs the simulated node (simnode.node_for_profile)")
     scenarios_reset.check(scenario, mig_parted, node)
@@ -156,7 +165,9 @@ def run_boot_test(
     # what the profile promises, never read from the artifacts under test
     requires = expect == "block-kubelet"
     sim = (mig_parted, node) if mig_parted is not None and node is not None else None
-    disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, kubelet, timings, log, sim)
+    consumers = tuple(unit for unit, _ in promises.consumers)
+    disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, (kubelet, consumers),
+                              timings, log, sim)
     outcomes = []
     if scenario in scenarios_reset.SCENARIOS:
         ctx = BootContext(path, scenario, gpu_generation, 1, console="", kubelet=kubelet, kubelet_requires=requires,
@@ -169,7 +180,8 @@ def run_boot_test(
         boots = 0  # the scenario booted as often as it needed
     for index in range(1, boots + 1):
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
-                          kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus)
+                          kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus,
+                          consumers=promises.consumers, metrics_path=promises.metrics_textfile)
         with _timed(timings, f"boot-{index}"):
             outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
     result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings, actor)
@@ -183,9 +195,10 @@ def run_boot_test(
 
 
 def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, scenario: Scenario,
-                 generation: Generation, kubelet: bool, timings: dict[str, float],
+                 generation: Generation, units: tuple[bool, tuple[str, ...]], timings: dict[str, float],
                  log: Log, sim: tuple[Path, SimulatedNode] | None) -> tuple[Path, Path | None]:
     rootfs = work / "rootfs"
+    kubelet, consumers = units
     with _timed(timings, "rootfs-copy"):
         assets.rootfs.fresh_copy(rootfs, log=log)
     try:
@@ -195,12 +208,14 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
             gpu = fixtures.gpu_model_for_config(config.read_text() if config.is_file() else "",
                                                 commands.config_name, generation)
             if sim is None:
-                fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log)
+                fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,
+                                          consumers=consumers)
                 fixtures.inject_fault(rootfs, scenario)
             else:
                 mig_parted, node = sim
                 fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,
-                                          actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({node.model.key})")
+                                          actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({node.model.key})",
+                                          consumers=consumers)
                 simguest.install_simgpu(rootfs, node=node, build=compile_simgpu(work / "simgpu", log=log),
                                         mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
                                         nvidia_mig_parted=commands.nvidia_mig_parted, log=log)
@@ -208,11 +223,13 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                     simguest.set_knob(rootfs, simguest.SCENARIO_KNOBS[scenario])
                 if scenario in scenarios_reset.SCENARIOS:
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
+                scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
         seed = None
         if path == "packer":
             fixtures.disable_cloud_init(rootfs)
             with _timed(timings, "packer-build"):
                 packer_chroot.build_into_rootfs(out_dir / "packer", rootfs, workdir=work / "sshd", log=log)
+            scenarios_node.after_delivery(rootfs, scenario, path, log=log)
         else:
             seed = image.make_seed(out_dir / "cloud-init/user-data", work / "seed.img",
                                    instance_id=f"iid-migbake-{work.name}", log=log)
@@ -227,7 +244,7 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
                timeout_s: float, log: Log) -> BootOutcome:
     index = ctx.boot
     if index > 1:  # each boot's evidence must come from that boot only
-        for stale in (fixtures.STUB_LOG, fixtures.REPORT):
+        for stale in (fixtures.STUB_LOG, fixtures.REPORT, *([ctx.metrics_path] if ctx.metrics_path else [])):
             image.remove_file(disk, stale, log=log)
     run = qemu.boot(kernel=kernel, disk=disk, seed=seed, serial_log=work / f"serial-{index}.log",
                     timeout_s=timeout_s, log=log)
@@ -237,7 +254,12 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
         report_path = work / f"report-{index}.txt"
         report_path.write_text(text)
     console = run.serial_log.read_text(errors="replace") if run.serial_log.exists() else ""
-    claims = evaluate(None if text is None else parse_report(text), replace(ctx, console=console))
+    metrics = image.read_file(disk, ctx.metrics_path, log=log) if ctx.metrics_path else None
+    if metrics is not None:
+        (work / f"metrics-{index}.prom").write_text(metrics)
+    report = None if text is None else parse_report(text)
+    ctx = replace(ctx, console=console, metrics=metrics)
+    claims = evaluate(report, ctx) + node_claims(report, ctx)
     if run.exit_code != 0:
         why = f"killed after {run.duration_s:.0f} s" if run.timed_out else f"QEMU exited {run.exit_code}"
         claims.insert(0, Claim("powered-off", "the guest powered off before the timeout", False, why))

@@ -119,15 +119,20 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 
 
 # --- boot-test ---------------------------------------------------------------------------------
+# boottest.scenarios_node.NODE_SCENARIOS (spelled out: the boot test loads only when it runs)
+NODE_SCENARIOS = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
+# boottest.scenarios_reset.SCENARIOS (likewise)
+RESET_SCENARIOS = ("ampere-pending", "ampere-pending-stuck", "cdi")
 
 @main.command("boot-test")
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
-@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", "ampere-pending",
-                                               "ampere-pending-stuck", "cdi", "all"]), default="all",
-              show_default=True, help="ok, or a simulated mig-parted whose apply/assert fails; with --mig-parted "
-                                      "also ampere-pending[-stuck] (Ampere profiles) and cdi.")
+@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS,
+                                               "all"]), default="all", show_default=True,
+              help="ok, a failing apply/assert, or a neighbour of the node (driver-late, driver-too-late, "
+                   "gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] on Ampere profiles: with "
+                   "--mig-parted only).")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Boots per ok run (faults boot once).")
 @click.option("--keep", is_flag=True, help="Keep the disk images of every run (default: only of failing runs).")
@@ -149,30 +154,40 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     reads the results back from the disk.
     Claims, on every boot: nvidia-smi < apply < assert < kubelet; a failing apply or assert keeps kubelet
     down (unless on_failure: continue) and the console says why; the packaged manager never runs; the
-    layout comes back after a reboot; a manual stop of the restore is refused. With --mig-parted also
-    ampere-pending (a GPU reset that fails: one reboot, then the layout), ampere-pending-stuck (no
-    second reboot, fail closed) and cdi (the CDI spec written last lists the MIG devices). Needs root.
+    layout comes back after a reboot; a manual stop of the restore is refused; every consumer of the
+    profile (kubelet, slurmd, ...) is treated like kubelet; the metrics file says 1 or 0. With --mig-parted
+    also the node's neighbours: a late driver (driver-late; driver-too-late with a 5 s wait), a GPU client
+    (gpu-client), a package upgrade that re-enables the packaged manager (manager-reenabled), a GPU reset
+    that fails (ampere-pending: one reboot, then the layout; ampere-pending-stuck: no second reboot, fail
+    closed) and CDI (cdi: the spec written last lists the MIG devices). Needs root.
     Exit 0 only if every claim holds.
     """
     import tempfile
 
     from migbake.boottest import BootTestError, prepare_assets, run_boot_test, scenarios_reset
     from migbake.boottest.fixtures import IMITATION, Scenario
+    from migbake.boottest.scenarios_node import NODE_SCENARIOS as node_scenarios
+    from migbake.boottest.scenarios_node import applies, boots_for, promises_of, variant
     from migbake.boottest.simnode import node_for_profile
     from migbake.migconfig import group_models
     from migbake.render import render
     from migbake.write import write_tree
 
+    if scenario in (*NODE_SCENARIOS, *RESET_SCENARIOS) and mig_parted is None:
+        raise click.UsageError(f"--scenario {scenario} needs --mig-parted PATH (NVIDIA's nvidia-mig-parted, "
+                               "which runs over the simulated GPU)")
     prof = valid_profile(profile)
     generation: Literal["hopper", "ampere"] = (
         "ampere" if all(m.mig_mode_persists for m in group_models(prof) if m.has_mig) else "hopper")
     all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
     chosen_paths = [p for p in all_paths if paths in (p, "both")]
     all_scenarios: list[Scenario] = ["ok", "fail-apply", "fail-assert"]
-    if mig_parted is None and scenario in scenarios_reset.SCENARIOS:
-        raise click.UsageError(f"--scenario {scenario} needs --mig-parted (NVIDIA's binary over the simulated GPU)")
     if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
+        all_scenarios += [s for s in node_scenarios if applies(s, prof)]
         all_scenarios += [s for s in scenarios_reset.SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
+    elif scenario == "all":
+        click.echo(f"migbake: without --mig-parted only ok, fail-apply and fail-assert run "
+                   f"({', '.join((*NODE_SCENARIOS, *RESET_SCENARIOS))} need NVIDIA's mig-parted)", err=True)
     scenarios = [s for s in all_scenarios if scenario in (s, "all")]
     if not scenarios:
         raise click.UsageError(f"--scenario {scenario} needs a profile with an Ampere GPU (MIG mode kept across "
@@ -186,17 +201,24 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
         click.echo(f"actor: {actor}")
     results = []
     with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
-        out = Path(tmp) / "out"
-        write_tree(render(prof), out)
+        generated: dict[str, Path] = {}
+        outs: dict[str, Path] = {}
+        for sc in scenarios:  # a scenario may boot the profile with an override (driver-too-late)
+            booted = variant(prof, sc)
+            if repr(booted) not in generated:
+                generated[repr(booted)] = Path(tmp) / f"out-{len(generated)}"
+                write_tree(render(booted), generated[repr(booted)])
+            outs[sc] = generated[repr(booted)]
         try:
             assets = prepare_assets(cache_root=cache, log=log)
             for path in chosen_paths:
                 for sc in scenarios:
+                    booted = variant(prof, sc)
                     results.append(run_boot_test(
-                        out, path=path, scenario=sc, boots=boots if sc in ("ok", "cdi") else 1,
+                        outs[sc], path=path, scenario=sc, boots=boots if sc == "cdi" else boots_for(sc, path, boots),
                         gpu_generation=generation,
                         on_failure="keep", assets=assets, cache_root=cache, log=log,
-                        expect=prof.restore.on_failure, mig_parted=real, node=node))
+                        expect=booted.restore.on_failure, mig_parted=real, node=node, promises=promises_of(booted)))
         except BootTestError as e:
             raise click.ClickException(f"boot test could not run: {e}") from e
     if not keep:
