@@ -224,7 +224,8 @@ def test_import_never_makes_a_profile_migbake_rejects(text: str, tmp_path: Path)
 
 
 def test_a_dgx_station_node_passes_preflight_with_its_display_gpu() -> None:
-    from migbake.preflight import Capture, Gpu, check_capture
+    from migbake.capture import Capture, Gpu
+    from migbake.preflight import check_capture
 
     checked = check_bytes(import_config(DGX_STATION.encode(), "nvidia.yaml").text.encode(), "p.yaml")
     assert checked.profile is not None

@@ -13,7 +13,7 @@ import pytest
 from realtools import bash_n, run, shellcheck
 from support import H200_FIXTURES, cli, generate
 
-from migbake.preflight import CaptureError, parse_csv, parse_xml
+from migbake.capture import CaptureError, parse_csv, parse_xml
 
 FIXTURES = H200_FIXTURES
 SCRIPT = "scripts/preflight-mig-restore.sh"

@@ -20,9 +20,9 @@ from typing import Any
 import yaml
 
 from migbake import __version__
+from migbake.capture import Capture
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
 from migbake.devicefilter import read_filter_id
-from migbake.preflight import Capture
 from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
 from migbake.profile import LoadedProfile, join_pointer, load_profile_bytes
 from migbake.validate import check_bytes

@@ -48,8 +48,9 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     Checks that need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the
     profile is invalid), 2 for bad usage or an unreadable capture.
     """
+    from migbake.capture import CaptureError, read_capture
     from migbake.gpuoperator import NodeJsonError, read_node_labels
-    from migbake.preflight import CaptureError, check_capture, read_capture, table
+    from migbake.preflight import check_capture, table
 
     capture_file = xml_file or csv_file
     if xml_file is not None and csv_file is not None:
@@ -111,8 +112,8 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
     or unknown device-filter ids, filtered and unfiltered entries mixed, MIG devices with mig-enabled
     false, overlapping entries, ... The result is validated like any profile.
     """
+    from migbake.capture import CaptureError, read_capture
     from migbake.importer import ImportRefused, import_config
-    from migbake.preflight import CaptureError, read_capture
 
     if model is not None and xml_file is not None:
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
