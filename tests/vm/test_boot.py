@@ -69,11 +69,17 @@ def test_failed_packer_build_is_an_error_and_leaves_nothing_running(out_dir: Pat
     shutil.copytree(out_dir, broken)
     script = broken / "packer/scripts/install-mig-restore.sh"
     script.write_text(script.read_text() + "exit 3\n")
+    def chroots_and_sshds() -> tuple[set[str], set[Path]]:  # what a build leaves behind, if anything
+        mounts = {line for line in Path("/proc/self/mounts").read_text().splitlines() if "migbake-chroot." in line}
+        return mounts, {p for p in Path("/proc").glob("[0-9]*/cmdline")
+                        if b"sshd_config" in _read(p) and b"/sshd/" in _read(p)}
+
+    before_mounts, before_sshds = chroots_and_sshds()  # another run's (a parallel test, an earlier crash)
     with pytest.raises(BootTestError, match="non-zero exit status: 3"):
         run_boot_test(broken, path="packer", assets=boot_assets, log=print)
-    assert "migbake-chroot." not in Path("/proc/self/mounts").read_text()
-    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline")
-                if b"sshd_config" in _read(p) and b"/sshd/" in _read(p)]
+    mounts, sshds = chroots_and_sshds()
+    assert mounts <= before_mounts, mounts - before_mounts
+    assert sshds <= before_sshds, sshds - before_sshds
 
 
 def _read(path: Path) -> bytes:
