@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from support import IMAGES, REPO, cli
 
-from migbake.commands.base import COMMANDS, EXIT_CODES
+from migbake.commands.base import COMMANDS
+from migbake.exits import EXIT_CODES
 from migbake.packer import SOURCE_NAMES
 from migbake.write import MARKER
 

@@ -14,9 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-EXIT_INVALID = 1
-EXIT_INTERRUPTED = 130
-EXIT_PIPE_CLOSED = 141
+from migbake.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_PIPE_CLOSED, color_wanted, silence_stdout
 
 
 def quick_validate(args: Sequence[str]) -> int | None:
@@ -35,13 +33,11 @@ def quick_validate(args: Sequence[str]) -> int | None:
         return EXIT_INTERRUPTED
     except Exception:  # the click command says it: a usage error, or an internal error with --debug
         return None
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     try:
-        sys.stdout.write(text_report(results, color=color))
+        sys.stdout.write(text_report(results, color=color_wanted()))
         sys.stdout.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit must not complain either
+        silence_stdout()
         return EXIT_PIPE_CLOSED
     return EXIT_INVALID if any(r.errors for r in results) else 0
 

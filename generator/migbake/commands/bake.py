@@ -10,7 +10,8 @@ from typing import Literal
 
 import click
 
-from migbake.commands.base import EXIT_INVALID, PROFILE_PATH, guard, main, valid_profile
+from migbake.commands.base import PROFILE_PATH, guard, main, valid_profile
+from migbake.exits import EXIT_INVALID
 
 # --- bake --------------------------------------------------------------------------------------
 

@@ -17,6 +17,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from migbake import __version__
+from migbake.exits import (
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_PIPE_CLOSED,
+    EXIT_USAGE,
+    silence_stdout,
+)
 
 if TYPE_CHECKING:
     from migbake.catalog import GpuModel
@@ -26,20 +35,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
-EXIT_PIPE_CLOSED = 141
-# one table for every command: the README's and `--help`'s, tested command by command
-EXIT_CODES = (
-    (0, "success: valid, written, up to date, node ready, image baked"),
-    (1, "invalid profile or input, stale output (--check), node not ready, a failed Packer step"),
-    (2, "usage: bad options, an unreadable file, an output directory migbake will not replace"),
-    (3, "internal error (--debug shows the traceback)"),
-    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
-    (EXIT_PIPE_CLOSED, "standard output closed early (piped into head): stops quietly"),
-)
 STDIN_NAME = "<stdin>"
 
 
@@ -65,7 +60,7 @@ def guard(fn: F) -> F:
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
             return result
         except BrokenPipeError:
-            _silence_stdout()
+            silence_stdout()
             sys.exit(EXIT_PIPE_CLOSED)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
@@ -105,15 +100,6 @@ def _debug_traceback() -> None:
         import traceback  # only with --debug: start-up does not pay for it
 
         traceback.print_exc()
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that Python's own flush at exit does not complain about the pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # not a real file (tests' captured output)
-        pass
 
 
 def is_stdin(profile: Path | str) -> bool:

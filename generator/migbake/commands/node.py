@@ -9,16 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from migbake.commands.base import (
-    EXIT_INVALID,
-    EXIT_USAGE,
-    PROFILE_PATH,
-    GpuModelType,
-    guard,
-    main,
-    plural,
-    valid_profile,
-)
+from migbake.commands.base import PROFILE_PATH, GpuModelType, guard, main, plural, valid_profile
+from migbake.exits import EXIT_INVALID, EXIT_USAGE
 
 if TYPE_CHECKING:
     from migbake.catalog import GpuModel

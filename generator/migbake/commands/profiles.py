@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from migbake.commands.base import (
-    EXIT_INVALID,
-    PROFILE_PATH,
-    check_profile,
-    guard,
-    main,
-    plural,
-    profile_name,
-    valid_profile,
-)
+from migbake.commands.base import PROFILE_PATH, check_profile, guard, main, plural, profile_name, valid_profile
+from migbake.exits import EXIT_INVALID, color_wanted
 
 if TYPE_CHECKING:
     from migbake.model import NodeProfile
@@ -56,7 +47,7 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
     from migbake.report import FileResult, render_report, summary
 
     results = [FileResult(profile_name(f), check_profile(f).problems) for f in _expand(profiles)]
-    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
         click.echo(summary(results), err=True)
