@@ -14,7 +14,7 @@ import yaml
 from realtools import SystemdTree
 from support import generate
 
-from migbake.model import GPU_CLIENTS
+from migbake.nodeprofile import GPU_CLIENTS
 
 SLURM = """\
 version: 1

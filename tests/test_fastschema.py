@@ -9,8 +9,9 @@ import pytest
 from support import IMAGES, REPO
 
 from migbake.fastschema import UnsupportedSchema, compile_schema
-from migbake.profile import load_profile_bytes
-from migbake.schema import _fast_check, load_schema
+from migbake.loader import load_profile_bytes
+from migbake.resources import load_schema
+from migbake.schema import _fast_check
 from migbake.schema_messages import _Validator, _validator
 
 CASES = sorted((REPO / "tests" / "cases").glob("*/*/node-profile.yaml"))

@@ -30,8 +30,8 @@ from click.testing import CliRunner
 from support import REPO
 
 from migbake.cli import main
+from migbake.loader import MAX_PROFILE_BYTES
 from migbake.problems import Problem
-from migbake.profile import MAX_PROFILE_BYTES
 from migbake.validate import check_file
 
 CASES_DIR = Path(__file__).parent / "cases" / "invalid"

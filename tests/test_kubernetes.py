@@ -11,7 +11,7 @@ from support import IMAGES, cli, generate
 from test_multimodel import H100_H200, run_verify
 
 from migbake.kubernetes import node_kinds, resource_name, resource_report
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 from migbake.validate import check_bytes
 
 

@@ -18,7 +18,7 @@ from support import IMAGES, REPO
 
 from migbake.cli import main
 from migbake.migconfig import mig_parted_config_text
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 from migbake.validate import check_bytes, check_file
 
 GOOD = """\

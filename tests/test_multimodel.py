@@ -15,7 +15,7 @@ from support import REPO, generate
 
 from migbake.catalog import load_catalog
 from migbake.migconfig import mig_parted_config, uses_device_filter
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 from migbake.validate import check_bytes
 
 H100_H200 = """\

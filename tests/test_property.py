@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from realtools import cloud_init_schema, device_filter_problems, mig_parted_refusals, shellcheck
 from support import IMAGES
 
-from migbake.profile import load_profile_bytes
+from migbake.loader import load_profile_bytes
 from migbake.render import render
 from migbake.schema import _fast_check
 from migbake.schema_messages import _validator

@@ -34,7 +34,7 @@ from realtools import (
 )
 from support import generate
 
-from migbake.model import GPU_CLIENTS
+from migbake.nodeprofile import GPU_CLIENTS
 from migbake.problems import RenderError
 from migbake.render import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar
 from migbake.validate import check_bytes

@@ -12,7 +12,7 @@ import click
 import pytest
 from support import IMAGES, REPO
 
-from migbake.commands.base import COMMANDS, main
+from migbake.cli import COMMANDS, main
 
 PROBE = """
 import json, sys
@@ -28,7 +28,8 @@ CLICK_PATH = "import sys; from migbake.cli import main; sys.argv[0] = 'migbake';
 ENTRY_PATH = "import sys; from migbake.entry import run; sys.argv[0] = 'migbake'; run(prog_name='migbake')"
 ENV = {"PYTHONPATH": str(REPO / "generator"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 HEAVY = ("jsonschema", "jinja2", "migbake.boottest", "migbake.packer", "migbake.render", "migbake.importer",
-         "migbake.commands.bake", "migbake.commands.node")
+         "migbake.commands.bake", "migbake.commands.boot_test", "migbake.commands.import_",
+         "migbake.commands.export", "migbake.commands.generate", "migbake.commands.preflight")
 
 
 def loaded_modules(*args: str) -> set[str]:
@@ -59,11 +60,16 @@ def test_an_invalid_profile_still_gets_jsonschema_messages(tmp_path: Path) -> No
     assert "jsonschema" in loaded_modules("validate", str(bad))
 
 
-def test_every_command_is_listed_in_one_place() -> None:
-    modules = {importlib.import_module(m) for m in set(COMMANDS.values())}
-    defined = {c.name for mod in modules for c in vars(mod).values() if isinstance(c, click.Command)
-               and c is not main}
-    assert defined == set(COMMANDS)
+def test_every_command_is_listed_in_one_place_and_has_a_module_of_its_own() -> None:
+    commands_dir = REPO / "generator" / "migbake" / "commands"
+    helpers = {"__init__", "common"}
+    assert {p.stem for p in commands_dir.glob("*.py")} - helpers == {
+        target.split(":")[0].rsplit(".", 1)[1] for target in COMMANDS.values()}
+    for name, target in COMMANDS.items():
+        module = importlib.import_module(target.split(":")[0])
+        defined = [c for c in vars(module).values() if isinstance(c, click.Command)
+                   and getattr(c.callback, "__module__", "") == module.__name__]
+        assert [c.name for c in defined] == [name], target
     ctx = click.Context(main)
     assert all(main.get_command(ctx, name) is not None for name in COMMANDS)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support import IMAGES, REPO, cli
 
-from migbake.commands.base import COMMANDS
+from migbake.cli import COMMANDS
 from migbake.exits import EXIT_CODES
 from migbake.packer import SOURCE_NAMES
 from migbake.write import MARKER

@@ -14,6 +14,7 @@ from typing import Literal
 from xml.parsers import expat
 
 from migbake.catalog import canonical_pci_id
+from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
 Source = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
@@ -23,6 +24,8 @@ MAX_CAPTURE_BYTES = 16 * 1024 * 1024
 
 class CaptureError(MigbakeError):
     """Captured nvidia-smi output cannot be read: missing, malformed, unsafe XML or unexpected columns."""
+
+    exit_code = EXIT_USAGE  # like an unreadable option value
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,11 +101,6 @@ class GpuModel:
         return min(self.names, key=len) if self.names else self.key
 
     @property
-    def hopper_or_later(self) -> bool:
-        """Whether MIG mode itself is lost at reboot (Hopper and later)."""
-        return not self.mig_mode_persists
-
-    @property
     def all_names(self) -> tuple[str, ...]:
         """Every name this model answers to: id, names, aliases, nvidia-smi names."""
         return (self.key, *self.names, *self.aliases, *self.nvidia_smi_names)

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from migbake.loader import LoadedProfile, join_pointer
 from migbake.problems import CatalogError, Problem
-from migbake.profile import LoadedProfile, join_pointer
 from migbake.schema_messages import catalog_schema_problems
 
 MAX_CATALOG_BYTES = 16 * 1024 * 1024

@@ -2,7 +2,7 @@
 
 ``migbake validate FILE...`` (no options; pre-commit, editors and CI run it on every change) is
 answered here with the same library calls, the same report and the same exit code as the click
-command in ``migbake.commands.profiles``; a test compares both paths byte for byte. Anything else,
+command in ``migbake.commands.validate``; a test compares both paths byte for byte. Anything else,
 and anything unusual on the way (an option, standard input, a directory without profiles,
 ``--catalog`` / ``MIGBAKE_CATALOG``, an unexpected error), goes to the click group
 (``migbake.cli.main``) before anything has been printed.

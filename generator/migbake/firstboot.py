@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from migbake.model import GPU_CLIENTS, NodeProfile
+from migbake.nodeprofile import GPU_CLIENTS, NodeProfile
 
 
 def _q(words: list[str] | tuple[str, ...]) -> str:

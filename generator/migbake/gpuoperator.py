@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
 MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
@@ -32,6 +33,8 @@ Verdict = tuple[str, Literal["PASS", "WARN", "FAIL"], str]  # check, status, det
 
 class NodeJsonError(MigbakeError):
     """A ``kubectl get node -o json`` file that cannot be read."""
+
+    exit_code = EXIT_USAGE  # like an unreadable option value
 
 
 def read_node_labels(path: Path) -> dict[str, str]:

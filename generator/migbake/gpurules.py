@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from migbake.catalog import Catalog, canonical_pci_id
+from migbake.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile, as_mapping, gpu_entries
 
 
 def rule_no_mig(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:

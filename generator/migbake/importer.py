@@ -23,8 +23,8 @@ from migbake import __version__
 from migbake.capture import Capture
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
 from migbake.devicefilter import read_filter_id
-from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
-from migbake.profile import LoadedProfile, join_pointer, load_profile_bytes
+from migbake.loader import LoadedProfile, join_pointer, load_profile_bytes
+from migbake.problems import MigbakeError, Problem, has_errors, plural, sort_problems
 from migbake.validate import check_bytes
 
 NVIDIA_VENDOR = "10DE"
@@ -38,9 +38,12 @@ _MALFORMED = "import-filter-malformed"
 class ImportRefused(MigbakeError):
     """The config cannot become a node profile; ``problems`` says why, located in the config."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, file: str, problems: list[Problem]) -> None:
         self.problems = sort_problems(problems)
-        super().__init__(f"{sum(p.severity == 'error' for p in problems)} problem(s)")
+        super().__init__(f"{file}: cannot import ({plural(len(self.problems), 'problem')}), nothing written")
+
+    def report(self) -> list[str]:
+        return [p.format() for p in self.problems] + [f"migbake: {self}"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,9 +299,9 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     cat = catalog or load_catalog()
     loaded, problems = load_profile_bytes(data, file)
     if has_errors(problems) and not any(p.rule in ("empty-file", "not-a-mapping") for p in problems):
-        raise ImportRefused(problems)
+        raise ImportRefused(file, problems)
     if not isinstance(loaded.data, dict):
-        raise ImportRefused([Problem(file, 1, 1, "", "not an nvidia-mig-parted config: expected a YAML "
+        raise ImportRefused(file, [Problem(file, 1, 1, "", "not an nvidia-mig-parted config: expected a YAML "
                                      "mapping with version: v1 and mig-configs", "import-config")])
     node_models: list[GpuModel] = [model] if model else []
     r = _Reader(loaded, cat, node_models)
@@ -315,7 +318,7 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
             r.sources.setdefault(found.key, f"nvidia-smi -q -x: {gpu.name}, {gpu.pci_device_id}")
     selected = _select(r, loaded.data, config)
     if selected is None:
-        raise ImportRefused(r.problems)
+        raise ImportRefused(file, r.problems)
     cfg, entries = selected
     groups: list[_Group] = []
     matchers: list[tuple[str, str | list[int], set[str] | None]] = []
@@ -337,13 +340,13 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     if capture and not r.problems:
         _check_capture(r, capture, matchers, cfg)
     if r.problems:
-        raise ImportRefused(r.problems)
+        raise ImportRefused(file, r.problems)
     any_filter = any(ids is not None for _, _, ids in matchers)
     text = _text(_profile_data(groups, name, cfg, len(capture.gpus) if capture else None, any_filter),
                  r, file, data, cfg)
     checked = check_bytes(text.encode("utf-8"), "<imported profile>")
     if has_errors(checked.problems):
-        raise ImportRefused(_relocate(r, groups, checked.problems))
+        raise ImportRefused(file, _relocate(r, groups, checked.problems))
     return Imported(text, _relocate(r, groups, checked.problems))
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from migbake.catalog import PROFILE_NAME_RE, Catalog, load_catalog
 from migbake.gpuoperator import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG
 from migbake.migconfig import config_yaml, entry_pci_ids, group_models, mig_parted_config, uses_device_filter
-from migbake.model import GpuGroup, MigStrategy, NodeProfile
+from migbake.nodeprofile import GpuGroup, MigStrategy, NodeProfile
 
 WHOLE_GPU = "nvidia.com/gpu"
 CONFIG_LABEL = MIG_CONFIG_LABEL

@@ -11,8 +11,8 @@ from typing import Any
 
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel
 from migbake.layout import fit
+from migbake.loader import LoadedProfile, as_mapping, gpu_entries, join_pointer
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile, as_mapping, gpu_entries, join_pointer
 from migbake.suggestions import flow, nearest_layouts
 
 

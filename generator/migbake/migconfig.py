@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import yaml
 
 from migbake.catalog import Catalog, GpuModel, load_catalog
-from migbake.model import GpuGroup, NodeProfile
+from migbake.nodeprofile import GpuGroup, NodeProfile, writes_device_filter
 
 
 def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[GpuModel]:
@@ -24,18 +23,10 @@ def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[G
     return models
 
 
-def filter_on(mode: str, model_keys: Iterable[str], exact_ids: bool = False) -> bool:
-    """Whether entries carry a device-filter: ``always``, ``never``, or (``auto``) with several models
-    or when an entry names its exact ``pci_device_ids``."""
-    if mode in ("always", "never"):
-        return mode == "always"
-    return exact_ids or len(set(model_keys)) > 1
-
-
 def uses_device_filter(profile: NodeProfile, catalog: Catalog | None = None) -> bool:
     """Whether entries carry a device-filter (``device_filter``; auto: several models, or exact ids)."""
     exact = any(g.pci_device_ids for g in profile.gpus)
-    return filter_on(profile.device_filter, (m.key for m in group_models(profile, catalog)), exact)
+    return writes_device_filter(profile.device_filter, (m.key for m in group_models(profile, catalog)), exact)
 
 
 def entry_pci_ids(group: GpuGroup, model: GpuModel) -> tuple[str, ...]:

@@ -11,8 +11,8 @@ from typing import Any
 
 from migbake.catalog import Catalog
 from migbake.gpuoperator import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL
+from migbake.loader import LoadedProfile, join_pointer
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile, join_pointer
 
 # label namespaces kubelet may set on its own node (NodeRestriction admission plugin); any other key
 # under kubernetes.io / k8s.io is refused at registration

@@ -1,7 +1,7 @@
 """Preflight: does a node match its profile before anything is enabled? Checked on captured nvidia-smi output.
 
 The generated ``scripts/preflight-mig-restore.sh`` runs the same checks live on the node. Both read what
-each ``gpus`` entry asks from :func:`expectations` and word their verdicts the same way, so the offline
+each ``gpus`` entry asks from ``migbake.expectations`` and word their verdicts the same way, so the offline
 form (``migbake preflight``) and the script agree check by check. Only the checks that need the node
 itself (the tool paths, the driver, the units) are SKIP offline.
 """
@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from migbake.capture import Capture, Gpu
 from migbake.catalog import Catalog
+from migbake.expectations import AFTER_RESET, Expectation, expectations, layout_text
 from migbake.gpuoperator import label_checks
-from migbake.migconfig import entry_pci_ids, group_models, uses_device_filter
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 
 Status = Literal["PASS", "WARN", "NOTE", "FAIL", "SKIP"]
 
@@ -26,10 +26,6 @@ SCRIPT = "scripts/preflight-mig-restore.sh"
 OFFLINE = f"not checked offline: run {SCRIPT} on the node"
 NO_NODE_JSON = "no --node-json given (kubectl get node NAME -o json)"
 NO_CAPTURE = "no nvidia-smi capture given (--nvidia-smi-xml or --nvidia-smi-csv)"
-AFTER_RESET = {
-    "reboot-once": "the first restore reboots the node once to complete it (restore.on_reset_required: reboot-once)",
-    "fail": "the restore fails until the node is rebooted (restore.on_reset_required: fail)",
-}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -60,55 +56,6 @@ class Preflight:
         """The machine form, with the keys the script's ``--json`` prints (plus ``file``)."""
         return {"profile": self.profile, "source": self.source, "file": self.file, "ready": self.ready,
                 "checks": [{"check": c.name, "status": c.status, "detail": c.detail} for c in self.checks]}
-
-
-@dataclass(frozen=True, slots=True)
-class Expectation:
-    """What one ``gpus`` entry asks of the node, in the form both preflights evaluate."""
-
-    check: str
-    model: str
-    pci_ids: tuple[str, ...]
-    devices: Literal["all"] | tuple[int, ...]
-    filtered: bool  # mig-parted selects only GPUs of this model (the config has a device-filter)
-    want_mode: str
-    want_count: int
-    want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
-    mode_persists: bool = False  # Ampere: a MIG mode change waits for a GPU reset
-
-    @property
-    def expected(self) -> str:
-        """``h200-141gb (0x233510DE, 0x233B10DE)``."""
-        return f"{self.model} ({', '.join(self.pci_ids)})"
-
-
-def _layout_text(counts: Iterable[tuple[str, int]]) -> str:
-    return ", ".join(f"{n}x {name}" for name, n in sorted(counts)) or "no MIG devices"
-
-
-def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[Expectation, ...]:
-    """One expectation per ``gpus`` entry, in profile order."""
-    filtered = uses_device_filter(profile, catalog)
-    out = []
-    for i, (g, m) in enumerate(zip(profile.gpus, group_models(profile, catalog))):
-        # nvidia-smi shows a GPU without MIG (a display GPU, an L40S) as mig.mode.current [N/A]
-        mode = "Enabled" if g.mig_enabled else "Disabled" if m.has_mig else "[N/A]"
-        want = f"MIG Enabled, {_layout_text(g.layout)}" if g.mig_enabled else f"MIG {mode}"
-        out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
-                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want, m.mig_mode_persists))
-    return tuple(out)
-
-
-def script_context(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, Any]:
-    """The values the preflight template prints (each goes through the ``sh`` filter there)."""
-    groups = [{"check": e.check, "model": e.model, "pci_ids": " ".join(e.pci_ids),
-               "devices": "all" if e.devices == "all" else " ".join(map(str, e.devices)),
-               "filtered": "yes" if e.filtered else "no", "want": e.want,
-               "persists": "yes" if e.mode_persists else "no"}
-              for e in expectations(profile, catalog)]
-    count = "" if profile.gpu_count is None else str(profile.gpu_count)
-    return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
-                          "after_reset": AFTER_RESET[profile.restore.on_reset_required]}}
 
 
 # --- the hardware checks -----------------------------------------------------------------------
@@ -172,7 +119,7 @@ def _have(g: Gpu) -> str:
     if g.mig_mode != "Enabled":
         return f"MIG {g.mig_mode}"
     if g.mig_devices is not None:
-        return f"MIG Enabled, {_layout_text(Counter(g.mig_devices).items())}"
+        return f"MIG Enabled, {layout_text(Counter(g.mig_devices).items())}"
     if g.mig_device_count is not None:
         return f"MIG Enabled, {g.mig_device_count or 'no'} MIG device{'' if g.mig_device_count == 1 else 's'}"
     return "MIG Enabled"

@@ -6,7 +6,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
+
+from migbake.exits import EXIT_INVALID, EXIT_USAGE
 
 Severity = Literal["error", "warning"]
 
@@ -51,8 +53,23 @@ def has_errors(problems: Iterable[Problem]) -> bool:
     return any(p.severity == "error" for p in problems)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``: every count migbake prints."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 class MigbakeError(Exception):
-    """Base of every error migbake raises on purpose."""
+    """Base of every error migbake raises on purpose: what stderr says, and the exit code.
+
+    The command group (``migbake.cli``) is the one place that turns any of them into its ``report()``
+    lines and ``exit_code`` (as click does with ``ClickException.exit_code``); commands never catch them.
+    """
+
+    exit_code: ClassVar[int] = EXIT_INVALID
+
+    def report(self) -> list[str]:
+        """The lines printed to stderr, last the one that says what failed."""
+        return [f"migbake: error: {self}"]
 
 
 def read_bounded(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
@@ -68,11 +85,15 @@ def read_bounded(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
 
 
 class ProfileError(MigbakeError):
-    """A profile is invalid; ``problems`` says every reason."""
+    """A command's profile is invalid: every problem, then what was not done (``consequence``)."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, file: str, problems: list[Problem], consequence: str = "") -> None:
+        self.file = file
         self.problems = problems
-        super().__init__(f"{sum(p.severity == 'error' for p in problems)} problem(s)")
+        super().__init__(f"{file}: invalid" + (f", {consequence}" if consequence else ""))
+
+    def report(self) -> list[str]:
+        return [p.format() for p in self.problems] + [f"migbake: {self}"]
 
 
 class CatalogError(MigbakeError):
@@ -81,7 +102,10 @@ class CatalogError(MigbakeError):
     def __init__(self, file: str, problems: list[Problem]) -> None:
         self.file = file
         self.problems = problems
-        super().__init__(f"{file}: invalid GPU catalog ({len(problems)} problem{'' if len(problems) == 1 else 's'})")
+        super().__init__(f"{file}: invalid GPU catalog ({plural(len(problems), 'problem')})")
+
+    def report(self) -> list[str]:
+        return [p.format() for p in self.problems] + [f"migbake: error: {self}"]
 
 
 class RenderError(MigbakeError):
@@ -90,6 +114,8 @@ class RenderError(MigbakeError):
 
 class OutputError(MigbakeError):
     """The output directory cannot be written as asked (not empty, a symlink, ...)."""
+
+    exit_code = EXIT_USAGE
 
 
 class PackerError(MigbakeError):

@@ -16,11 +16,11 @@ import jinja2
 
 from migbake import __version__
 from migbake.catalog import Catalog, load_catalog
+from migbake.expectations import AFTER_RESET, expectations
 from migbake.firstboot import commands as first_boot_commands
 from migbake.kubernetes import verify_groups
 from migbake.migconfig import filter_notes, group_models, mig_parted_config_text
-from migbake.model import GPU_CLIENTS, GPU_RESET_TARGET, NodeProfile
-from migbake.preflight import script_context as preflight_context
+from migbake.nodeprofile import GPU_CLIENTS, GPU_RESET_TARGET, NodeProfile
 from migbake.problems import RenderError
 from migbake.resources import templates_dir
 
@@ -272,7 +272,18 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
     for name in ("verify-mig-restore", "uninstall-mig-restore", "capture-mig-config"):
         emit(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
     emit("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
-         preflight_context(p, cat))
+         _preflight_context(p, cat))
     _check_paths(out)
     return sorted(out, key=lambda a: a.path)
 
+
+def _preflight_context(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The values the preflight template prints (each goes through the ``sh`` filter there)."""
+    groups = [{"check": e.check, "model": e.model, "pci_ids": " ".join(e.pci_ids),
+               "devices": "all" if e.devices == "all" else " ".join(map(str, e.devices)),
+               "filtered": "yes" if e.filtered else "no", "want": e.want,
+               "persists": "yes" if e.mode_persists else "no"}
+              for e in expectations(profile, catalog)]
+    count = "" if profile.gpu_count is None else str(profile.gpu_count)
+    return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
+                          "after_reset": AFTER_RESET[profile.restore.on_reset_required]}}

@@ -6,13 +6,12 @@ Each function takes the checked files (file name -> problems) and returns the wh
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from migbake import __version__
-from migbake.problems import Problem
+from migbake.problems import Problem, plural
 
-FORMATS = ("text", "json", "github", "sarif", "junit")
 INFO_URI = "https://github.com/migbake/migbake"
 
 
@@ -29,19 +28,15 @@ class FileResult:
         return sum(p.severity == "error" for p in self.problems)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def summary(results: Sequence[FileResult]) -> str:
     """``2 problems in 1 file (3 checked)`` or ``3 files valid``, plus warnings."""
     errors = sum(r.errors for r in results)
     warnings = sum(len(r.problems) for r in results) - errors
     bad = sum(r.errors > 0 for r in results)
-    text = (f"{_plural(errors, 'problem')} in {_plural(bad, 'file')} ({len(results)} checked)" if errors
-            else f"{_plural(len(results), 'file')} valid")
+    text = (f"{plural(errors, 'problem')} in {plural(bad, 'file')} ({len(results)} checked)" if errors
+            else f"{plural(len(results), 'file')} valid")
     if warnings:
-        text += f", {_plural(warnings, 'warning')}"
+        text += f", {plural(warnings, 'warning')}"
     return text
 
 
@@ -137,7 +132,7 @@ def junit_report(results: Sequence[FileResult]) -> str:
         errors = [p for p in r.problems if p.severity == "error"]
         if errors:
             failure = ET.SubElement(case, "failure", type=errors[0].rule,
-                                    message=f"{_plural(len(errors), 'problem')}: {errors[0].message}")
+                                    message=f"{plural(len(errors), 'problem')}: {errors[0].message}")
             failure.text = "\n".join(p.format() for p in r.problems)
         elif r.problems:
             out = ET.SubElement(case, "system-out")
@@ -151,5 +146,11 @@ def render_report(fmt: str, results: Sequence[FileResult], *, color: bool = Fals
     """The report in format ``fmt`` (one of FORMATS)."""
     if fmt == "text":
         return text_report(results, color=color, with_summary=with_summary)
-    return {"json": json_report, "github": github_report, "sarif": sarif_report,
-            "junit": junit_report}[fmt](results)
+    return REPORTERS[fmt](results)
+
+
+# every format and its reporter: `validate --format` offers exactly these
+REPORTERS: dict[str, Callable[[Sequence[FileResult]], str]] = {
+    "text": text_report, "json": json_report, "github": github_report, "sarif": sarif_report,
+    "junit": junit_report}
+FORMATS = tuple(REPORTERS)

@@ -7,8 +7,10 @@ the repository. Nothing else in migbake knows these paths.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 SCHEMA_FILE = "node-profile.schema.json"
 CATALOG_SCHEMA_FILE = "mig-catalog.schema.json"
@@ -48,3 +50,17 @@ def catalog_schema_path() -> Path:
 def catalog_text() -> str:
     """The packaged GPU catalog, as JSON text."""
     return (Path(__file__).parent / "data" / "mig-catalog.json").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def load_schema() -> dict[str, Any]:
+    """The node-profile JSON Schema, parsed."""
+    data: dict[str, Any] = json.loads(schema_path().read_text(encoding="utf-8"))
+    return data
+
+
+@lru_cache(maxsize=1)
+def load_catalog_schema() -> dict[str, Any]:
+    """The GPU catalog JSON Schema, parsed."""
+    data: dict[str, Any] = json.loads(catalog_schema_path().read_text(encoding="utf-8"))
+    return data

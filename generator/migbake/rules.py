@@ -19,10 +19,10 @@ from migbake.layoutrules import (
     rule_layout_fits,
     rule_layout_profiles,
 )
-from migbake.migconfig import filter_on
+from migbake.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.neighbours import rule_consumers, rule_driver_wait, rule_node_labels
+from migbake.nodeprofile import writes_device_filter
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile, as_mapping, gpu_entries
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 SYSTEMD_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
@@ -68,7 +68,7 @@ def _filtered(data: object, catalog: Catalog) -> bool:
     """Whether the config's entries carry a device-filter (device_filter; auto: several models)."""
     mode = as_mapping(data).get("device_filter", "auto")
     exact = any("pci_device_ids" in g for _, g in gpu_entries(data))
-    return filter_on(str(mode), (_model_key(g, catalog) for _, g in gpu_entries(data)), exact)
+    return writes_device_filter(str(mode), (_model_key(g, catalog) for _, g in gpu_entries(data)), exact)
 
 
 def rule_devices_need_gpu_count(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:

@@ -7,28 +7,12 @@ the schema (``migbake.fastschema``); only a profile whose shape is wrong loads j
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from typing import Any
 
 from migbake.fastschema import Check, compile_schema
+from migbake.loader import LoadedProfile
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile
-from migbake.resources import catalog_schema_path, schema_path
-
-
-@lru_cache(maxsize=1)
-def load_schema() -> dict[str, Any]:
-    """The node-profile JSON Schema, parsed."""
-    data: dict[str, Any] = json.loads(schema_path().read_text(encoding="utf-8"))
-    return data
-
-
-@lru_cache(maxsize=1)
-def load_catalog_schema() -> dict[str, Any]:
-    """The GPU catalog JSON Schema, parsed."""
-    data: dict[str, Any] = json.loads(catalog_schema_path().read_text(encoding="utf-8"))
-    return data
+from migbake.resources import load_schema
 
 
 @lru_cache(maxsize=1)

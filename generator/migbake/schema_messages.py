@@ -16,9 +16,9 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
+from migbake.loader import LoadedProfile, join_pointer
 from migbake.problems import Problem
-from migbake.profile import LoadedProfile, join_pointer
-from migbake.schema import load_catalog_schema, load_schema
+from migbake.resources import load_catalog_schema, load_schema
 
 
 def _is_integer(checker: object, instance: object) -> bool:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from migbake.model import NodeProfile, build_profile
+from migbake.loader import LoadedProfile, load_profile_bytes, read_profile
+from migbake.nodeprofile import NodeProfile, build_profile
 from migbake.problems import Problem, has_errors, sort_problems
-from migbake.profile import LoadedProfile, load_profile_bytes, read_profile
 from migbake.rules import rule_problems
 from migbake.schema import schema_problems
 

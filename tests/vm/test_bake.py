@@ -70,7 +70,7 @@ def test_bake_into_a_real_rootfs(image: Path, rootfs: Path, tmp_path: Path) -> N
     unit = profile.get("restore", {}).get("unit", "nvidia-mig-restore.service")
     commands = fixtures.restore_commands_from_unit(
         (image / "generated/rootfs/etc/systemd/system" / unit).read_text())  # simulated tools at its paths
-    fixtures.install_fixtures(rootfs, gpu=fixtures.GPU_MODELS["hopper"], commands=commands, kubelet=True)
+    fixtures.install_fixtures(rootfs, gpu=fixtures.SIMULATED_GPUS["hopper"], commands=commands, kubelet=True)
     out = tmp_path / "out"
     baked = _bake(image, out, rootfs, tmp_path / "sshd1")
     assert baked.returncode == 0, baked.stdout + baked.stderr

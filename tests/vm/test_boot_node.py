@@ -22,7 +22,7 @@ from migbake.boottest.claims import BootPath
 from migbake.boottest.fixtures import Scenario
 from migbake.boottest.scenarios_node import boots_for, promises_of, variant
 from migbake.boottest.simnode import node_for_profile
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 from migbake.render import render
 from migbake.validate import check_bytes
 from migbake.write import write_tree

@@ -11,16 +11,17 @@ import sys
 import typing
 from pathlib import Path
 
+import click
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from migbake.boottest.claims import BootContext, evaluate
 from migbake.boottest.claims_node import metrics_verdict, node_claims
+from migbake.boottest.guestreport import parse_report
 from migbake.boottest.promtext import PromTextError, parse_text
-from migbake.boottest.report import parse_report
 from migbake.boottest.scenarios_node import NODE_SCENARIOS, Promises, discover_promises
 from migbake.boottest.simnode import GpuState
-from migbake.commands import bake
+from migbake.commands import boot_test
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -105,8 +106,10 @@ def test_the_cli_names_every_node_scenario() -> None:
     from migbake.boottest.fixtures import Scenario
     from migbake.boottest.scenarios_reset import SCENARIOS as RESET_SCENARIOS
 
-    assert bake.NODE_SCENARIOS == NODE_SCENARIOS and bake.RESET_SCENARIOS == RESET_SCENARIOS
-    assert set(typing.get_args(Scenario)) == {"ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS}
+    every = {"ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS}
+    assert set(typing.get_args(Scenario)) == every
+    choices = next(p.type for p in boot_test.boot_test.params if p.name == "scenario")
+    assert isinstance(choices, click.Choice) and set(choices.choices) == every | {"all"}
 
 
 @pytest.mark.parametrize("scenario", NODE_SCENARIOS)

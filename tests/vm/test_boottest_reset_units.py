@@ -21,7 +21,7 @@ from migbake.boottest.claims import BootContext, Claim, evaluate
 from migbake.boottest.claims_reset import Evidence, boot_claims, cdi_writes, run_claims
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.fixtures import GUEST
-from migbake.boottest.report import parse_report
+from migbake.boottest.guestreport import parse_report
 from migbake.boottest.scenarios_reset import DEFAULT_MARKER, applies, check
 from migbake.boottest.simnode import GpuState
 from migbake.cli import main

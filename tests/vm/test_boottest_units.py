@@ -11,8 +11,8 @@ import pytest
 from vm_support import SAMPLE_OUT, unavailable
 
 from migbake.boottest.claims import BootContext, evaluate
-from migbake.boottest.fixtures import GUEST, RestoreCommands, gpu_model_for_config, restore_commands_from_unit
-from migbake.boottest.report import parse_report
+from migbake.boottest.fixtures import GUEST, RestoreCommands, restore_commands_from_unit, simulated_gpu_for_config
+from migbake.boottest.guestreport import parse_report
 
 DATA = Path(__file__).parent / "data"
 MANAGER = "nvidia-mig-manager.service"
@@ -115,7 +115,7 @@ def test_missing_report_is_a_failed_claim() -> None:
     ("version: [\n", "0x233010DE", 1),
 ], ids=["all", "device-lists", "filters", "other-config", "broken-yaml"])
 def test_simulated_gpus_fit_the_config(config: str, device_id: str, count: int) -> None:
-    model = gpu_model_for_config(config, "current", "hopper")
+    model = simulated_gpu_for_config(config, "current", "hopper")
     assert (model.device_id, model.count, model.generation) == (device_id, count, "hopper")
 
 

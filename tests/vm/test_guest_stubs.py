@@ -29,7 +29,7 @@ mig-configs:
 @pytest.fixture(scope="module")
 def guest(boot_assets: BootAssets, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = boot_assets.rootfs.fresh_copy(tmp_path_factory.mktemp("stubs") / "rootfs")
-    fixtures.install_fixtures(root, gpu=fixtures.GPU_MODELS["hopper"])
+    fixtures.install_fixtures(root, gpu=fixtures.SIMULATED_GPUS["hopper"])
     (root / "etc/nvidia-mig").mkdir(parents=True)
     (root / "etc/nvidia-mig/config.yaml").write_text(CONFIG)
     yield root

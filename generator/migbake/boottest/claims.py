@@ -13,7 +13,7 @@ from functools import partial
 from typing import Literal
 
 from migbake.boottest.fixtures import Generation, Scenario
-from migbake.boottest.report import GuestReport
+from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.scenarios_node import FAILING, FAILURE_MARKERS
 from migbake.boottest.simnode import GpuState
 

@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable
 
 from migbake.boottest.claims import RESTORE, BootContext, Claim, _mono
+from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.promtext import PromTextError, parse_text
-from migbake.boottest.report import GuestReport
 from migbake.boottest.scenarios_node import FAILING, GPU_CLIENT, MANAGER, SHORT_WAIT_S
 
 SUCCESS = "migbake_mig_restore_success"

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from migbake.boottest.claims import KUBELET, RESTORE, BootContext, Claim, evaluate
-from migbake.boottest.report import GuestReport
+from migbake.boottest.guestreport import GuestReport
 
 _WRITE = re.compile(r"^=== write (\d+\.\d+) uptime (\S+)$", re.M)
 # claims.evaluate's claims about an injected fault that do not fit a pending mode change

@@ -19,8 +19,8 @@ from typing import Literal
 
 import yaml
 
-from migbake.boottest.commands import Log, no_log, run
 from migbake.boottest.errors import BootTestError
+from migbake.boottest.hostrun import Log, no_log, run
 
 GUEST = Path(__file__).parent / "guest"
 STUB_LOG = "/var/log/mig-stub.log"
@@ -35,7 +35,7 @@ Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too
 
 
 @dataclass(frozen=True)
-class GpuModel:
+class SimulatedGpu:
     """The GPU the simulators pretend to be."""
 
     generation: Generation
@@ -44,9 +44,9 @@ class GpuModel:
     count: int = 1
 
 
-GPU_MODELS: dict[Generation, GpuModel] = {
-    "hopper": GpuModel("hopper", "NVIDIA H100 80GB HBM3", "0x233010DE"),
-    "ampere": GpuModel("ampere", "NVIDIA A100-SXM4-80GB", "0x20B210DE"),
+SIMULATED_GPUS: dict[Generation, SimulatedGpu] = {
+    "hopper": SimulatedGpu("hopper", "NVIDIA H100 80GB HBM3", "0x233010DE"),
+    "ampere": SimulatedGpu("ampere", "NVIDIA A100-SXM4-80GB", "0x20B210DE"),
 }
 
 
@@ -116,12 +116,12 @@ def restore_commands_from_unit(unit_text: str) -> RestoreCommands:
     return RestoreCommands(**found)
 
 
-def gpu_model_for_config(config_text: str, config_name: str, generation: Generation) -> GpuModel:
+def simulated_gpu_for_config(config_text: str, config_name: str, generation: Generation) -> SimulatedGpu:
     """The simulated GPUs a mig-parted config fits: its first device-filter's ID, as many GPUs as it lists.
 
     A config without device lists (``devices: all``) gets one GPU; without filters, the generation's ID.
     """
-    model = GPU_MODELS[generation]
+    model = SIMULATED_GPUS[generation]
     try:
         spec = yaml.safe_load(config_text)
     except yaml.YAMLError:
@@ -146,7 +146,7 @@ def gpu_model_for_config(config_text: str, config_name: str, generation: Generat
 def install_fixtures(
     rootfs: Path,
     *,
-    gpu: GpuModel,
+    gpu: SimulatedGpu,
     commands: RestoreCommands = RestoreCommands(),
     kubelet: bool = True,
     actor: str = IMITATION,

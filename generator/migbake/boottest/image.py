@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from migbake.boottest.commands import Log, no_log, require_tools, run
 from migbake.boottest.errors import BootTestError
+from migbake.boottest.hostrun import Log, no_log, require_tools, run
 
 
 def make_disk(rootfs: Path, image: Path, *, size_mb: int = 1024, log: Log = no_log) -> Path:

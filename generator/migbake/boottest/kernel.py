@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migbake.boottest import cache
-from migbake.boottest.commands import Log, no_log, require_tools, run
 from migbake.boottest.errors import BootTestError
+from migbake.boottest.hostrun import Log, no_log, require_tools, run
 
 META_PACKAGE = "linux-image-amd64"
 # Their dependencies are resolved with modprobe: 17 modules for Debian 12's 6.1 kernel.

@@ -16,8 +16,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from migbake.boottest.commands import Log, no_log, require_tools, run, tail
 from migbake.boottest.errors import BootTestError
+from migbake.boottest.hostrun import Log, no_log, require_tools, run, tail
 
 SSHD = "/usr/sbin/sshd"
 SOURCE = "null.ssh"

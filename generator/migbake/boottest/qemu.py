@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from migbake.boottest.commands import Log, no_log, require_tools
+from migbake.boottest.hostrun import Log, no_log, require_tools
 from migbake.boottest.kernel import KernelAssets
 
 TIMEOUT_EXIT = 124  # what timeout(1) returns; used when the boot does not power off in time

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migbake.boottest import cache
-from migbake.boottest.commands import Log, no_log, require_tools, run
 from migbake.boottest.errors import BootTestError
+from migbake.boottest.hostrun import Log, no_log, require_tools, run
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"

@@ -13,11 +13,11 @@ from typing import Literal
 from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, scenarios_node, scenarios_reset, simguest
 from migbake.boottest.claims import BootContext, BootPath, Claim, evaluate
 from migbake.boottest.claims_node import node_claims
-from migbake.boottest.commands import Log, no_log
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.fixtures import Generation, Scenario
+from migbake.boottest.guestreport import parse_report
+from migbake.boottest.hostrun import Log, no_log
 from migbake.boottest.kernel import KernelAssets, ensure_kernel
-from migbake.boottest.report import parse_report
 from migbake.boottest.rootfs import BaseRootfs, ensure_rootfs
 from migbake.boottest.scenarios_node import Promises
 from migbake.boottest.simgpu_build import compile_simgpu
@@ -205,7 +205,7 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
         with _timed(timings, "fixtures"):
             commands = fixtures.restore_commands(out_dir, RESTORE_UNIT)
             config = out_dir / "rootfs" / commands.config_file.lstrip("/")
-            gpu = fixtures.gpu_model_for_config(config.read_text() if config.is_file() else "",
+            gpu = fixtures.simulated_gpu_for_config(config.read_text() if config.is_file() else "",
                                                 commands.config_name, generation)
             if sim is None:
                 fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,

@@ -22,11 +22,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from migbake.boottest.commands import Log, no_log, run
 from migbake.boottest.fixtures import STUB_LOG, SYSTEM_UNITS, Scenario
 from migbake.boottest.fixtures import _write as write_guest_file
+from migbake.boottest.hostrun import Log, no_log, run
 from migbake.boottest.simguest import KNOBS, SIMGPU, STANDINS_UNIT
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 
 NODE_SCENARIOS: tuple[Scenario, ...] = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
 FAILING: frozenset[str] = frozenset({"fail-apply", "fail-assert", "driver-too-late"})  # the restore must fail

@@ -23,12 +23,12 @@ from pathlib import Path
 from migbake.boottest import image, qemu
 from migbake.boottest.claims import BootContext, Claim
 from migbake.boottest.claims_reset import Evidence, boot_claims, run_claims
-from migbake.boottest.commands import Log, run
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.fixtures import GUEST, REPORT, STUB_LOG, SYSTEM_UNITS, Scenario
 from migbake.boottest.fixtures import _write as write_guest
+from migbake.boottest.guestreport import parse_report
+from migbake.boottest.hostrun import Log, run
 from migbake.boottest.kernel import KernelAssets
-from migbake.boottest.report import parse_report
 from migbake.boottest.simguest import set_knob
 from migbake.boottest.simnode import SimulatedNode
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from migbake.boottest.commands import Log, no_log, require_tools, run
+from migbake.boottest.hostrun import Log, no_log, require_tools, run
 
 SOURCE = Path(__file__).parent / "simgpu"
 LIBRARY = "libnvidia-ml.so.1"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from migbake.boottest.commands import Log, no_log, run
+from migbake.boottest.hostrun import Log, no_log, run
 from migbake.boottest.simgpu_build import LIBRARY, SimGpuBuild
 from migbake.boottest.simnode import NVIDIA_MODULES, SimulatedNode, model_device_id, render_config, write_sysfs
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from migbake.boottest.errors import BootTestError
 from migbake.catalog import PROFILE_NAME_RE, GpuModel, MigProfile, load_catalog
-from migbake.model import NodeProfile
+from migbake.nodeprofile import NodeProfile
 
 # go-nvml const.go: the NVML GPU-instance profile constants (the index mig-parted walks)
 GI_PROFILE_INDEX = {

@@ -1,0 +1,84 @@
+"""What several commands share: how a PROFILE argument is read and named, and the GPU model parameter.
+
+Nothing here prints an error or exits: a failure is a ``MigbakeError`` (or click's usage error), which
+the command group (``migbake.cli``) reports.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from migbake.catalog import GpuModel, load_catalog
+from migbake.loader import MAX_PROFILE_BYTES
+from migbake.nodeprofile import NodeProfile
+from migbake.problems import ProfileError
+from migbake.validate import Checked, check_bytes, check_file
+
+STDIN_NAME = "<stdin>"
+
+# A profile argument: a directory is accepted here so that it is reported like a missing file (exit 1,
+# "cannot read the file: it is a directory"), the same way by every command.
+PROFILE_PATH = click.Path(allow_dash=True, path_type=Path)  # "-": standard input
+
+
+def is_stdin(profile: Path | str) -> bool:
+    """Whether a PROFILE argument is ``-`` (standard input)."""
+    return str(profile) == "-"
+
+
+def profile_name(profile: Path | str) -> str:
+    """How messages name a PROFILE argument."""
+    return STDIN_NAME if is_stdin(profile) else str(profile)
+
+
+def check_profile(profile: Path | str) -> Checked:
+    """Check the profile at ``profile``, or read from standard input when it is ``-``."""
+    if is_stdin(profile):
+        data: bytes = sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1)
+        return check_bytes(data, STDIN_NAME)
+    return check_file(Path(profile))
+
+
+def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
+    """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid."""
+    checked = check_profile(profile)
+    if checked.profile is None:
+        raise ProfileError(profile_name(profile), checked.problems, consequence)
+    for p in checked.problems:
+        click.echo(p.format(), err=True)
+    return checked.profile
+
+
+def write_or_print(text: str, output: Path | None, force: bool = True) -> None:
+    """``text`` to standard output, or written atomically to ``output`` (an existing one only with ``force``)."""
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    if output.exists() and not force:
+        raise click.UsageError(f"{output} exists; pass --force to replace it")
+    with click.open_file(str(output), "w", encoding="utf-8", atomic=True) as fh:
+        fh.write(text)
+    click.echo(f"wrote {output}", err=True)
+
+
+class GpuModelType(click.ParamType[GpuModel]):
+    """A GPU model argument: any name the catalog knows; otherwise the catalog's one explanation (exit 2)."""
+
+    name = "model"
+
+    def __init__(self, *, non_mig: bool = False) -> None:
+        self.non_mig = non_mig  # a GPU without MIG is accepted too (import: a DGX Station's display GPU)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> GpuModel:
+        """The catalog model ``value`` names."""
+        if isinstance(value, GpuModel):
+            return value
+        catalog = load_catalog()
+        found = catalog.find_gpu(str(value)) if self.non_mig else catalog.find(str(value))
+        if found is None:
+            self.fail(catalog.unknown_model(str(value))[0], param, ctx)
+        return found

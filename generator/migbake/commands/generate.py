@@ -1,0 +1,112 @@
+"""``migbake generate``: one profile's output tree, written at once or compared (--check).
+
+Also what ``images`` and ``bake`` share with it: the files of an output directory (with the
+user-data forms it records) and the report of a stale one.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from migbake import userdata
+from migbake.commands.common import PROFILE_PATH, profile_name, valid_profile
+from migbake.exits import EXIT_INVALID
+from migbake.nodeprofile import NodeProfile
+from migbake.problems import plural
+from migbake.render import Artifact, render
+from migbake.write import Origin, diff_tree, read_origin, write_tree
+
+
+@click.command()
+@click.argument("profile", type=PROFILE_PATH)
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Output directory (created, or replaced as a whole if migbake made it).")
+@click.option("--force", is_flag=True,
+              help="Replace OUT even if it is not empty and migbake did not create it, or it was generated "
+                   "from another profile.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
+                   "the --user-data-* options OUT was generated with, unless given).")
+@click.option("--user-data-gzip", is_flag=True,
+              help="Also write cloud-init/user-data.gz (cloud-init inflates it; for EC2's 16 KB limit).")
+@click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
+              help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
+                   "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
+                   "not tell) first, then migbake's cloud-config merged onto it.")
+def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
+             mime_part: str | None) -> int:
+    """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
+
+    PROFILE may be `-` (standard input). Nothing is written when the profile is invalid (exit 1). The
+    tree is built beside OUT and swapped in at once, so OUT is never half-written. OUT records the
+    profile (path, name, sha256) and these options; generating another profile into it needs --force.
+    """
+    prof = valid_profile(profile, "nothing written")
+    origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
+                       user_data_mime=mime_part or "")
+    recorded = read_origin(out) if check and not (user_data_gzip or mime_part) else None
+    if recorded is not None:
+        origin = origin.same_options(recorded)  # compare with the options OUT was generated with
+    artifacts = artifacts_for(prof, origin, out)
+    if check:
+        if report_diff(artifacts, out, origin, f"migbake generate {_fix_args(profile, out, origin)}"):
+            return EXIT_INVALID
+        click.echo(f"{out}: up to date ({plural(len(artifacts), 'file')})")
+        return 0
+    write_tree(artifacts, out, force=force, origin=origin)
+    click.echo(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
+    return 0
+
+
+def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact]:
+    """Every file of OUT for ``prof``, with the user-data forms ``origin`` asks for."""
+    artifacts = render(prof)
+    return artifacts + _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None)
+
+
+def report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) -> bool:
+    """Print the diff of a stale OUT (and how to fix it); whether OUT is stale."""
+    diff = diff_tree(artifacts, out, origin)
+    for line in diff:
+        click.echo(line)
+    if diff:
+        click.echo(f"migbake: {out} is stale: run `{fix}`", err=True)
+    return bool(diff)
+
+
+def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
+    args = [str(profile), "-o", str(out)]
+    if origin.user_data_gzip:
+        args.append("--user-data-gzip")
+    if origin.user_data_mime:
+        args += ["--user-data-mime", origin.mime_argument(out)]
+    return shlex.join(args)
+
+
+def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | None) -> list[Artifact]:
+    text = next(str(a.content) for a in artifacts if a.path == "cloud-init/user-data")
+    extra = []
+    if gzipped:
+        extra.append(Artifact("cloud-init/user-data.gz", userdata.gzip_user_data(text), 0o644))
+    if mime_part:
+        src, kind = Path(mime_part), ""
+        if not src.is_file() and ":" in mime_part:
+            path, kind = mime_part.rsplit(":", 1)
+            src = Path(path)
+        try:
+            theirs = src.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
+        try:
+            mime = userdata.mime_user_data(text, theirs, src.name, kind or None)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
+        extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
+    for name, data in [("cloud-init/user-data", text.encode())] + [(a.path, a.data) for a in extra]:
+        if userdata.too_big_for_ec2(data) and not (gzipped and name == "cloud-init/user-data"):
+            click.echo(f"migbake: warning: {name} is {len(data)} bytes, above EC2's 16 KB user-data limit "
+                       "(use --user-data-gzip)", err=True)
+    return extra

@@ -1,0 +1,55 @@
+"""``migbake images``: regenerate (or --check) every images/<name>/generated of a golden-image repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from migbake.commands.generate import artifacts_for, report_diff
+from migbake.exits import EXIT_INVALID
+from migbake.problems import plural
+from migbake.validate import check_file
+from migbake.write import Origin, read_origin, write_tree
+
+
+@click.command()
+@click.argument("images_dir", default="images", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff if any generated/ is stale.")
+def images(images_dir: Path, check: bool) -> int:
+    """Regenerate (or --check) every IMAGES_DIR/*/generated from its node-profile.yaml.
+
+    For a repository of golden images laid out as images/<name>/node-profile.yaml: one command
+    keeps every committed output tree up to date, and `--check` fails CI (or a pre-commit hook)
+    when one is stale. Exit 1 if any profile is invalid or any tree is stale.
+    """
+    profiles = sorted(images_dir.glob("*/node-profile.yaml"))
+    if not profiles:
+        raise click.UsageError(f"{images_dir}: no */node-profile.yaml found")
+    failed = 0
+    for profile in profiles:
+        out = profile.parent / "generated"
+        checked = check_file(profile)
+        for p in checked.problems:
+            click.echo(p.format(), err=True)
+        if checked.profile is None:
+            failed += 1
+            continue
+        origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256)
+        recorded = read_origin(out)
+        if recorded is not None:
+            origin = origin.same_options(recorded)  # keep the user-data forms it was generated with
+        artifacts = artifacts_for(checked.profile, origin, out)
+        if check:
+            stale = report_diff(artifacts, out, origin, f"migbake images {images_dir}")
+            failed += stale
+            if not stale:
+                click.echo(f"{out}: up to date")
+        else:
+            write_tree(artifacts, out, origin=origin)
+            click.echo(f"wrote {plural(len(artifacts), 'file')} to {out}")
+    if failed:
+        what = "stale or invalid" if check else "invalid"
+        click.echo(f"migbake: {plural(failed, 'image')} {what}; run `migbake images {images_dir}`", err=True)
+        return EXIT_INVALID
+    return 0

@@ -1,0 +1,47 @@
+"""``migbake import``: an nvidia-mig-parted config (e.g. exported from a known-good node) made a node profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from migbake.capture import read_capture
+from migbake.catalog import GpuModel
+from migbake.commands.common import GpuModelType, write_or_print
+from migbake.importer import import_config
+
+
+@click.command("import")
+@click.argument("source", metavar="MIG_PARTED_YAML",
+                type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
+@click.option("--config", "config_name", metavar="NAME", help="The config to import (needed when there are several).")
+@click.option("--model", metavar="ID", type=GpuModelType(non_mig=True),
+              help="The GPU model of entries without a device-filter (`migbake gpus`).")
+@click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="`nvidia-smi -q -x` of the node: the GPU models and gpu_count; every GPU must be covered.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the profile here (default: standard output).")
+@click.option("--name", default="", help="The profile's name (default: imported-<models>).")
+@click.option("--force", is_flag=True, help="Replace an existing OUTPUT.")
+def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_file: Path | None,
+            output: Path | None, name: str, force: bool) -> None:
+    """Turn an nvidia-mig-parted config (e.g. `nvidia-mig-parted export` of a known-good node) into a node profile.
+
+    The GPU model comes from each entry's device-filter, else from --model or --nvidia-smi-xml.
+    Kept exactly: the config's name, each entry's devices, MIG mode, MIG devices and device-filter ids.
+    Whatever a profile cannot represent exactly is refused with its reason and location (exit 1):
+    another version, several configs without --config, a config name a profile cannot carry, malformed
+    or unknown device-filter ids, filtered and unfiltered entries mixed, MIG devices with mig-enabled
+    false, overlapping entries, ... The result is validated like any profile.
+    """
+    if model is not None and xml_file is not None:
+        raise click.UsageError("give --model or --nvidia-smi-xml, not both")
+    capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
+    display = "-" if str(source) == "-" else str(source)
+    with click.open_file(display, "rb") as fh:
+        data = fh.read(1024 * 1024)
+    result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
+    for p in result.warnings:
+        click.echo(p.format(), err=True)
+    write_or_print(result.text, output, force)

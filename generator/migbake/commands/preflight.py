@@ -1,0 +1,54 @@
+"""``migbake preflight``: a node's captured nvidia-smi output and Kubernetes node checked against a profile, offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from migbake.capture import read_capture
+from migbake.commands.common import PROFILE_PATH, valid_profile
+from migbake.exits import EXIT_INVALID
+from migbake.gpuoperator import read_node_labels
+from migbake.preflight import check_capture, table
+
+
+@click.command()
+@click.argument("profile", type=PROFILE_PATH)
+@click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `nvidia-smi -q -x` captured on the node.")
+@click.option("--nvidia-smi-csv", "csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current "
+                   "--format=csv` (with or without the header).")
+@click.option("--node-json", "node_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `kubectl get node NAME -o json`: checks the GPU Operator labels "
+                   "(nvidia.com/gpu.deploy.mig-manager, nvidia.com/mig.config).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_file: Path | None,
+              as_json: bool) -> int:
+    """Check captured nvidia-smi output and/or the Kubernetes node of a node against PROFILE, offline.
+
+    PROFILE may be `-` (standard input). The GPU checks of scripts/preflight-mig-restore.sh: GPU
+    count, models (PCI ids) and indices of every gpus entry, the current MIG state (and, with Ampere
+    GPUs, whether a MIG mode change will reboot the node once); with --node-json, whether the GPU
+    Operator may deploy its mig-manager on the node and which config nvidia.com/mig.config names.
+    Checks that need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the
+    profile is invalid), 2 for bad usage or an unreadable capture.
+    """
+    capture_file = xml_file or csv_file
+    if xml_file is not None and csv_file is not None:
+        raise click.UsageError("give one of --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, not both")
+    if capture_file is None and node_file is None:
+        raise click.UsageError("give --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, and/or --node-json FILE")
+    prof = valid_profile(profile, "nothing checked")
+    capture = None if capture_file is None else read_capture(
+        capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
+    labels = None if node_file is None else read_node_labels(node_file)
+    result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""))
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        for line in table(result):
+            click.echo(line)
+    return 0 if result.ready else EXIT_INVALID

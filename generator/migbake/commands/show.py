@@ -1,0 +1,45 @@
+"""``migbake show``: a profile's GPUs drawn slice by slice, what the restore runs before, its Kubernetes resources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from migbake.catalog import load_catalog
+from migbake.commands.common import PROFILE_PATH, valid_profile
+from migbake.kubernetes import resource_report
+from migbake.layout import fit
+from migbake.migconfig import group_models
+from migbake.render import gpu_notes
+from migbake.slicemap import render_slice_map
+
+
+@click.command()
+@click.argument("profile", type=PROFILE_PATH)
+def show(profile: Path) -> None:
+    """Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input)."""
+    prof = valid_profile(profile)
+    click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
+    cat = load_catalog()
+    for note in gpu_notes(prof, cat):
+        click.echo(f"  {note}")
+    closed = [c.unit for c in prof.all_consumers if c.fail_closed]
+    opened = [c.unit for c in prof.all_consumers if not c.fail_closed]
+    click.echo(f"  The restore runs before {prof.consumers_text() if prof.all_consumers else 'no consumer'}"
+               + (f"; a failed restore keeps {', '.join(closed)} down" if closed else "")
+               + (f"; {', '.join(opened)} start anyway" if opened else "") + ".")
+    for i, (group, m) in enumerate(zip(prof.gpus, group_models(prof, cat))):
+        devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
+        click.echo(f"\n/gpus/{i}: {m.key}, {devices}")
+        if not group.mig_enabled:
+            click.echo("  MIG disabled: the whole GPU is one device")
+            continue
+        layout = group.layout_dict
+        if not layout:
+            click.echo("  MIG enabled, no instances")
+            continue
+        click.echo("  " + ", ".join(f"{n} x{c}" for n, c in layout.items()))
+        click.echo(render_slice_map(m, fit(m, layout).placements))
+    for line in resource_report(prof, cat):
+        click.echo(line)
