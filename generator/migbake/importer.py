@@ -24,8 +24,9 @@ from migbake.capture import Capture
 from migbake.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
 from migbake.devicefilter import read_filter_id
 from migbake.loader import LoadedProfile, join_pointer, load_profile_bytes
-from migbake.problems import MigbakeError, Problem, has_errors, plural, sort_problems
+from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
 from migbake.validate import check_bytes
+from migbake.wording import plural
 
 NVIDIA_VENDOR = "10DE"
 ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")

@@ -9,12 +9,13 @@ instances of ``Gg.XXgb`` the way mig-parted does it, then those GPU instances ar
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from itertools import product
 
 from migbake.catalog import PROFILE_NAME_RE, GpuModel, MigProfile
+from migbake.wording import either, slice_ranges, tally
 
 # The catalog's rule (MigProfile.media_extension): the GPU has one set of optical-flow/media engines to
 # hand out, so at most one media-extension instance, even of different profiles. NVIDIA does not say
@@ -90,7 +91,7 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
     units = _cap_max_count(units, reasons, unplaced)
     media = [u.profile.name for u in units if u.profile.media_extension]
     if len(media) > MAX_MEDIA_EXTENSION_INSTANCES:
-        reasons.append(f"at most one media-extension (+me) instance per GPU, requested {_summary(media)}")
+        reasons.append(f"at most one media-extension (+me) instance per GPU, requested {tally(media)}")
     totals = _total_problems(model, units)
     reasons.extend(totals)
 
@@ -228,7 +229,7 @@ def _cap_max_count(units: list[_Unit], reasons: list[str], unplaced: list[str]) 
         mine = [u for u in units if u.profile.name == name]
         if n > mine[0].profile.max_count:
             carried = [c for u in mine for c in u.carries]
-            why = "" if set(carried) == {name} else f" (for {_summary(carried)})"
+            why = "" if set(carried) == {name} else f" (for {tally(carried)})"
             reasons.append(f"{name}: at most {mine[0].profile.max_count} per GPU, {n} needed{why}")
     return kept
 
@@ -297,46 +298,24 @@ def _search(units: tuple[_Unit, ...]) -> tuple[int | None, ...]:
 
 def _placement_problem(left: list[_Unit], placed: list[PlacedInstance]) -> str:
     """An actionable sentence for units that no placement could hold."""
-    wanted = _summary(_label(u) for u in left)
+    wanted = tally(_label(u) for u in left)
     taken = sorted(s for p in placed for s in range(p.start, p.start + p.size))
     text = f"no placement fits {wanted}"
     if placed:
-        text += f" together with {_summary(p.profile for p in placed)}"
-        text += f": memory slices {_ranges(taken)} are taken"
+        text += f" together with {tally(p.profile for p in placed)}"
+        text += f": memory slices {slice_ranges(taken)} are taken"
     starts = []
     for profile in dict.fromkeys(u.profile for u in left):
         where = [str(p.start) for p in profile.placements]
         plural = "s" if len(where) > 1 else ""
-        starts.append(f"{profile.name} can only start at memory slice{plural} {_either(where)}")
+        starts.append(f"{profile.name} can only start at memory slice{plural} {either(where)}")
     return "; ".join([text, *starts])
 
 
 def _label(u: _Unit) -> str:
     if u.carries == (u.profile.name,):
         return u.profile.name
-    return f"{u.profile.name} (for {_summary(u.carries)})"
-
-
-def _summary(names: Iterable[str]) -> str:
-    """``["2g", "2g", "3g"]`` -> ``"2g x2 + 3g"`` (first-seen order)."""
-    counts = Counter(names)
-    return " + ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
-
-
-def _ranges(slices: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2 and 5"``."""
-    runs: list[list[int]] = []
-    for s in slices:
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return _either([str(a) if a == b else f"{a}-{b}" for a, b in runs], "and")
-
-
-def _either(parts: list[str], word: str = "or") -> str:
-    """``["0", "2", "4"]`` -> ``"0, 2 or 4"``."""
-    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} {word} {parts[-1]}"
+    return f"{u.profile.name} (for {tally(u.carries)})"
 
 
 def _packings(model: GpuModel, profiles: tuple[MigProfile, ...]) -> Iterator[tuple[int, ...]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from migbake.exits import EXIT_INVALID, EXIT_USAGE
+from migbake.wording import plural
 
 Severity = Literal["error", "warning"]
 
@@ -51,11 +52,6 @@ def sort_problems(problems: Iterable[Problem]) -> list[Problem]:
 def has_errors(problems: Iterable[Problem]) -> bool:
     """Whether any problem is an error (warnings alone do not make a profile invalid)."""
     return any(p.severity == "error" for p in problems)
-
-
-def plural(n: int, word: str) -> str:
-    """``1 file``, ``2 files``: every count migbake prints."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class MigbakeError(Exception):

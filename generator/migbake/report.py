@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from migbake import __version__
-from migbake.problems import Problem, plural
+from migbake.problems import Problem
+from migbake.wording import plural
 
 INFO_URI = "https://github.com/migbake/migbake"
 

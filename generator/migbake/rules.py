@@ -23,6 +23,7 @@ from migbake.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.neighbours import rule_consumers, rule_driver_wait, rule_node_labels
 from migbake.nodeprofile import writes_device_filter
 from migbake.problems import Problem
+from migbake.wording import index_list, instances
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 SYSTEMD_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
@@ -155,17 +156,6 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
                              "path such as /etc/nvidia-mig/config.yaml", "managed-config-path")
 
 
-def _span(indices: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
-
-
 def _covered(groups: list[tuple[str, dict[str, Any]]], every: set[int]) -> set[int]:
     out: set[int] = set()
     for _, g in groups:
@@ -187,7 +177,7 @@ def rule_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iter
              "fails closed")
     missing = sorted(every - _covered(groups, every))
     if missing:
-        yield loaded.problem("/gpus", f"GPU {_span(missing)} of the {gpu_count} (gpu_count) is in no entry: "
+        yield loaded.problem("/gpus", f"GPU {index_list(missing)} of the {gpu_count} (gpu_count) is in no entry: "
                              f"{fails}", "device-uncovered")
         return
     if not _filtered(data, catalog):
@@ -198,9 +188,9 @@ def rule_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iter
     for key, members in by_model.items():
         gaps = sorted(every - _covered(members, every))
         if gaps:
-            yield loaded.problem(f"{members[0][0]}/devices", f"the {key} entries leave GPU {_span(gaps)} "
+            yield loaded.problem(f"{members[0][0]}/devices", f"the {key} entries leave GPU {index_list(gaps)} "
                                  "uncovered: each entry filters by model, so on a node whose GPU "
-                                 f"{_span(gaps)} is a {key} no entry matches it and {fails} (a node that "
+                                 f"{index_list(gaps)} is a {key} no entry matches it and {fails} (a node that "
                                  "mixes models at fixed indices: set device_filter: never and list each "
                                  "entry's devices)", "model-uncovered")
 
@@ -255,13 +245,9 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
             elif first is None:
                 first = (ptr, layout)
             elif layout != first[1]:
-                yield loaded.problem(f"{ptr}/mig/layout", f"{_shown(layout)} differs from {first[0]} "
-                                     f"({_shown(first[1])}): every MIG GPU{node} needs the same layout; "
+                yield loaded.problem(f"{ptr}/mig/layout", f"{instances(layout)} differs from {first[0]} "
+                                     f"({instances(first[1])}): every MIG GPU{node} needs the same layout; "
                                      f"{_ONE_TYPE}", _SINGLE)
-
-
-def _shown(layout: dict[str, Any]) -> str:
-    return ", ".join(f"{n} x{c}" for n, c in layout.items())
 
 
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]

@@ -61,7 +61,7 @@ def _type_name(value: object) -> str:
     return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), type(value).__name__)
 
 
-def _shown(value: object) -> str:
+def _short_repr(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -129,18 +129,18 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
         expected = error.validator_value
         want = " or ".join(expected) if isinstance(expected, list) else str(expected)
         want = {"object": "mapping", "array": "list"}.get(want, want)
-        yield loaded.problem(pointer, f"{_shown(value)} is {_type_name(value)}; expected {want}"
+        yield loaded.problem(pointer, f"{_short_repr(value)} is {_type_name(value)}; expected {want}"
                              + (f" ({schema['description'].rstrip('.')})" if schema.get("description")
                                 and isinstance(value, (dict, list)) else ""), "schema-type")
         return
     if kind in ("pattern", "enum", "const"):
-        yield loaded.problem(pointer, f"{_shown(value)} is not allowed here; expected {_allowed(schema)}"
+        yield loaded.problem(pointer, f"{_short_repr(value)} is not allowed here; expected {_allowed(schema)}"
                              f"{_did_you_mean(value, schema)}", f"schema-{kind}")
         return
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         bound = error.validator_value
         word = "at least" if "inimum" in kind else "at most"
-        yield loaded.problem(pointer, f"{_shown(value)} is out of range; must be {word} {bound}",
+        yield loaded.problem(pointer, f"{_short_repr(value)} is out of range; must be {word} {bound}",
                              "schema-range")
         return
     if kind in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
@@ -149,7 +149,7 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
         yield loaded.problem(pointer, f"must have {word} {error.validator_value} {unit}", "schema-size")
         return
     if kind == "uniqueItems":
-        yield loaded.problem(pointer, f"{_shown(value)} repeats an item; each may appear once",
+        yield loaded.problem(pointer, f"{_short_repr(value)} repeats an item; each may appear once",
                              "schema-unique")
         return
     yield loaded.problem(pointer, error.message, f"schema-{kind}")

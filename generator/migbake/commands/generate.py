@@ -15,8 +15,8 @@ from migbake import userdata
 from migbake.commands.common import PROFILE_PATH, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
 from migbake.nodeprofile import NodeProfile
-from migbake.problems import plural
 from migbake.render import Artifact, render
+from migbake.wording import plural
 from migbake.write import Origin, diff_tree, read_origin, write_tree
 
 

@@ -8,8 +8,8 @@ import click
 
 from migbake.commands.generate import artifacts_for, report_diff
 from migbake.exits import EXIT_INVALID
-from migbake.problems import plural
 from migbake.validate import check_file
+from migbake.wording import plural
 from migbake.write import Origin, read_origin, write_tree
 
 

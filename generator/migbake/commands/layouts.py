@@ -11,8 +11,8 @@ from migbake.catalog import PROFILE_NAME_RE, GpuModel, load_catalog
 from migbake.commands.common import GpuModelType
 from migbake.commands.gpus import origin_note
 from migbake.layout import fit, maximal_layouts, memory_slices_of
-from migbake.problems import plural
 from migbake.suggestions import flow
+from migbake.wording import plural
 
 SORTS = ("instances", "compute", "memory")
 

@@ -13,6 +13,7 @@ from migbake.layout import fit
 from migbake.migconfig import group_models
 from migbake.render import gpu_notes
 from migbake.slicemap import render_slice_map
+from migbake.wording import instances
 
 
 @click.command()
@@ -39,7 +40,7 @@ def show(profile: Path) -> None:
         if not layout:
             click.echo("  MIG enabled, no instances")
             continue
-        click.echo("  " + ", ".join(f"{n} x{c}" for n, c in layout.items()))
+        click.echo(f"  {instances(layout)}")
         click.echo(render_slice_map(m, fit(m, layout).placements))
     for line in resource_report(prof, cat):
         click.echo(line)
