@@ -14,6 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
 # real nvidia-smi/NVML output of an H200, recorded on the machine (see its README.md)
 H200_FIXTURES = REPO / "tests" / "fixtures" / "h200"
+H200_EXPORT = REPO / "tests/fixtures/mig-parted-export-h200-7x1g.yaml"  # an export's shape: 7x 1g.18gb
+CASES_ROOT = REPO / "tests/cases"  # invalid/, warning/, valid/: one folder per profile
 SHARED = REPO.parent / "shared"  # the team's shared folder beside the checkout (reference copies only)
 
 

@@ -12,21 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 from realtools import SystemdTree
-from support import generate
+from support import CASES_ROOT, generate
 
 from migbake.nodeprofile import GPU_CLIENTS
 
-SLURM = """\
-version: 1
-name: hpc-node
-gpus:
-  - model: h100-80gb
-    mig: {layout: {3g.40gb: 2}}
-kubelet: {present: false}
-consumers:
-  - unit: slurmd.service
-  - {unit: jupyter.service, fail_closed: false}
-"""
+SLURM = (CASES_ROOT / "valid/consumers-slurm-without-kubelet/node-profile.yaml").read_text()
 
 
 def test_a_node_without_kubelet_never_mentions_it(tmp_path: Path) -> None:

@@ -18,21 +18,13 @@ from pathlib import Path
 
 import pytest
 from realtools import FAKE_MANAGER, Ran, run
-from support import generate
+from support import H200_EXPORT, generate
 
 pytestmark = pytest.mark.realtool
 
 PATH_OK = re.compile(r"^/[A-Za-z0-9._+/-]+$")  # what the schema allows in a path
 
-H200_LAYOUT = """\
-version: v1
-mig-configs:
-  current:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        1g.18gb: 7
-"""
+H200_LAYOUT = H200_EXPORT.read_text()
 EMPTY_LAYOUT = """\
 version: v1
 mig-configs:

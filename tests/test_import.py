@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from realtools import assert_mig_parted_accepts
-from support import H200_FIXTURES, cli, generate
+from support import H200_EXPORT, H200_FIXTURES, cli, generate
 
 from migbake.capture import read_capture
 from migbake.catalog import load_catalog
@@ -61,15 +61,7 @@ mig-configs:
     mig-devices: {}
 """
 
-EXPORT_H200 = """\
-version: v1
-mig-configs:
-  current:
-  - devices: all
-    mig-enabled: true
-    mig-devices:
-      1g.18gb: 7
-"""
+EXPORT_H200 = H200_EXPORT.read_text()  # the shape of `nvidia-mig-parted export`
 
 
 def _import(text: str, **kw: object) -> str:

@@ -11,24 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO, generate
+from support import CASES_ROOT, REPO, generate
 
 from migbake.catalog import load_catalog
 from migbake.migconfig import mig_parted_config, uses_device_filter
 from migbake.nodeprofile import NodeProfile
 from migbake.validate import check_bytes
 
-H100_H200 = """\
-version: 1
-name: fleet
-gpus:
-  - model: h100-80gb
-    devices: all
-    mig: {layout: {1g.10gb: 7}}
-  - model: h200-141gb
-    devices: all
-    mig: {layout: {1g.18gb: 7}}
-"""
+H100_H200 = (CASES_ROOT / "valid/multimodel-auto-one-model/node-profile.yaml").read_text()
 
 H200 = """\
 version: 1

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,41 +24,49 @@ def claim_ids(result: BootTestResult, boot: int) -> set[str]:
     return {c.id for c in result.boots[boot - 1].claims}
 
 
-def test_packer_ok_restores_before_kubelet_on_every_boot(out_dir: Path, boot_assets: BootAssets) -> None:
-    result = run_boot_test(out_dir, path="packer", scenario="ok", boots=2, gpu_generation="hopper",
-                           assets=boot_assets, log=print)
+def passing_run(out_dir: Path, **kwargs: Any) -> BootTestResult:
+    """A boot test run (its summary printed) in which every claim holds."""
+    result = run_boot_test(out_dir, log=print, **kwargs)
     print(result.summary())
     assert result.passed, result.summary()
+    return result
+
+
+def test_packer_ok_restores_before_kubelet_on_every_boot(out_dir: Path, boot_assets: BootAssets) -> None:
+    result = passing_run(out_dir, path="packer", scenario="ok", boots=2, gpu_generation="hopper",
+                         assets=boot_assets)
     assert claim_ids(result, 1) == OK_CLAIMS
     assert claim_ids(result, 2) == OK_CLAIMS | {"restored-after-reboot"}
 
 
 def test_packer_fail_apply_keeps_kubelet_down(out_dir: Path, boot_assets: BootAssets) -> None:
-    result = run_boot_test(out_dir, path="packer", scenario="fail-apply", boots=1, gpu_generation="hopper",
-                           assets=boot_assets, log=print)
-    print(result.summary())
-    assert result.passed, result.summary()
+    result = passing_run(out_dir, path="packer", scenario="fail-apply", boots=1, gpu_generation="hopper",
+                         assets=boot_assets)
     assert claim_ids(result, 1) == FAIL_CLAIMS
 
 
 def test_cloud_init_hold_two_boots(out_dir: Path, boot_assets: BootAssets) -> None:
-    result = run_boot_test(out_dir, path="cloud-init", scenario="ok", boots=2, gpu_generation="ampere",
-                           assets=boot_assets, log=print)
-    print(result.summary())
-    assert result.passed, result.summary()
+    result = passing_run(out_dir, path="cloud-init", scenario="ok", boots=2, gpu_generation="ampere",
+                         assets=boot_assets)
     assert claim_ids(result, 1) == OK_CLAIMS | {"cloud-init-done"}
     assert claim_ids(result, 2) == OK_CLAIMS | {"cloud-init-done", "restored-after-reboot"}
+
+
+def doctored(out_dir: Path, tmp_path: Path, rel: str, change: Callable[[str], str]) -> Path:
+    """A copy of ``out_dir`` whose file ``rel`` was changed (the change must change it)."""
+    broken = tmp_path / "out"
+    shutil.copytree(out_dir, broken)
+    text = (broken / rel).read_text()
+    assert change(text) != text, rel
+    (broken / rel).write_text(change(text))
+    return broken
 
 
 def test_claims_catch_a_drop_in_without_requires(out_dir: Path, boot_assets: BootAssets,
                                                  tmp_path: Path) -> None:
     """Self-test: with only ordering (no Requires=), a failed restore no longer keeps kubelet down."""
-    broken = tmp_path / "out"
-    shutil.copytree(out_dir, broken)
-    drop_in = broken / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
-    text = drop_in.read_text()
-    assert "Requires=nvidia-mig-restore.service" in text
-    drop_in.write_text(text.replace("Requires=", "Wants="))
+    broken = doctored(out_dir, tmp_path, "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf",
+                      lambda text: text.replace("Requires=", "Wants="))
     result = run_boot_test(broken, path="packer", scenario="fail-apply", boots=1, assets=boot_assets,
                            on_failure="clean", log=print)
     print(result.summary())
@@ -65,10 +75,8 @@ def test_claims_catch_a_drop_in_without_requires(out_dir: Path, boot_assets: Boo
 
 def test_failed_packer_build_is_an_error_and_leaves_nothing_running(out_dir: Path, boot_assets: BootAssets,
                                                                    tmp_path: Path) -> None:
-    broken = tmp_path / "out"
-    shutil.copytree(out_dir, broken)
-    script = broken / "packer/scripts/install-mig-restore.sh"
-    script.write_text(script.read_text() + "exit 3\n")
+    broken = doctored(out_dir, tmp_path, "packer/scripts/install-mig-restore.sh", lambda text: text + "exit 3\n")
+
     def chroots_and_sshds() -> tuple[set[str], set[Path]]:  # what a build leaves behind, if anything
         mounts = {line for line in Path("/proc/self/mounts").read_text().splitlines() if "migbake-chroot." in line}
         return mounts, {p for p in Path("/proc").glob("[0-9]*/cmdline")
@@ -99,22 +107,15 @@ def test_on_failure_continue_starts_kubelet_anyway(out_dir: Path, boot_assets: B
                        "      layout: {1g.10gb: 7}\nrestore: {on_failure: continue}\n")
     out = tmp_path / "out"
     subprocess.run(["migbake", "generate", str(profile), "-o", str(out)], check=True)
-    result = run_boot_test(out, path="packer", scenario="fail-assert", boots=1, assets=boot_assets,
-                           expect="continue", log=print)
-    print(result.summary())
-    assert result.passed, result.summary()
+    result = passing_run(out, path="packer", scenario="fail-assert", boots=1, assets=boot_assets, expect="continue")
     assert "kubelet-started-anyway" in claim_ids(result, 1)
 
 
 def test_claims_catch_a_user_data_that_starts_kubelet_early(out_dir: Path, boot_assets: BootAssets,
                                                             tmp_path: Path) -> None:
     """Self-test: without the bootcmd hold, the first boot starts kubelet (and the manager) unprotected."""
-    broken = tmp_path / "out"
-    shutil.copytree(out_dir, broken)
-    user_data = broken / "cloud-init/user-data"
-    text = user_data.read_text()
-    start, end = text.index("bootcmd:\n"), text.index("write_files:\n")
-    user_data.write_text(text[:start] + text[end:])
+    broken = doctored(out_dir, tmp_path, "cloud-init/user-data",
+                      lambda text: text[:text.index("bootcmd:\n")] + text[text.index("write_files:\n"):])
     result = run_boot_test(broken, path="cloud-init", scenario="ok", boots=1, assets=boot_assets,
                            on_failure="clean", log=print)
     print(result.summary())
