@@ -26,6 +26,7 @@ from migbake.exits import (
     EXIT_PIPE_CLOSED,
     silence_stdout,
 )
+from migbake.problems import MigbakeError
 
 # each command and the click command object that defines it, "module:attribute"
 COMMANDS = {
@@ -78,8 +79,6 @@ class MigbakeGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        from migbake.problems import MigbakeError
-
         try:
             code = super().invoke(ctx)
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -94,8 +95,6 @@ class PackerStep:
 
     def display(self) -> str:
         """The command as a person would type it."""
-        import shlex
-
         return shlex.join(self.argv)
 
 
