@@ -5,6 +5,7 @@ Also which files a ``migbake validate PROFILE...`` argument names (a file, or a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,37 @@ def _finish(loaded: LoadedProfile, problems: list[Problem]) -> Checked:
 
 
 PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
+_PROFILE_NAMES = frozenset(g for g in PROFILE_GLOBS if "*" not in g)
+_PROFILE_SUFFIXES = tuple(g[1:] for g in PROFILE_GLOBS if g.startswith("*") and "*" not in g[1:])
+
+
+def _profiles_below(top: Path) -> list[Path]:
+    """Every file below ``top`` that PROFILE_GLOBS match, sorted: ``rglob`` of each glob, in one walk.
+
+    As ``rglob`` does: hidden folders are searched, a symlinked folder is not entered, a folder that
+    cannot be read is passed over; a match counts when it is a file (a symlink to one too).
+    """
+    found: set[Path] = set()
+    folders = [str(top)]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as scan:
+                entries = list(scan)
+        except PermissionError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name in _PROFILE_NAMES or name.endswith(_PROFILE_SUFFIXES):
+                path = Path(entry.path)  # a regular file needs no stat(); a symlink is followed as is_file() does
+                if entry.is_file(follow_symlinks=False) or (entry.is_symlink() and path.is_file()):
+                    found.add(path)
+            try:
+                inside = entry.is_dir() and not entry.is_symlink()
+            except OSError:
+                inside = False
+            if inside:
+                folders.append(entry.path)
+    return sorted(found)
 
 
 def profile_files(args: Sequence[str]) -> Iterator[Path]:
@@ -57,7 +89,7 @@ def profile_files(args: Sequence[str]) -> Iterator[Path]:
     for raw in args:
         p = Path(raw)
         if raw != "-" and p.is_dir():
-            found = sorted({f for g in PROFILE_GLOBS for f in p.rglob(g) if f.is_file()})
+            found = _profiles_below(p)
             if not found:
                 raise ValueError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
             yield from found
