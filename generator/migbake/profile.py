@@ -8,7 +8,6 @@ a byte-order mark, bytes that are not UTF-8, several documents, an empty file, a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from migbake.problems import Problem
+from migbake.quickyaml import QuickResolve
 
 MAX_PROFILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
@@ -31,40 +31,10 @@ try:  # the C composer is several times faster; positions are the same
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _CLoader = yaml.SafeLoader
 
-_STR_TAG, _SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
-_Resolvers = list[tuple[str, re.Pattern[str]]]
 
+class _Loader(QuickResolve, _CLoader):  # type: ignore[misc]
+    """The safe loader, resolving tags quickly (the composer asks for every node's)."""
 
-def _resolver_table(loader: type[yaml.resolver.BaseResolver]) -> tuple[dict[str, _Resolvers], _Resolvers]:
-    """The loader's implicit resolvers per first character, each list followed by the wildcard ones."""
-    table = loader.yaml_implicit_resolvers
-    wildcard = list(table.get(None, []))
-    return {first: list(found) + wildcard for first, found in table.items() if first is not None}, wildcard
-
-
-class _Loader(_CLoader):  # type: ignore[misc]
-    """The safe loader with tag resolution in one quick function: the composer calls it for every node.
-
-    Same answers as ``yaml.resolver.BaseResolver.resolve``, which also walks path resolvers (the safe
-    loader has none) and rebuilds its list of candidate patterns on every call.
-    """
-
-    _by_first, _wildcard = _resolver_table(_CLoader)
-
-    def descend_resolver(self, current_node: object, current_index: object) -> None:
-        """Nothing to track: there are no path resolvers."""
-
-    def ascend_resolver(self) -> None:
-        """Nothing to track: there are no path resolvers."""
-
-    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
-        if kind is yaml.ScalarNode:
-            if implicit[0]:
-                for tag, regexp in self._by_first.get(value[:1], self._wildcard):
-                    if regexp.match(value):
-                        return tag
-            return _STR_TAG
-        return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
 
 _BOOL_WORDS = {"true", "false"}
 _ALIAS_TAG = "tag:migbake,2024:alias"

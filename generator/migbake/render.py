@@ -92,9 +92,13 @@ def hcl_string(value: str) -> str:
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(value, ensure_ascii=False), made once
+
+
 def yaml_scalar(value: object) -> str:
     """A YAML flow scalar (JSON is a subset of YAML 1.2 and of what cloud-init's loader reads)."""
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+    text = _JSON(value)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text
 
 
 def yaml_flow_list(argv: list[str]) -> str:
@@ -141,6 +145,18 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[str, Any]) -> str:
+    """``template.render(variables)`` for ``variables`` that already hold the globals, without copying them.
+
+    Template.render copies its arguments, then those and the globals into a new context, twice a
+    dict of some forty entries for each of the fifteen files of a profile.
+    """
+    try:
+        return env.concat(template.root_render_func(template.new_context(variables, shared=True)))
+    except Exception:
+        env.handle_exception()
+
+
 def header(profile: NodeProfile, comment: str = "#") -> str:
     """The first lines of every generated file: what generated it, from which profile."""
     lines = [
@@ -174,12 +190,20 @@ def gpu_notes(profile: NodeProfile, catalog: Catalog) -> list[str]:
 
 def _indent(text: str, spaces: int) -> str:
     pad = " " * spaces
-    return "\n".join((pad + line) if line else "" for line in text.rstrip("\n").split("\n"))
+    return "\n".join([(pad + line) if line else "" for line in text.rstrip("\n").split("\n")])
 
 
 def _check_paths(artifacts: list[Artifact]) -> None:
     """Two files at one path, or a file where a folder must be (restore.config_path can point there)."""
     files = {a.path for a in artifacts}
+    folders = set()
+    for path in files:
+        i = path.find("/")
+        while i >= 0:
+            folders.add(path[:i])
+            i = path.find("/", i + 1)
+    if len(files) == len(artifacts) and folders.isdisjoint(files):
+        return  # the usual case; else the loops below say which paths clash, as they always have
     if len(files) < len(artifacts):
         dup = sorted(p for p in files if sum(a.path == p for a in artifacts) > 1)[0]
         raise RenderError(f"two generated files would both be {dup!r}: restore.config_path must not be "
@@ -243,10 +267,11 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
     }
 
     out: list[Artifact] = []
+    shared = {**env.globals, **ctx}  # what Template.render would copy into every template's context
 
     def emit(template: str, path: str, mode: int, extra: dict[str, Any] | None = None) -> str:
         try:
-            text = env.get_template(template).render({**ctx, **extra} if extra else ctx)
+            text = _render(env, env.get_template(template), {**shared, **extra} if extra else shared)
         except jinja2.TemplateError as e:
             raise RenderError(f"template {template}: {e}") from e
         out.append(Artifact(path, text, mode))
