@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from migbake.commands.base import PROFILE_PATH, check_profile, guard, main, plural, profile_name, valid_profile
+from migbake.commands.base import (
+    PROFILE_PATH,
+    check_profile,
+    guard,
+    is_stdin,
+    main,
+    plural,
+    profile_name,
+    valid_profile,
+)
 from migbake.exits import EXIT_INVALID, color_wanted
 
 if TYPE_CHECKING:
@@ -46,7 +55,14 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> None:
     """
     from migbake.report import FileResult, render_report, summary
 
-    results = [FileResult(profile_name(f), check_profile(f).problems) for f in _expand(profiles)]
+    files = _expand(profiles)
+    if any(is_stdin(f) for f in files):
+        results = [FileResult(profile_name(f), check_profile(f).problems) for f in files]
+    else:  # files only: several CPUs may share the work
+        from migbake.validate import file_problems
+
+        results = [FileResult(profile_name(f), problems) for f, problems in zip(files, file_problems(files),
+                                                                                  strict=True)]
     color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
