@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import jinja2
@@ -145,6 +145,12 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+@cache
+def _template(name: str) -> jinja2.Template:
+    """A template of the one environment, loaded once (the environment's cache takes a lock per look-up)."""
+    return _environment().get_template(name)
+
+
 def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[str, Any]) -> str:
     """``template.render(variables)`` for ``variables`` that already hold the globals, without copying them.
 
@@ -271,7 +277,7 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
 
     def emit(template: str, path: str, mode: int, extra: dict[str, Any] | None = None) -> str:
         try:
-            text = _render(env, env.get_template(template), {**shared, **extra} if extra else shared)
+            text = _render(env, _template(template), {**shared, **extra} if extra else shared)
         except jinja2.TemplateError as e:
             raise RenderError(f"template {template}: {e}") from e
         out.append(Artifact(path, text, mode))

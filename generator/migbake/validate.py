@@ -34,14 +34,14 @@ class Checked:
         return self.profile is not None
 
 
-def _finish(loaded: LoadedProfile, problems: list[Problem]) -> Checked:
+def _finish(loaded: LoadedProfile, problems: list[Problem], *, model: bool = True) -> Checked:
     if loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
         problems = problems + schema_problems(loaded)
         if isinstance(loaded.data, dict):
             problems += rule_problems(loaded)
     problems = sort_problems(problems)
     profile = None
-    if not has_errors(problems):
+    if model and not has_errors(problems):
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text)
     return Checked(loaded.file, problems, profile)
@@ -105,6 +105,12 @@ def check_file(path: Path, display: str | None = None) -> Checked:
     return _finish(loaded, problems)
 
 
+def _problems(path: Path) -> list[Problem]:
+    """``check_file(path).problems``, without building the model that only generation needs."""
+    loaded, problems = read_profile(path)
+    return _finish(loaded, problems, model=False).problems
+
+
 def check_bytes(data: bytes, file: str) -> Checked:
     """Load and check a profile given as bytes (``file`` names it in problems)."""
     loaded, problems = load_profile_bytes(data, file)
@@ -135,20 +141,20 @@ def file_problems(paths: Sequence[Path]) -> list[list[Problem]]:
     in a check is raised here, as without a worker).
     """
     if len(paths) < PARALLEL_MIN_FILES or not hasattr(os, "fork") or _cpus() < 2 or not _single_threaded():
-        return [check_file(p).problems for p in paths]
+        return [_problems(p) for p in paths]
     import pickle  # noqa: F401 - imported once, before the fork: the worker inherits it
 
-    first = check_file(paths[0]).problems  # the catalog and the schema check, made before the fork: shared
+    first = _problems(paths[0])  # the catalog and the schema check, made before the fork: shared
     split = (len(paths) + 1) // 2
     worker = _fork_worker(paths[split:])
     if worker is None:
-        return [first] + [check_file(p).problems for p in paths[1:]]
+        return [first] + [_problems(p) for p in paths[1:]]
     import signal  # only here: start-up does not pay for it
 
     pid, pipe = worker
     with os.fdopen(pipe, "rb") as reader:
         try:
-            mine = [first] + [check_file(p).problems for p in paths[1:split]]
+            mine = [first] + [_problems(p) for p in paths[1:split]]
             data = reader.read()
         except BaseException:  # an error or an interrupt here: the worker's results are not wanted
             with contextlib.suppress(OSError):
@@ -156,7 +162,7 @@ def file_problems(paths: Sequence[Path]) -> list[list[Problem]]:
                 os.waitpid(pid, 0)
             raise
     theirs = _worker_result(pid, data)
-    return mine + (theirs if theirs is not None else [check_file(p).problems for p in paths[split:]])
+    return mine + (theirs if theirs is not None else [_problems(p) for p in paths[split:]])
 
 
 def _fork_worker(paths: Sequence[Path]) -> tuple[int, int] | None:
@@ -179,7 +185,7 @@ def _fork_worker(paths: Sequence[Path]) -> tuple[int, int] | None:
     code = 1
     try:  # the worker: never returns, never runs the parent's exit handlers or flushes its buffers
         os.close(read)
-        data = pickle.dumps([check_file(p).problems for p in paths], protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps([_problems(p) for p in paths], protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write, "wb") as out:
             out.write(data)
         code = 0
