@@ -142,6 +142,15 @@ class Catalog:
 
     def resolve(self, name: str) -> Resolution:
         """What ``name`` means: the strict normal form first, the loose one (``-`` = space) if that finds nothing."""
+        by_id = _id_resolutions(self)  # profiles name models by catalog id: each is looked up many times
+        found = by_id.get(name)
+        if found is None:
+            found = self._resolve(name)
+            if name in by_id:
+                by_id[name] = found
+        return found
+
+    def _resolve(self, name: str) -> Resolution:
         if not name or not name.strip():
             return Resolution(None)
         if _PCI_ID.match(name.strip()):
@@ -247,6 +256,12 @@ def _index(catalog: Catalog) -> tuple[Index, Index]:
                 if m not in table.get(k, ()):
                     table[k] = (*table.get(k, ()), m)
     return strict, loose
+
+
+@lru_cache(maxsize=8)
+def _id_resolutions(catalog: Catalog) -> dict[str, Resolution | None]:
+    """What each catalog id resolves to, filled in at its first look-up (None: not looked up yet)."""
+    return dict.fromkeys(m.key for m in catalog.models)
 
 
 def gpu_instance_name(name: str) -> str | None:

@@ -24,10 +24,11 @@ def quick_validate(args: Sequence[str]) -> int | None:
     if os.environ.get("MIGBAKE_CATALOG"):
         return None
     from migbake.report import FileResult, text_report
-    from migbake.validate import check_file, profile_files
+    from migbake.validate import file_problems, profile_files
 
     try:
-        results = [FileResult(str(f), check_file(f).problems) for f in profile_files(args[1:])]
+        files = list(profile_files(args[1:]))
+        results = [FileResult(str(f), problems) for f, problems in zip(files, file_problems(files), strict=True)]
     except KeyboardInterrupt:
         print("migbake: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

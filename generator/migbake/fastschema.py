@@ -67,12 +67,7 @@ class _Compiler:
             raise UnsupportedSchema(f"a schema must be an object or a boolean, not {schema!r}")
         checks = [self._keyword(key, value, schema) for key, value in schema.items()
                   if key not in _ANNOTATIONS and not key.startswith("x-")]
-        live = [c for c in checks if c is not None]
-        if not live:
-            return lambda _v: True
-        if len(live) == 1:
-            return live[0]
-        return lambda v: all(c(v) for c in live)
+        return _all_of([c for c in checks if c is not None])
 
     def _ref(self, ref: str) -> Check:
         if not ref.startswith("#/"):
@@ -93,8 +88,11 @@ class _Compiler:
         if key == "type":
             names = value if isinstance(value, list) else [value]
             tests = [_TYPES[n] for n in names]
-            return lambda v: any(t(v) for t in tests)
+            return tests[0] if len(tests) == 1 else lambda v: any(t(v) for t in tests)
         if key == "enum":
+            if value and all(type(e) is str for e in value):  # json_equal with a string: the very same str
+                strings = frozenset(value)
+                return lambda v: type(v) is str and v in strings
             return lambda v: any(json_equal(v, e) for e in value)
         if key == "const":
             return lambda v: json_equal(v, value)
@@ -117,8 +115,7 @@ class _Compiler:
         if key == "required":
             return lambda v: not isinstance(v, dict) or all(k in v for k in value)
         if key == "properties":
-            props = {name: self.compile(sub) for name, sub in value.items()}
-            return lambda v: not isinstance(v, dict) or all(c(v[k]) for k, c in props.items() if k in v)
+            return _properties({name: self.compile(sub) for name, sub in value.items()})
         if key == "patternProperties":
             by_pattern = [(re.compile(p).search, self.compile(sub)) for p, sub in value.items()]
             return lambda v: not isinstance(v, dict) or all(
@@ -126,6 +123,8 @@ class _Compiler:
         if key == "additionalProperties":
             known = set(schema.get("properties", {}))
             pats = [re.compile(p).search for p in schema.get("patternProperties", {})]
+            if value is False and not pats:  # the usual case: only the named properties
+                return lambda v: not isinstance(v, dict) or known.issuperset(v)
             extra = self.compile(value)
             return lambda v: not isinstance(v, dict) or all(
                 extra(item) for k, item in v.items() if k not in known and not any(s(k) for s in pats))
@@ -137,6 +136,8 @@ class _Compiler:
                 raise UnsupportedSchema("items must be a schema (Draft 2020-12)")
             each = self.compile(value)
             start = len(schema.get("prefixItems", []))
+            if not start:
+                return _every_item(each)
             return lambda v: not isinstance(v, list) or all(each(item) for item in v[start:])
         if key == "prefixItems":
             firsts = [self.compile(sub) for sub in value]
@@ -159,6 +160,48 @@ class _Compiler:
         if key in ("then", "else"):
             return None  # compiled with "if"
         raise UnsupportedSchema(f"schema keyword {key!r} is not supported by the fast check")
+
+
+def _all_of(checks: list[Check]) -> Check:
+    """Every one of ``checks`` (a loop: calling through ``all()`` and a generator costs more than most checks)."""
+    if not checks:
+        return lambda _v: True
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
+
+    def check(v: Any) -> bool:
+        for c in checks:  # noqa: SIM110 - a loop is quicker than all() over a generator
+            if not c(v):
+                return False
+        return True
+
+    return check
+
+
+def _properties(props: dict[str, Check]) -> Check:
+    def check(v: Any) -> bool:
+        if isinstance(v, dict):
+            for k, item in v.items():
+                c = props.get(k)
+                if c is not None and not c(item):
+                    return False
+        return True
+
+    return check
+
+
+def _every_item(each: Check) -> Check:
+    def check(v: Any) -> bool:
+        if isinstance(v, list):
+            for item in v:
+                if not each(item):
+                    return False
+        return True
+
+    return check
 
 
 def _bound(key: str, limit: float) -> Check:

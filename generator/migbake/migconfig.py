@@ -9,6 +9,7 @@ import yaml
 
 from migbake.catalog import Catalog, GpuModel, load_catalog
 from migbake.nodeprofile import GpuGroup, NodeProfile, writes_device_filter
+from migbake.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 
 
 def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[GpuModel]:
@@ -93,13 +94,17 @@ _YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 _BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: faster
 
 
-class _ConfigDumper(_BaseDumper):  # type: ignore[valid-type,misc]
+class _ConfigDumper(QuickResolve, _BaseDumper):  # type: ignore[valid-type,misc]
     """The emitter of mig-parted configs: config names quoted where go-yaml v2 would not read a string."""
 
 
-def _represent_name(dumper: yaml.SafeDumper, name: _ConfigName) -> yaml.ScalarNode:
+def _name_style(name: str) -> str | None:
     plain = _PLAIN_NAME.match(name) and name.lower() not in _YAML11_WORDS
-    return dumper.represent_scalar("tag:yaml.org,2002:str", str(name), style=None if plain else "'")
+    return None if plain else "'"
+
+
+def _represent_name(dumper: yaml.SafeDumper, name: _ConfigName) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(name), style=_name_style(name))
 
 
 _ConfigDumper.add_representer(_ConfigName, _represent_name)
@@ -112,5 +117,35 @@ def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None)
 
 def config_yaml(data: dict[str, Any]) -> str:
     """A ``mig_parted_config`` dict (possibly with more configs) as the YAML text mig-parted reads."""
-    return str(yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False,
-                         allow_unicode=True, width=100))
+    node = _node(data, set())
+    if node is None:  # a value _node does not know, or a list or dict given twice (PyYAML writes an alias)
+        return str(yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False,
+                             allow_unicode=True, width=100))
+    return str(yaml.serialize(node, Dumper=_ConfigDumper, allow_unicode=True, width=100))
+
+
+_SCALAR_TAGS = {str: STR_TAG, int: "tag:yaml.org,2002:int", bool: "tag:yaml.org,2002:bool"}
+
+
+def _node(value: object, seen: set[int]) -> yaml.Node | None:
+    """The node PyYAML's safe representer makes of config data (block style, keys in order), built directly.
+
+    The representer costs as much as emitting; None for anything it would write another way.
+    """
+    kind = type(value)
+    if kind is _ConfigName:
+        return yaml.ScalarNode(STR_TAG, str(value), style=_name_style(str(value)))
+    if kind in _SCALAR_TAGS:
+        text = ("true" if value else "false") if kind is bool else str(value)
+        return yaml.ScalarNode(_SCALAR_TAGS[kind], text)
+    if kind not in (list, dict) or id(value) in seen:
+        return None
+    seen.add(id(value))
+    if isinstance(value, list):
+        items = [_node(v, seen) for v in value]
+        return None if None in items else yaml.SequenceNode(SEQ_TAG, items, flow_style=False)
+    assert isinstance(value, dict)
+    pairs = [(_node(k, seen), _node(v, seen)) for k, v in value.items()]
+    if any(k is None or v is None for k, v in pairs):
+        return None
+    return yaml.MappingNode(MAP_TAG, pairs, flow_style=False)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import check_profile, profile_name
+from migbake.commands.common import check_profile, is_stdin, profile_name
 from migbake.exits import EXIT_INVALID, color_wanted
 from migbake.report import FORMATS, FileResult, render_report, summary
-from migbake.validate import profile_files
+from migbake.validate import file_problems, profile_files
 
 
 def _expand(paths: tuple[str, ...]) -> list[Path]:
@@ -34,7 +34,12 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> int:
     count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
     (warnings allowed), 1 when any is invalid.
     """
-    results = [FileResult(profile_name(f), check_profile(f).problems) for f in _expand(profiles)]
+    files = _expand(profiles)
+    if any(is_stdin(f) for f in files):
+        results = [FileResult(profile_name(f), check_profile(f).problems) for f in files]
+    else:  # files only: several CPUs may share the work
+        results = [FileResult(profile_name(f), problems)
+                   for f, problems in zip(files, file_problems(files), strict=True)]
     color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
