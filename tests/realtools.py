@@ -114,6 +114,21 @@ def packer(args: list[str], cwd: Path | None = None) -> Ran:
     return run([require("packer"), *args], cwd=cwd, env={"CHECKPOINT_DISABLE": "1"})
 
 
+def _packer_console(folder: Path, expression: str) -> str:
+    """What ``packer console`` prints for one expression over the templates in ``folder``."""
+    p = subprocess.run(
+        [require("packer"), "console", str(folder)],
+        input=expression + "\n",
+        text=True,
+        capture_output=True,
+        env={**os.environ, "CHECKPOINT_DISABLE": "1"},
+        timeout=120,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
 # example values of the variables a source requires (migbake.packer.SOURCES); 192.0.2.0/24 is TEST-NET-1
 EXAMPLE_VARS = {
     "ssh_host": "192.0.2.10",

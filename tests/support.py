@@ -1,4 +1,5 @@
-"""What the tests share: the repository, the example images, and a helper that generates into a folder.
+"""What the tests share: the repository, the example images, a helper that generates into a folder, and
+the argv of each command line in a ``systemd --test`` dump.
 
 (Not in conftest.py: tests/vm has a conftest of its own, and `from conftest import` would be ambiguous.)
 """
@@ -51,3 +52,71 @@ def cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None)
 
     r = CliRunner().invoke(main, list(args), input=stdin, env=env)
     return r.exit_code, r.stdout, r.stderr
+
+
+_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def decode_command_line(text: str) -> list[str]:
+    """The argv of a ``systemd --test`` "Command Line:", as the process would get it.
+
+    systemd prints words C-escaped in double quotes when needed, before the exec-time ``$$`` -> ``$``.
+    """
+    args: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] == " ":
+            i += 1
+            continue
+        word: list[str] = []
+        if text[i] == '"':
+            i += 1
+            while text[i] != '"':
+                if text[i] != "\\":
+                    word.append(text[i])
+                    i += 1
+                    continue
+                nxt = text[i + 1]
+                if nxt in _C_ESCAPES:
+                    word.append(_C_ESCAPES[nxt])
+                    i += 2
+                elif nxt.isdigit():
+                    word.append(chr(int(text[i + 1 : i + 4], 8)))
+                    i += 4
+                elif nxt == "x":
+                    word.append(chr(int(text[i + 2 : i + 4], 16)))
+                    i += 4
+                else:
+                    word.append(nxt)
+                    i += 2
+            i += 1
+        else:
+            while i < n and text[i] != " ":
+                word.append(text[i])
+                i += 1
+        args.append("".join(word).replace("$$", "$"))
+    return args
+
+
+def unit_lines(dump: str, unit: str) -> list[str]:
+    """The lines of a ``systemd --test`` dump about ``unit`` (split on newlines only: U+2028 is data)."""
+    out: list[str] = []
+    inside = False
+    for line in dump.split("\n"):
+        if line.startswith("\t-> Unit "):
+            inside = line.strip() == f"-> Unit {unit}:"
+            continue
+        if line.startswith("-> "):
+            inside = False
+        if inside:
+            out.append(line.strip())
+    return out
+
+
+def command_lines(dump: str, unit: str) -> list[list[str]]:
+    """Every command of ``unit`` as argv lists, in the order systemd runs them."""
+    return [
+        decode_command_line(line[len("Command Line: ") :])
+        for line in unit_lines(dump, unit)
+        if line.startswith("Command Line: ")
+    ]

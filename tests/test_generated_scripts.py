@@ -1,10 +1,10 @@
 """The generated scripts, run for real against fake NVIDIA tools and a fake systemctl.
 
 capture-mig-config.sh must never replace a config unless export and assert both succeeded;
-uninstall-mig-restore.sh and the Packer provisioner scripts must be idempotent; verify-mig-restore.sh
-must pass a good node and name the unit that failed on a bad one. No real nvidia-smi or
+uninstall-mig-restore.sh and the Packer provisioner scripts must be idempotent. No real nvidia-smi or
 nvidia-mig-parted is ever called: the profile points the tools into the test's folder, and poisoned
-stand-ins sit first on PATH and record any call.
+stand-ins sit first on PATH and record any call. The fake node lives here, and ``good_node``: one where
+everything went right, that test_verify_script.py and test_gpu_operator.py run the verify script on.
 """
 
 from __future__ import annotations
@@ -182,6 +182,34 @@ def file_state(path: Path) -> tuple[bytes, int] | None:
     return (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) if path.exists() else None
 
 
+def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = ()) -> tuple[Node, Path]:
+    """A node where everything went right, and the verify script pointed at its drop-ins."""
+    node = make_node(tmp_path, profile_extra)
+    node.config.parent.mkdir(parents=True)
+    node.config.write_text(H200_LAYOUT)
+    etc = node.root / "etc/systemd/system"
+    r, m = "nvidia-mig-restore.service", "nvidia-mig-manager.service"
+    for unit in ("kubelet.service", *consumers):
+        dropin = etc / f"{unit}.d/20-mig-restore.conf"
+        dropin.parent.mkdir(parents=True)
+        dropin.write_bytes((node.out / "rootfs" / dropin.relative_to(node.root)).read_bytes())
+        node.set(f"active/{unit}", "active")
+        node.set(f"props/{unit}.Requires", f"sysinit.target {r}")
+        node.set(f"props/{unit}.After", f"basic.target {r} network.target")
+        node.set(f"props/{unit}.InactiveExitTimestampMonotonic", "2000")
+    for name, value in {
+        f"enabled/{r}": "enabled",
+        f"active/{r}": "active",
+        f"props/{r}.Result": "success",
+        f"props/{r}.ActiveEnterTimestampMonotonic": "1000",
+        f"enabled/{m}": "masked",
+        f"props/{m}.InactiveExitTimestampMonotonic": "0",
+    }.items():
+        node.set(name, value)
+    marker = node.root / "var/lib/migbake/reboot-attempted"
+    return node, node.patched("scripts/verify-mig-restore.sh", systemd_dir=etc, marker=marker)
+
+
 # --- capture-mig-config.sh ------------------------------------------------------------------------
 
 FAILURES = {
@@ -355,146 +383,3 @@ conflicting_manager: {{action: {action}}}
     assert tree_state(target, skip=()) == first, "a second provisioner run changed the image"
     assert "already" in logs[0] or "not installed" in logs[0], logs[0]
     assert "installed /" not in logs[1] and logs[1].count("unchanged /") == 4, logs[1]
-
-
-# --- verify-mig-restore.sh ------------------------------------------------------------------------
-
-
-def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = ()) -> tuple[Node, Path]:
-    """A node where everything went right, and the verify script pointed at its drop-ins."""
-    node = make_node(tmp_path, profile_extra)
-    node.config.parent.mkdir(parents=True)
-    node.config.write_text(H200_LAYOUT)
-    etc = node.root / "etc/systemd/system"
-    r, m = "nvidia-mig-restore.service", "nvidia-mig-manager.service"
-    for unit in ("kubelet.service", *consumers):
-        dropin = etc / f"{unit}.d/20-mig-restore.conf"
-        dropin.parent.mkdir(parents=True)
-        dropin.write_bytes((node.out / "rootfs" / dropin.relative_to(node.root)).read_bytes())
-        node.set(f"active/{unit}", "active")
-        node.set(f"props/{unit}.Requires", f"sysinit.target {r}")
-        node.set(f"props/{unit}.After", f"basic.target {r} network.target")
-        node.set(f"props/{unit}.InactiveExitTimestampMonotonic", "2000")
-    for name, value in {
-        f"enabled/{r}": "enabled",
-        f"active/{r}": "active",
-        f"props/{r}.Result": "success",
-        f"props/{r}.ActiveEnterTimestampMonotonic": "1000",
-        f"enabled/{m}": "masked",
-        f"props/{m}.InactiveExitTimestampMonotonic": "0",
-    }.items():
-        node.set(name, value)
-    marker = node.root / "var/lib/migbake/reboot-attempted"
-    return node, node.patched("scripts/verify-mig-restore.sh", systemd_dir=etc, marker=marker)
-
-
-def _lines(ran: Ran, kind: str) -> list[str]:
-    return [line for line in ran.out.splitlines() if line.startswith(kind)]
-
-
-def test_verify_passes_a_good_node(tmp_path: Path) -> None:
-    node, script = good_node(tmp_path)
-    ran = node.run(script)
-    assert ran.rc == 0, ran.text
-    assert _lines(ran, "FAIL") == [] and "All checks passed." in ran.out
-    assert len(_lines(ran, "PASS")) >= 8, ran.out
-    assert node.calls("journalctl") == []
-    assert node.calls("mig-parted") == [f"assert -f {node.config} -c current"]
-    assert not any(
-        c.startswith(("enable", "disable", "start", "stop", "mask")) for c in node.calls("systemctl")
-    )
-
-
-BAD = {
-    "restore-failed": (
-        {
-            "active/nvidia-mig-restore.service": "failed",
-            "props/nvidia-mig-restore.service.Result": "exit-code",
-            "mig-parted.mode": "assert-fails",
-        },
-        "FAIL  nvidia-mig-restore.service is not active (result: exit-code)",
-    ),
-    "restore-disabled": (
-        {"enabled/nvidia-mig-restore.service": "disabled"},
-        "FAIL  nvidia-mig-restore.service is not enabled",
-    ),
-    "manager-enabled": (
-        {"enabled/nvidia-mig-manager.service": "enabled"},
-        "FAIL  nvidia-mig-manager.service is enabled: two services would apply MIG at boot (a package upgrade",
-    ),
-    "kubelet-first": (
-        {"props/kubelet.service.InactiveExitTimestampMonotonic": "500"},
-        "FAIL  kubelet.service started before the restore finished",
-    ),
-    "not-required": (
-        {"props/kubelet.service.Requires": "sysinit.target"},
-        "FAIL  kubelet.service does not Require nvidia-mig-restore.service",
-    ),
-    "driver-missing": ({"smi.mode": "fails"}, "-L failed: is the driver loaded?"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD))
-def test_verify_fails_a_bad_node_and_names_the_unit(tmp_path: Path, case: str) -> None:
-    node, script = good_node(tmp_path)
-    changes, line = BAD[case]
-    for name, value in changes.items():
-        node.set(name, value)
-    ran = node.run(script)
-    assert ran.rc == 1, ran.text
-    assert any(line in f for f in _lines(ran, "FAIL")), ran.out
-    assert "Some checks failed" in ran.out
-    assert node.calls("journalctl") == ["-b -u nvidia-mig-restore.service --no-pager -n 20"]
-    assert "journal: apply failed" in ran.out
-
-
-def test_verify_checks_the_config_file(tmp_path: Path) -> None:
-    node, script = good_node(tmp_path)
-    node.config.unlink()
-    ran = node.run(script)
-    assert ran.rc == 1 and f"FAIL  config {node.config} is missing" in ran.out, ran.out
-
-
-# --- verify: consumers, the manager's state, the reboot marker ------------------------------------
-
-
-def test_verify_checks_every_consumer(tmp_path: Path) -> None:
-    extra = "consumers: [{unit: slurmd.service}, {unit: inference.service, fail_closed: false}]\n"
-    node, script = good_node(tmp_path, extra, ("slurmd.service", "inference.service"))
-    node.set("props/inference.service.Requires", "sysinit.target")
-    ran = node.run(script)
-    assert ran.rc == 0, ran.text
-    for unit in ("kubelet.service", "slurmd.service"):
-        assert f"PASS  {unit} Requires= nvidia-mig-restore.service (fail closed)" in ran.out
-        assert f"PASS  the restore finished before {unit} started" in ran.out
-    assert "inference.service Requires" not in ran.out  # fail_closed: false needs no Requires=
-    assert "PASS  inference.service is ordered After= nvidia-mig-restore.service" in ran.out
-
-    node.set("props/slurmd.service.InactiveExitTimestampMonotonic", "500")
-    node.set("active/inference.service", "failed")
-    ran = node.run(script)
-    assert ran.rc == 1
-    assert _lines(ran, "FAIL") == ["FAIL  slurmd.service started before the restore finished"], ran.out
-    assert "WARN  inference.service is not active" in ran.out
-
-
-@pytest.mark.parametrize(("state", "action", "line"), [
-    ("disabled", "mask", "WARN  nvidia-mig-manager.service is disabled, not masked: the next package upgrade"),
-    ("disabled", "disable", "PASS  nvidia-mig-manager.service is disabled (conflicting_manager.action: disable"),
-    ("masked", "mask", "PASS  nvidia-mig-manager.service is masked"),
-], ids=["disabled-but-mask-wanted", "disabled-as-asked", "masked"])
-def test_verify_words_the_manager_state(tmp_path: Path, state: str, action: str, line: str) -> None:
-    node, script = good_node(tmp_path, f"conflicting_manager: {{action: {action}}}\n")
-    node.set("enabled/nvidia-mig-manager.service", state)
-    ran = node.run(script)
-    assert ran.rc == 0 and line in ran.out, ran.out
-
-
-def test_verify_warns_about_a_reboot_marker(tmp_path: Path) -> None:
-    node, script = good_node(tmp_path)
-    marker = node.root / "var/lib/migbake/reboot-attempted"
-    marker.parent.mkdir(parents=True)
-    marker.write_text("1764000000 GPU 0 (Disabled -> Enabled)\n")
-    ran = node.run(script)
-    assert ran.rc == 0
-    assert "WARN  " + str(marker) + " exists: the restore rebooted the node once" in ran.out

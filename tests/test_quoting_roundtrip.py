@@ -5,16 +5,14 @@ with ``@``/``:``/``-`` and paths with ``+``/``-``/``.`` are rendered, and every 
 the program that will read it on a node: bash runs the scripts' assignment lines, systemd loads the
 units and prints each command line's argv, PyYAML (cloud-init's loader) reads config.yaml and
 user-data, whose shell commands then run against a recording ``systemctl``, and Packer evaluates the
-HCL. The quoting functions themselves get the same treatment with strings the schema would refuse.
+HCL. The quoting functions themselves, with strings the schema would refuse: test_quoting_functions.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,20 +21,19 @@ import pytest
 import yaml
 from realtools import (
     SystemdTree,
+    _packer_console,
     bash_n,
     cloud_init_schema,
     hcl_parse,
     packer,
     packer_validate,
-    require,
     run,
     shellcheck,
 )
-from support import generate
+from support import command_lines, generate, unit_lines
 
 from migbake.nodeprofile import GPU_CLIENTS
-from migbake.problems import RenderError
-from migbake.render import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar
+from migbake.render import hcl_string
 from migbake.validate import check_bytes
 
 DESCRIPTION = (
@@ -255,73 +252,6 @@ def test_install_script_installs_exactly_the_rootfs_files(
 
 # --- systemd ---------------------------------------------------------------------------------------
 
-_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-
-
-def decode_command_line(text: str) -> list[str]:
-    """The argv of a ``systemd --test`` "Command Line:", as the process would get it.
-
-    systemd prints words C-escaped in double quotes when needed, before the exec-time ``$$`` -> ``$``.
-    """
-    args: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        if text[i] == " ":
-            i += 1
-            continue
-        word: list[str] = []
-        if text[i] == '"':
-            i += 1
-            while text[i] != '"':
-                if text[i] != "\\":
-                    word.append(text[i])
-                    i += 1
-                    continue
-                nxt = text[i + 1]
-                if nxt in _C_ESCAPES:
-                    word.append(_C_ESCAPES[nxt])
-                    i += 2
-                elif nxt.isdigit():
-                    word.append(chr(int(text[i + 1 : i + 4], 8)))
-                    i += 4
-                elif nxt == "x":
-                    word.append(chr(int(text[i + 2 : i + 4], 16)))
-                    i += 4
-                else:
-                    word.append(nxt)
-                    i += 2
-            i += 1
-        else:
-            while i < n and text[i] != " ":
-                word.append(text[i])
-                i += 1
-        args.append("".join(word).replace("$$", "$"))
-    return args
-
-
-def unit_lines(dump: str, unit: str) -> list[str]:
-    """The lines of a ``systemd --test`` dump about ``unit`` (split on newlines only: U+2028 is data)."""
-    out: list[str] = []
-    inside = False
-    for line in dump.split("\n"):
-        if line.startswith("\t-> Unit "):
-            inside = line.strip() == f"-> Unit {unit}:"
-            continue
-        if line.startswith("-> "):
-            inside = False
-        if inside:
-            out.append(line.strip())
-    return out
-
-
-def command_lines(dump: str, unit: str) -> list[list[str]]:
-    """Every command of ``unit`` as argv lists, in the order systemd runs them."""
-    return [
-        decode_command_line(line[len("Command Line: ") :])
-        for line in unit_lines(dump, unit)
-        if line.startswith("Command Line: ")
-    ]
-
 
 @pytest.mark.realtool
 def test_systemd_loads_the_units_and_runs_exact_argv(nasty: tuple[Path, dict[str, Any]]) -> None:
@@ -461,191 +391,3 @@ def test_packer_templates_carry_name_and_hash(nasty: tuple[Path, dict[str, Any]]
     val = packer_validate(pk)
     assert val.rc == 0, val.text
     assert json.loads(_packer_console(pk, "jsonencode([var.ami_name_prefix])")) == [f"migbake-{s['name']}"]
-
-
-def _packer_console(folder: Path, expression: str) -> str:
-    """What ``packer console`` prints for one expression over the templates in ``folder``."""
-    p = subprocess.run(
-        [require("packer"), "console", str(folder)],
-        input=expression + "\n",
-        text=True,
-        capture_output=True,
-        env={**os.environ, "CHECKPOINT_DISABLE": "1"},
-        timeout=120,
-        check=False,
-    )
-    assert p.returncode == 0, p.stderr
-    return p.stdout.strip()
-
-
-# --- the quoting functions, with strings the schema would never let through ------------------------
-
-HOSTILE = [
-    "plain",
-    "",
-    " ",
-    "two words",
-    " lead",
-    "trail ",
-    "'",
-    '"',
-    "\\",
-    "\\\\",
-    "trailing\\",
-    "a'b\"c",
-    "''",
-    '""',
-    "$",
-    "$$",
-    "$$$",
-    "$HOME",
-    "${HOME}",
-    "$(id)",
-    "`id`",
-    "$((1+1))",
-    "${x:-y}",
-    "%",
-    "%%",
-    "%n",
-    "%%n",
-    "%i",
-    "%{x}",
-    "${x}",
-    "$${x}",
-    "%%{x}",
-    "#",
-    "# c",
-    "a #b",
-    ";",
-    "&&",
-    "|",
-    "a;b",
-    "&",
-    ">",
-    "<",
-    "*",
-    "?",
-    "[a]",
-    "{a,b}",
-    "~",
-    "~root",
-    "!",
-    "!!",
-    "-n",
-    "-e",
-    "--",
-    "--help",
-    "=",
-    "a=b",
-    ":",
-    "@",
-    "+",
-    "-",
-    "a\nb",
-    "\r\n",
-    "\n",
-    "\t",
-    "\x01\x1b[31m",
-    "\x7f",
-    "é",
-    "✓",
-    "𝄞",
-    "\u2028",
-    "\u2029",
-    "\u0085",
-    "\u00a0",
-    "\ufeff",
-    "\\x41",
-    "\\n",
-    "\\u0041",
-    "yes",
-    "null",
-    "0644",
-    "- x",
-    "a: b",
-    "{}",
-    "[]",
-    "()",
-    "*a",
-    "&a",
-    "!tag",
-]
-
-
-@pytest.mark.realtool
-def test_sh_quote_round_trips_in_bash_and_sh(tmp_path: Path) -> None:
-    lines = [f"v{i}={sh_quote(v)}" for i, v in enumerate(HOSTILE)]
-    dump = "".join(f"printf '%s\\0' \"$v{i}\"\n" for i in range(len(HOSTILE)))
-    script = tmp_path / "dump.sh"
-    script.write_text("\n".join(lines) + "\n" + dump, encoding="utf-8")
-    for shell in ("/bin/bash", "/bin/sh"):
-        # bytes, not text: text mode would turn the value "\r\n" into "\n" on the way back
-        p = subprocess.run(
-            [shell, str(script)],
-            env={"PATH": str(tmp_path), "LC_ALL": "C.UTF-8"},
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        assert p.returncode == 0 and p.stderr == b"", p
-        assert p.stdout.decode("utf-8").split("\0")[:-1] == HOSTILE, shell
-    # a value alone on an argv: no word splitting, no globbing, no option parsing by the assignment
-    assert sh_quote("-n") == "'-n'" and sh_quote("a-b") == "'a-b'"
-    with pytest.raises(RenderError):
-        sh_quote("a\0b")
-
-
-@pytest.mark.realtool
-def test_systemd_word_round_trips_through_systemd() -> None:
-    tree = SystemdTree()
-    try:
-        unit = tree.root / "etc/systemd/system/quoting-probe.service"
-        unit.write_text(
-            "[Service]\nType=oneshot\nExecStart=" + systemd_command(["/usr/bin/true", *HOSTILE]) + "\n",
-            encoding="utf-8",
-        )
-        assert unit.read_text(encoding="utf-8").count("\n") == 3  # every word stayed on its line
-        assert tree.systemctl("enable", "quoting-probe.service").rc == 0
-        verify = tree.verify("quoting-probe.service")
-        assert verify.rc == 0, verify.text
-        graph = tree.boot_graph("quoting-probe.service")
-        assert graph.rc == 0, graph.err
-        assert command_lines(graph.out, "quoting-probe.service") == [["/usr/bin/true", *HOSTILE]]
-    finally:
-        tree.cleanup()
-
-
-@pytest.mark.parametrize("prefix", ["-", "@", ":", "+", "!"])
-def test_systemd_word_refuses_an_executable_with_a_prefix(prefix: str) -> None:
-    # systemd reads these prefixes after unquoting: quoting cannot keep them literal
-    with pytest.raises(RenderError):
-        systemd_word(f"{prefix}/usr/bin/true", executable=True)
-    assert systemd_word(f"{prefix}x") in (f"{prefix}x", f'"{prefix}x"')  # fine as an argument
-    with pytest.raises(RenderError):
-        systemd_word("a\0b")
-
-
-@pytest.mark.realtool
-def test_hcl_string_round_trips_through_packer(tmp_path: Path) -> None:
-    values = [v for v in HOSTILE if v]  # packer console prints "" for an empty default too; keep it simple
-    body = "".join(
-        f'variable "v{i}" {{\n  type    = string\n  default = {hcl_string(v)}\n}}\n'
-        for i, v in enumerate(values)
-    )
-    body += 'source "null" "n" {\n  communicator = "none"\n}\n\nbuild {\n  sources = ["source.null.n"]\n}\n'
-    (tmp_path / "probe.pkr.hcl").write_text(body, encoding="utf-8")
-    assert packer(["validate", str(tmp_path)]).rc == 0
-    got = json.loads(
-        _packer_console(tmp_path, "jsonencode([" + ", ".join(f"var.v{i}" for i in range(len(values))) + "])")
-    )
-    assert got == values
-    assert hcl_string("${x}") == '"$${x}"' and hcl_string("%{x}") == '"%%{x}"'
-
-
-def test_yaml_scalar_round_trips_through_pyyaml() -> None:
-    values = [*HOSTILE, "\x00", "\ufffe", "\uffff", "\x80\x9f"]
-    for v in values:
-        text = f"k: {yaml_scalar(v)}\nl: {yaml_flow_list([v, v])}\n"
-        assert yaml.safe_load(text) == {"k": v, "l": [v, v]}, repr(v)
-    # one line, whatever the value: it can sit in a block sequence of cloud-init user-data
-    assert all("\n" not in yaml_scalar(v) and "\u2028" not in yaml_scalar(v) for v in values)
