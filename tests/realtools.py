@@ -114,7 +114,7 @@ def packer(args: list[str], cwd: Path | None = None) -> Ran:
     return run([require("packer"), *args], cwd=cwd, env={"CHECKPOINT_DISABLE": "1"})
 
 
-def _packer_console(folder: Path, expression: str) -> str:
+def packer_console(folder: Path, expression: str) -> str:
     """What ``packer console`` prints for one expression over the templates in ``folder``."""
     p = subprocess.run(
         [require("packer"), "console", str(folder)],

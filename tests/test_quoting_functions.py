@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realtools import SystemdTree, _packer_console, packer
+from realtools import SystemdTree, packer, packer_console
 from support import command_lines
 
 from migbake.problems import RenderError
@@ -177,7 +177,7 @@ def test_hcl_string_round_trips_through_packer(tmp_path: Path) -> None:
     (tmp_path / "probe.pkr.hcl").write_text(body, encoding="utf-8")
     assert packer(["validate", str(tmp_path)]).rc == 0
     got = json.loads(
-        _packer_console(tmp_path, "jsonencode([" + ", ".join(f"var.v{i}" for i in range(len(values))) + "])")
+        packer_console(tmp_path, "jsonencode([" + ", ".join(f"var.v{i}" for i in range(len(values))) + "])")
     )
     assert got == values
     assert hcl_string("${x}") == '"$${x}"' and hcl_string("%{x}") == '"%%{x}"'

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from realtools import (
     SystemdTree,
-    _packer_console,
     bash_n,
     cloud_init_schema,
     hcl_parse,
     packer,
+    packer_console,
     packer_validate,
     run,
     shellcheck,
@@ -390,4 +390,4 @@ def test_packer_templates_carry_name_and_hash(nasty: tuple[Path, dict[str, Any]]
     assert packer(["fmt", "-check", str(pk)]).rc == 0
     val = packer_validate(pk)
     assert val.rc == 0, val.text
-    assert json.loads(_packer_console(pk, "jsonencode([var.ami_name_prefix])")) == [f"migbake-{s['name']}"]
+    assert json.loads(packer_console(pk, "jsonencode([var.ami_name_prefix])")) == [f"migbake-{s['name']}"]
