@@ -1,4 +1,4 @@
-"""A mig-parted ``device-filter`` string read the way nvidia-mig-parted reads it.
+"""The mig-parted ``device-filter``: when migbake writes one, and a string read the way nvidia-mig-parted reads it.
 
 mig-parted (pkg/types/device.go ``NewDeviceIDFromString``) parses each filter at match time with
 Go's ``strconv.ParseUint(s, 0, 32)``: ``0x`` hex, a leading ``0`` or ``0o`` octal, ``0b`` binary,
@@ -9,11 +9,20 @@ entry matches no GPU. The high 16 bits are the device id, the low 16 the vendor 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 CANONICAL = re.compile(r"^0x[0-9A-F]{8}$")
 _DIGITS = {2: re.compile(r"^[01]*$"), 8: re.compile(r"^[0-7]*$"), 10: re.compile(r"^[0-9]*$"),
            16: re.compile(r"^[0-9A-Fa-f]*$")}
+
+
+def writes_device_filter(mode: str, model_keys: Iterable[str], exact_ids: bool = False) -> bool:
+    """Whether the config's entries carry a device-filter, by the profile's ``device_filter``: ``always``,
+    ``never``, or (``auto``) with several GPU models or when an entry names its exact ``pci_device_ids``."""
+    if mode in ("always", "never"):
+        return mode == "always"
+    return exact_ids or len(set(model_keys)) > 1
 
 
 def _underscores_ok(s: str) -> bool:

@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 
 from migbake.catalog import Catalog, GpuModel, load_catalog
-from migbake.nodeprofile import GpuGroup, NodeProfile, writes_device_filter
+from migbake.devicefilter import writes_device_filter
+from migbake.nodeprofile import GpuGroup, NodeProfile
 from migbake.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 
 

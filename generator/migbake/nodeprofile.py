@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -103,14 +102,6 @@ class Consumer:
     def drop_in_dir(self) -> str:
         """Its drop-in folder, relative to /etc/systemd/system."""
         return f"{self.unit}.d"
-
-
-def writes_device_filter(mode: str, model_keys: Iterable[str], exact_ids: bool = False) -> bool:
-    """Whether the config's entries carry a device-filter, by the profile's ``device_filter``: ``always``,
-    ``never``, or (``auto``) with several GPU models or when an entry names its exact ``pci_device_ids``."""
-    if mode in ("always", "never"):
-        return mode == "always"
-    return exact_ids or len(set(model_keys)) > 1
 
 
 @dataclass(frozen=True, slots=True)

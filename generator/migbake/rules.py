@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from migbake.catalog import Catalog, load_catalog
+from migbake.devicefilter import writes_device_filter
 from migbake.gpurules import rule_no_mig, rule_pci_device_ids
 from migbake.layoutrules import (
     layout_entries,
@@ -21,7 +22,6 @@ from migbake.layoutrules import (
 )
 from migbake.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.neighbours import rule_consumers, rule_driver_wait, rule_node_labels
-from migbake.nodeprofile import writes_device_filter
 from migbake.problems import Problem
 from migbake.wording import index_list, instances
 

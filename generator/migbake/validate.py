@@ -11,13 +11,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migbake.loader import LoadedProfile, load_profile_bytes, read_profile
-from migbake.nodeprofile import NodeProfile, build_profile
 from migbake.problems import Problem, has_errors, sort_problems
 from migbake.rules import rule_problems
 from migbake.schema import schema_problems
+
+if TYPE_CHECKING:
+    from migbake.nodeprofile import NodeProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], *, model: bool = Tru
     problems = sort_problems(problems)
     profile = None
     if model and not has_errors(problems):
+        from migbake.nodeprofile import build_profile  # only generation needs the model: validate never loads it
+
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text)
     return Checked(loaded.file, problems, profile)
