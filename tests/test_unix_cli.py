@@ -13,7 +13,7 @@ from support import IMAGES, REPO, cli
 from migbake.cli import COMMANDS
 from migbake.exits import EXIT_CODES
 from migbake.packer import SOURCE_NAMES
-from migbake.write import MARKER
+from migbake.write import OUTPUT_MARKER
 
 PROFILE = REPO / "images/h200-inference/node-profile.yaml"
 XML = REPO / "tests/fixtures/h200/nvidia-smi-q.xml"
@@ -43,7 +43,7 @@ def piped(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_closed_pipe_ends_quietly(command: str, tmp_path: Path) -> None:
     stale = tmp_path / "stale"
     stale.mkdir()
-    (stale / MARKER).write_text("x\n")
+    (stale / OUTPUT_MARKER).write_text("x\n")
     for i in range(3000):  # a long diff: more than a pipe buffer
         (stale / f"extra-{i}.txt").write_text("x\n")
     ran = piped(command.format(profile=PROFILE, stale=stale, out=tmp_path / "o"), tmp_path)
@@ -198,9 +198,9 @@ def test_marker_records_profile_and_options_and_check_uses_them(tmp_path: Path) 
     part.write_text("#!/bin/sh\necho hi\n")
     code, stdout, err = cli("generate", str(PROFILE), "-o", str(out), "--user-data-gzip", "--user-data-mime", str(part))
     assert code == 0, err
-    files = sum(1 for f in out.rglob("*") if f.is_file() and f.name != MARKER)
+    files = sum(1 for f in out.rglob("*") if f.is_file() and f.name != OUTPUT_MARKER)
     assert stdout.startswith(f"wrote {files} files to {out} (profile h200-inference from {PROFILE})")
-    marker = (out / MARKER).read_text()
+    marker = (out / OUTPUT_MARKER).read_text()
     assert f"profile: {os.path.relpath(PROFILE, out)}\n" in marker and "name: h200-inference\n" in marker
     assert "user-data-gzip: yes\n" in marker and "user-data-mime: ../setup.sh\n" in marker
     assert "sha256: " in marker

@@ -23,7 +23,7 @@ from migbake import write
 from migbake.cli import main
 from migbake.render import render
 from migbake.validate import check_file
-from migbake.write import MARKER, write_tree
+from migbake.write import OUTPUT_MARKER, write_tree
 
 PROFILE = IMAGES[0] / "node-profile.yaml"
 
@@ -52,7 +52,7 @@ def snapshot(root: Path) -> dict[str, tuple[str, str]]:
 
 def without_marker(tree: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
     """A snapshot without the marker, which records the profile's path relative to OUT."""
-    return {k: v for k, v in tree.items() if k != MARKER}
+    return {k: v for k, v in tree.items() if k != OUTPUT_MARKER}
 
 
 def leftovers(parent: Path, out: Path) -> list[str]:
@@ -75,7 +75,7 @@ def generated(tmp_path: Path) -> Iterator[Path]:
 def test_generate_into_a_new_and_into_an_empty_directory(tmp_path: Path) -> None:
     new = tmp_path / "a" / "b" / "out"
     assert cli("generate", str(PROFILE), "-o", str(new)).exit_code == 0
-    assert (new / MARKER).is_file() and (new / "scripts/verify-mig-restore.sh").is_file()
+    assert (new / OUTPUT_MARKER).is_file() and (new / "scripts/verify-mig-restore.sh").is_file()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli("generate", str(PROFILE), "-o", str(empty)).exit_code == 0
@@ -96,18 +96,18 @@ def test_refuses_a_non_empty_directory_it_did_not_create(tmp_path: Path) -> None
 
     forced = cli("generate", str(PROFILE), "-o", str(out), "--force")
     assert forced.exit_code == 0, forced.output
-    assert not (out / "notes.txt").exists() and (out / MARKER).is_file()
+    assert not (out / "notes.txt").exists() and (out / OUTPUT_MARKER).is_file()
     assert leftovers(tmp_path, out) == []
 
 
 def test_a_symlink_named_like_the_marker_does_not_make_a_directory_migbakes(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / MARKER).write_text("x")
+    (elsewhere / OUTPUT_MARKER).write_text("x")
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("my notes\n")
-    os.symlink(elsewhere / MARKER, out / MARKER)
+    os.symlink(elsewhere / OUTPUT_MARKER, out / OUTPUT_MARKER)
     before = snapshot(out)
     result = cli("generate", str(PROFILE), "-o", str(out))
     assert result.exit_code == 2 and "was not created by migbake" in result.stderr, result.output
@@ -342,6 +342,6 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
         )
         assert ran.returncode == 0, ran.stderr
         trees.append(snapshot(cwd / "out"))
-        assert f"profile: ../{rel}\n" in (cwd / "out" / MARKER).read_text()
+        assert f"profile: ../{rel}\n" in (cwd / "out" / OUTPUT_MARKER).read_text()
     assert without_marker(trees[0]) == without_marker(trees[1])
     assert trees[0]["scripts/verify-mig-restore.sh"][0] == "file 755"

@@ -17,7 +17,7 @@ from migbake.catalog import canonical_pci_id
 from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
-Source = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
+CaptureFormat = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
 QUERY_FIELDS = ("index", "name", "pci.device_id", "mig.mode.current")
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024
 
@@ -44,7 +44,7 @@ class Gpu:
 class Capture:
     """GPUs read from one captured nvidia-smi output."""
 
-    source: Source
+    source: CaptureFormat
     file: str
     gpus: tuple[Gpu, ...]
 
@@ -125,7 +125,7 @@ def parse_csv(text: str, file: str) -> Capture:
     return Capture("nvidia-smi-csv", file, tuple(gpus))
 
 
-def read_capture(path: Path, source: Source) -> Capture:
+def read_capture(path: Path, source: CaptureFormat) -> Capture:
     """Read and parse a captured file (at most 16 MiB)."""
     data = read_bounded(path, MAX_CAPTURE_BYTES, CaptureError)
     if source == "nvidia-smi-xml":

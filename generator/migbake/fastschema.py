@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sized
 from typing import Any
 
-Check = Callable[[Any], bool]
+ShapeCheck = Callable[[Any], bool]
 
 # keywords that only annotate: they never change whether an instance is valid
 _ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples",
@@ -48,7 +48,7 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def compile_schema(schema: Any) -> Check:
+def compile_schema(schema: Any) -> ShapeCheck:
     """``schema`` (a parsed JSON Schema document) as a function instance -> valid?"""
     return _Compiler(schema).compile(schema)
 
@@ -56,9 +56,9 @@ def compile_schema(schema: Any) -> Check:
 class _Compiler:
     def __init__(self, root: Any) -> None:
         self.root = root
-        self.refs: dict[str, Check] = {}
+        self.refs: dict[str, ShapeCheck] = {}
 
-    def compile(self, schema: Any) -> Check:
+    def compile(self, schema: Any) -> ShapeCheck:
         if schema is True:
             return lambda _v: True
         if schema is False:
@@ -69,7 +69,7 @@ class _Compiler:
                   if key not in _ANNOTATIONS and not key.startswith("x-")]
         return _all_of([c for c in checks if c is not None])
 
-    def _ref(self, ref: str) -> Check:
+    def _ref(self, ref: str) -> ShapeCheck:
         if not ref.startswith("#/"):
             raise UnsupportedSchema(f"only local $ref is supported, not {ref!r}")
         if ref not in self.refs:
@@ -82,7 +82,7 @@ class _Compiler:
         table = self.refs
         return lambda v: table[ref](v)
 
-    def _keyword(self, key: str, value: Any, schema: dict[str, Any]) -> Check | None:
+    def _keyword(self, key: str, value: Any, schema: dict[str, Any]) -> ShapeCheck | None:
         if key == "$ref":
             return self._ref(value)
         if key == "type":
@@ -162,7 +162,7 @@ class _Compiler:
         raise UnsupportedSchema(f"schema keyword {key!r} is not supported by the fast check")
 
 
-def _all_of(checks: list[Check]) -> Check:
+def _all_of(checks: list[ShapeCheck]) -> ShapeCheck:
     """Every one of ``checks`` (a loop: calling through ``all()`` and a generator costs more than most checks)."""
     if not checks:
         return lambda _v: True
@@ -181,7 +181,7 @@ def _all_of(checks: list[Check]) -> Check:
     return check
 
 
-def _properties(props: dict[str, Check]) -> Check:
+def _properties(props: dict[str, ShapeCheck]) -> ShapeCheck:
     def check(v: Any) -> bool:
         if isinstance(v, dict):
             for k, item in v.items():
@@ -193,7 +193,7 @@ def _properties(props: dict[str, Check]) -> Check:
     return check
 
 
-def _every_item(each: Check) -> Check:
+def _every_item(each: ShapeCheck) -> ShapeCheck:
     def check(v: Any) -> bool:
         if isinstance(v, list):
             for item in v:
@@ -204,7 +204,7 @@ def _every_item(each: Check) -> Check:
     return check
 
 
-def _bound(key: str, limit: float) -> Check:
+def _bound(key: str, limit: float) -> ShapeCheck:
     def is_number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -217,7 +217,7 @@ def _bound(key: str, limit: float) -> Check:
     return lambda v: not is_number(v) or v < limit
 
 
-def _size(kind: type[Sized], at_least: bool, limit: int) -> Check:
+def _size(kind: type[Sized], at_least: bool, limit: int) -> ShapeCheck:
     if at_least:
         return lambda v: not isinstance(v, kind) or len(v) >= limit
     return lambda v: not isinstance(v, kind) or len(v) <= limit

@@ -29,7 +29,7 @@ DROPIN_NAME = "20-mig-restore.conf"
 # the restore logic, run by the unit's ExecStart= with /bin/bash (so its mode can stay 0644); beside
 # the default config, as NVIDIA keeps service.sh in /etc/nvidia-mig-manager (writable on every image)
 RESTORE_SCRIPT = "/etc/nvidia-mig/restore.sh"
-MARKER = "/var/lib/migbake/reboot-attempted"
+REBOOT_MARKER = "/var/lib/migbake/reboot-attempted"
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
 # Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
 # as root directly, else through sudo; the staging directory is the script's first argument
@@ -248,7 +248,7 @@ def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifac
         "reset_target": GPU_RESET_TARGET,
         "restore_script": RESTORE_SCRIPT,
         "restore_cmd": systemd_command(["/bin/bash", RESTORE_SCRIPT]),
-        "marker": MARKER,
+        "marker": REBOOT_MARKER,
         "reset_models": ", ".join(persisting),
         "reset_path": p.restore.on_reset_required if persisting else "none",
         "labels_env": labels_env,

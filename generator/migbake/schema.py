@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from migbake.fastschema import Check, compile_schema
+from migbake.fastschema import ShapeCheck, compile_schema
 from migbake.loader import LoadedProfile
 from migbake.problems import Problem
 from migbake.resources import load_schema
 
 
 @lru_cache(maxsize=1)
-def _fast_check() -> Check:
+def _fast_check() -> ShapeCheck:
     return compile_schema(load_schema())
 
 

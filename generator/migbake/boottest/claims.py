@@ -14,13 +14,12 @@ from typing import Literal
 
 from migbake.boottest.fixtures import Generation, Scenario
 from migbake.boottest.guestreport import GuestReport
-from migbake.boottest.scenarios_node import FAILING, FAILURE_MARKERS
+from migbake.boottest.scenarios_node import FAILING, FAILURE_MARKERS, MANAGER
 from migbake.boottest.simnode import GpuState
 
 BootPath = Literal["packer", "cloud-init"]
 RESTORE = "nvidia-mig-restore.service"
 KUBELET = "kubelet.service"
-MANAGER = "nvidia-mig-manager.service"
 EXPECTED_FILES = {
     "/etc/nvidia-mig/config.yaml": ("644", "root:root"),
     "/etc/systemd/system/nvidia-mig-restore.service": ("644", "root:root"),

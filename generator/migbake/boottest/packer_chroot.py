@@ -20,7 +20,7 @@ from migbake.boottest.errors import BootTestError
 from migbake.boottest.hostrun import Log, no_log, require_tools, run, tail
 
 SSHD = "/usr/sbin/sshd"
-SOURCE = "null.ssh"
+BUILD_SOURCE = "null.ssh"
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def packer_build(template_dir: Path, endpoint: SshEndpoint, *, cwd: Path, log: L
     require_tools("packer")
     start = time.monotonic()
     proc = run(
-        ["packer", "build", "-color=false", f"-only={SOURCE}", "-var", f"ssh_host={endpoint.host}",
+        ["packer", "build", "-color=false", f"-only={BUILD_SOURCE}", "-var", f"ssh_host={endpoint.host}",
          "-var", f"ssh_port={endpoint.port}", "-var", f"ssh_username={endpoint.user}",
          "-var", f"ssh_private_key_file={endpoint.private_key}", template_dir.resolve()],
         log=log, cwd=cwd, env={"CHECKPOINT_DISABLE": "1"}, timeout_s=timeout_s, check=False,

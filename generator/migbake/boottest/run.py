@@ -23,7 +23,7 @@ from migbake.boottest.scenarios_node import Promises
 from migbake.boottest.simgpu_build import compile_simgpu
 from migbake.boottest.simnode import SimulatedNode
 
-OnFailure = Literal["keep", "clean"]
+WorkDirPolicy = Literal["keep", "clean"]
 RESTORE_UNIT = "rootfs/etc/systemd/system/nvidia-mig-restore.service"
 KUBELET_DROP_IN = "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
 REQUIRED: dict[BootPath, tuple[str, ...]] = {
@@ -105,7 +105,7 @@ def run_boot_test(
     scenario: Scenario = "ok",
     boots: int = 1,
     gpu_generation: Generation = "hopper",
-    on_failure: OnFailure = "keep",
+    on_failure: WorkDirPolicy = "keep",
     log: Log = no_log,
     assets: BootAssets | None = None,
     cache_root: Path | None = None,

@@ -25,7 +25,7 @@ from pathlib import Path
 from migbake.boottest.fixtures import STUB_LOG, SYSTEM_UNITS, Scenario
 from migbake.boottest.fixtures import _write as write_guest_file
 from migbake.boottest.hostrun import Log, no_log, run
-from migbake.boottest.simguest import KNOBS, SIMGPU, STANDINS_UNIT
+from migbake.boottest.simguest import KNOB_DIR, SIMGPU, STANDINS_UNIT
 from migbake.nodeprofile import NodeProfile
 
 NODE_SCENARIOS: tuple[Scenario, ...] = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
@@ -60,9 +60,9 @@ _CLIENT_UNIT = f"""# Test fixture for boot tests ONLY: a DCGM-like GPU client th
 Description=Fake NVIDIA DCGM, a GPU client (boot test fixture)
 
 [Service]
-ExecStartPre=/bin/sh -c 'echo "$(date +%%s.%%N) nvidia-dcgm ExecStartPre" >>{STUB_LOG}; : >{KNOBS}/in-use'
+ExecStartPre=/bin/sh -c 'echo "$(date +%%s.%%N) nvidia-dcgm ExecStartPre" >>{STUB_LOG}; : >{KNOB_DIR}/in-use'
 ExecStart=/bin/sleep infinity
-ExecStopPost=/bin/rm -f {KNOBS}/in-use
+ExecStopPost=/bin/rm -f {KNOB_DIR}/in-use
 
 [Install]
 WantedBy=multi-user.target
@@ -165,7 +165,7 @@ def prepare_guest(rootfs: Path, scenario: Scenario, path: str, *, log: Log = no_
     if scenario in ("driver-late", "driver-too-late"):
         delay = DRIVER_LATE_S if scenario == "driver-late" else DRIVER_TOO_LATE_S
         write_guest_file(rootfs, f"/{SYSTEM_UNITS}/simgpu-late-driver.service",
-                         _DRIVER_UNIT.format(delay=delay, standins=STANDINS_UNIT, knobs=KNOBS, log=STUB_LOG), 0o644)
+                         _DRIVER_UNIT.format(delay=delay, standins=STANDINS_UNIT, knobs=KNOB_DIR, log=STUB_LOG), 0o644)
         run([*systemctl, "enable", "simgpu-late-driver.service"], log=log)
     elif scenario == "gpu-client":
         write_guest_file(rootfs, f"/{SYSTEM_UNITS}/{GPU_CLIENT}", _CLIENT_UNIT, 0o644)

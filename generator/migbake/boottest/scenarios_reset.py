@@ -34,7 +34,7 @@ from migbake.boottest.simnode import SimulatedNode
 
 SCENARIOS: tuple[Scenario, ...] = ("ampere-pending", "ampere-pending-stuck", "cdi")
 REBOOTING = ("ampere-pending", "ampere-pending-stuck")  # the guest reboots itself; Ampere profiles only
-KNOBS = {"ampere-pending": ("reset-fails",), "ampere-pending-stuck": ("reset-fails", "pending-forever")}
+FAULT_KNOBS = {"ampere-pending": ("reset-fails",), "ampere-pending-stuck": ("reset-fails", "pending-forever")}
 MAX_BOOTS = 3  # two are expected; one more shows a reboot loop without running into it forever
 DEFAULT_MARKER = "/var/lib/migbake/reboot-attempted"
 BOOT_RECORD = "/var/log/boot-record-{n}.txt"
@@ -91,7 +91,7 @@ def prepare_image(rootfs: Path, scenario: str, out_dir: Path, log: Log) -> None:
     """Install what ``scenario``'s simulated world adds to the guest image (after ``simguest``)."""
     if scenario not in SCENARIOS:
         raise BootTestError(f"unknown scenario {scenario!r}")
-    for knob in KNOBS.get(scenario, ()):
+    for knob in FAULT_KNOBS.get(scenario, ()):
         set_knob(rootfs, knob)
     units: list[str] = []
     if scenario in REBOOTING:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from migbake.boottest.hostrun import Log, no_log, require_tools, run
 
-SOURCE = Path(__file__).parent / "simgpu"
+SIMGPU_SOURCES = Path(__file__).parent / "simgpu"
 LIBRARY = "libnvidia-ml.so.1"
 CFLAGS = ("-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror")
 
@@ -29,9 +29,9 @@ def compile_simgpu(out_dir: Path, *, log: Log = no_log) -> SimGpuBuild:
     require_tools("gcc")
     out_dir.mkdir(parents=True, exist_ok=True)
     library, smi = out_dir / LIBRARY, out_dir / "nvidia-smi"
-    state = SOURCE / "state.c"
+    state = SIMGPU_SOURCES / "state.c"
     # -fvisibility=hidden: only the NVML entry points (marked EXPORT) leave the library
     run(["gcc", *CFLAGS, "-shared", "-fPIC", "-fvisibility=hidden", f"-Wl,-soname,{LIBRARY}", "-o", library,
-         SOURCE / "nvml.c", state], log=log)
-    run(["gcc", *CFLAGS, "-o", smi, SOURCE / "nvidia-smi.c", state], log=log)
+         SIMGPU_SOURCES / "nvml.c", state], log=log)
+    run(["gcc", *CFLAGS, "-o", smi, SIMGPU_SOURCES / "nvidia-smi.c", state], log=log)
     return SimGpuBuild(library, smi)

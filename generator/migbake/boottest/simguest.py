@@ -22,7 +22,7 @@ from migbake.boottest.simgpu_build import LIBRARY, SimGpuBuild
 from migbake.boottest.simnode import NVIDIA_MODULES, SimulatedNode, model_device_id, render_config, write_sysfs
 
 SIMGPU = "/usr/lib/simgpu"
-KNOBS = "/etc/simgpu"
+KNOB_DIR = "/etc/simgpu"
 BOOT_STATE = "/var/log/simgpu-boot-state.txt"
 PCI_IDS = "/usr/share/misc/pci.ids"
 STANDINS_UNIT = "simgpu-standins.service"
@@ -75,8 +75,8 @@ def install_simgpu(rootfs: Path, *, node: SimulatedNode, build: SimGpuBuild, mig
     _text(lib / "standins", _STANDINS, 0o755)
     _text(lib / "nvidia-modules", NVIDIA_MODULES, 0o644)
     write_sysfs(node, lib / "sysfs")
-    _text(_dir(rootfs, KNOBS) / "simgpu.conf", render_config(
-        node, state_dir="/run/simgpu", persist_dir="/var/lib/simgpu", knobs=KNOBS,
+    _text(_dir(rootfs, KNOB_DIR) / "simgpu.conf", render_config(
+        node, state_dir="/run/simgpu", persist_dir="/var/lib/simgpu", knobs=KNOB_DIR,
         call_log="/var/log/mig-stub.log"), 0o644)
     _text(_guest(rootfs, "/etc/ld.so.conf.d/simgpu.conf"), f"# boot test fixture: the simulated GPU\n{SIMGPU}\n",
           0o644)
@@ -98,7 +98,7 @@ def _pci_ids(node: SimulatedNode) -> str:
 
 def set_knob(rootfs: Path, name: str, value: str = "") -> None:
     """Turn on fault knob ``name`` of the simulated GPU (simgpu/README.md) in the guest image."""
-    _text(_dir(rootfs, KNOBS) / name, value + ("\n" if value else ""), 0o644)
+    _text(_dir(rootfs, KNOB_DIR) / name, value + ("\n" if value else ""), 0o644)
 
 
 def _guest(rootfs: Path, path: str) -> Path:
