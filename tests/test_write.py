@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -345,3 +346,21 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
         assert f"profile: ../{rel}\n" in (cwd / "out" / OUTPUT_MARKER).read_text()
     assert without_marker(trees[0]) == without_marker(trees[1])
     assert trees[0]["scripts/verify-mig-restore.sh"][0] == "file 755"
+
+
+@pytest.mark.parametrize(("paths", "message"), [
+    (["a/b", "a/c"], None),
+    (["a/b", "a/b"], "two generated files would both be 'a/b'"),
+    (["p/q", "r/s/t", "r/s"], "'r/s' would be both a generated file and the folder of 'r/s/t'"),
+    (["x/y/z", "x"], "'x' would be both a generated file and the folder of 'x/y/z'"),
+])
+def test_the_output_plan_refuses_clashing_paths(paths: list[str], message: str | None) -> None:
+    from migbake.problems import RenderError
+    from migbake.render import Artifact, _check_paths
+
+    artifacts = [Artifact(p, "x\n", 0o644) for p in paths]
+    if message is None:
+        _check_paths(artifacts)
+        return
+    with pytest.raises(RenderError, match=re.escape(message)):
+        _check_paths(artifacts)

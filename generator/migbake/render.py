@@ -202,24 +202,17 @@ def _indent(text: str, spaces: int) -> str:
 def _check_paths(artifacts: list[Artifact]) -> None:
     """Two files at one path, or a file where a folder must be (restore.config_path can point there)."""
     files = {a.path for a in artifacts}
-    folders = set()
-    for path in files:
-        i = path.find("/")
-        while i >= 0:
-            folders.add(path[:i])
-            i = path.find("/", i + 1)
-    if len(files) == len(artifacts) and folders.isdisjoint(files):
-        return  # the usual case; else the loops below say which paths clash, as they always have
     if len(files) < len(artifacts):
         dup = sorted(p for p in files if sum(a.path == p for a in artifacts) > 1)[0]
         raise RenderError(f"two generated files would both be {dup!r}: restore.config_path must not be "
                           "the path of another generated file")
     for a in artifacts:
-        parts = a.path.split("/")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in files:
-                raise RenderError(f"{'/'.join(parts[:i])!r} would be both a generated file and the folder of "
+        i = a.path.find("/")
+        while i >= 0:  # each folder of the path, the shortest first
+            if a.path[:i] in files:
+                raise RenderError(f"{a.path[:i]!r} would be both a generated file and the folder of "
                                   f"{a.path!r}: restore.config_path must not be one of migbake's paths")
+            i = a.path.find("/", i + 1)
 
 
 def render(profile: NodeProfile, catalog: Catalog | None = None) -> list[Artifact]:
