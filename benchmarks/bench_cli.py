@@ -37,8 +37,8 @@ SCHEMA = REPO / "schemas" / "node-profile.schema.json"
 
 BATCH = """
 import sys
-from migbake.render import render
-from migbake.validate import check_bytes
+from migbake.render.tree import render
+from migbake.rules.validate import check_bytes
 text = open(sys.argv[1], encoding="utf-8").read()
 files = 0
 for i in range(int(sys.argv[2])):
@@ -49,8 +49,8 @@ print(files)
 """
 
 LAYOUTS = """
-from migbake.catalog import load_catalog
-from migbake.layout import maximal_layouts
+from migbake.gpu.catalog import load_catalog
+from migbake.gpu.placement import maximal_layouts
 print(sum(len(maximal_layouts(m)) for m in load_catalog().models))
 """
 
@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
           [(f"validate DIR ({counts[-1]})", many_dir, "1 profile", many_dir.median / one.median, 2.0)])
 
     lay = interleaved({"layouts": [py, "-c", LAYOUTS]}, rounds)["layouts"]
-    start = interleaved({"startup": [py, "-c", "import migbake.layout"]}, rounds)["startup"]
-    table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.layout",
+    start = interleaved({"startup": [py, "-c", "import migbake.gpu.placement"]}, rounds)["startup"]
+    table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.gpu.placement",
           [("all catalog GPUs", lay, "import", lay.median / start.median, None)])
     return 0
 

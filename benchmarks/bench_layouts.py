@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from migbake.catalog import load_catalog
-from migbake.layout import maximal_layouts
+from migbake.gpu.catalog import load_catalog
+from migbake.gpu.placement import maximal_layouts
 
 
 def best_ms(func: Callable[[], object], repeat: int) -> float:

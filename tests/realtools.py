@@ -129,7 +129,7 @@ def packer_console(folder: Path, expression: str) -> str:
     return p.stdout.strip()
 
 
-# example values of the variables a source requires (migbake.packer.SOURCES); 192.0.2.0/24 is TEST-NET-1
+# example values of the variables a source requires (migbake.bake.packer.SOURCES); 192.0.2.0/24 is TEST-NET-1
 EXAMPLE_VARS = {
     "ssh_host": "192.0.2.10",
     "gcp_project_id": "example-project",
@@ -144,7 +144,7 @@ def packer_validate(packer_dir: Path, only: str = "", *, required: bool = True) 
     The qemu source's default checksum is a file: URL that Packer fetches while validating, and its
     seed files must exist: an offline checksum and a throwaway seed (as `migbake bake` makes) stand in.
     """
-    from migbake.packer import SOURCES, qemu_seed
+    from migbake.bake.packer import SOURCES, qemu_seed
 
     args = ["validate"] + ([f"-only={only}"] if only else [])
     if required:
@@ -323,7 +323,7 @@ def device_filter_problems(text: str) -> list[str]:
     """Our own check of what mig-parted does not check: every device-filter a catalog PCI id, 0x + 8 hex."""
     import re
 
-    from migbake.catalog import load_catalog
+    from migbake.gpu.catalog import load_catalog
 
     cat, bad = load_catalog(), []
     for name, entries in (yaml.safe_load(text).get("mig-configs") or {}).items():

@@ -34,9 +34,9 @@ def shared_file(path: Path) -> Path:
 
 def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:
     """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``."""
-    from migbake.render import render
-    from migbake.validate import check_bytes
-    from migbake.write import write_tree
+    from migbake.render.tree import render
+    from migbake.render.write import write_tree
+    from migbake.rules.validate import check_bytes
 
     checked = check_bytes(profile_text.encode("utf-8"), name)
     assert checked.profile is not None, "\n".join(p.format() for p in checked.problems)
@@ -48,7 +48,7 @@ def cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None)
     """``migbake ARGS`` in-process (click's runner): exit code, stdout, stderr."""
     from click.testing import CliRunner
 
-    from migbake.cli import main
+    from migbake.cli.group import main
 
     r = CliRunner().invoke(main, list(args), input=stdin, env=env)
     return r.exit_code, r.stdout, r.stderr

@@ -1,9 +1,10 @@
 """The house keeps its shape: imports point one way (no cycles), and each floor imports only the floors below it.
 
 Every ``import`` of a migbake module counts, at module level or inside a function (a lazy import is
-still an arrow). Floors, from the top: the console entry and the command group (``entry``, ``cli``),
-the commands (``commands/``), the boot test (``boottest/``), the library. The library never reaches up
-into a command, click or the boot test.
+still an arrow). Each subpackage is one floor (``LAYERS``, from the top); a module may import its own
+subpackage and the floors below it, never one above or beside it. The foundation modules at the top
+of the package (``problems``, ``wording``, ``exits``, ``resources``, ``report``) are the ground floor.
+The library never reaches up into a command, click or the boot test.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from migbake.boottest import fixtures` is an arrow to the module migbake.boottest.fixtures
+            # `from migbake.boottest import fixtures` is an arrow to the module migbake.boottest.scenarios.scenario
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & modules
             found.update(submodules or {node.module})
     return found
@@ -41,14 +42,34 @@ def graph() -> dict[str, set[str]]:
             for name, path in modules.items()}
 
 
+# The floors, from the top: what each subpackage owns is in its __init__ docstring.
+LAYERS = (
+    ("cli",),
+    ("commands",),
+    ("boottest",),
+    ("render", "bake"),
+    ("node",),
+    ("rules",),
+    ("kubernetes",),
+    ("migparted",),
+    ("profile",),
+    ("gpu",),
+    ("document",),
+    ("",),
+)
+FOUNDATION = ("problems", "wording", "exits", "resources", "report")
+FLOORS = {name: len(LAYERS) - 1 - i for i, names in enumerate(LAYERS) for name in names}
+
+
+def room(module: str) -> str:
+    """The subpackage (or foundation module) a migbake module lives in: its first name under ``migbake``."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else ""
+    return {"__main__": "cli", **dict.fromkeys(FOUNDATION, "")}.get(name, name)
+
+
 def floor(module: str) -> int:
-    if module in ("migbake.entry", "migbake.cli", "migbake.__main__"):
-        return 3
-    if module.startswith("migbake.commands"):
-        return 2
-    if module.startswith("migbake.boottest"):
-        return 1
-    return 0
+    return FLOORS[room(module)]
 
 
 def test_no_import_cycles() -> None:
@@ -68,19 +89,32 @@ def test_no_import_cycles() -> None:
         visit(module, [])
 
 
+def test_every_module_lives_on_a_floor() -> None:
+    assert sorted(m for m in graph() if room(m) not in FLOORS) == []
+
+
 def test_each_floor_imports_only_the_floors_below_it() -> None:
+    # within one room anything goes (cycles aside); across rooms only downwards, never sideways
     upward = sorted(f"{m} -> {t}" for m, targets in graph().items() for t in targets
-                    if t.startswith("migbake.") and floor(t) > floor(m))
+                    if t.startswith("migbake.") and room(t) != room(m) and floor(t) >= floor(m))
     assert upward == []
 
 
+def test_each_subpackage_says_what_it_owns_and_may_import() -> None:
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if init.parent.name in ("data",):
+            continue
+        assert "May import" in " ".join(doc.split()), f"{init}: its docstring says nothing of its imports"
+
+
 def test_only_the_command_line_knows_click() -> None:
-    assert sorted(m for m, targets in graph().items() if "click" in targets and floor(m) < 2) == []
+    assert sorted(m for m, targets in graph().items() if "click" in targets and floor(m) < FLOORS["commands"]) == []
 
 
 def test_the_graph_sees_the_arrows_it_checks() -> None:
     g = graph()  # guards the parser above: a few arrows that exist must be seen
-    assert "migbake.validate" in g["migbake.commands.common"]
-    assert "migbake.boottest.fixtures" in g["migbake.boottest.run"]
-    assert "click" in g["migbake.cli"]
-    assert floor("migbake.commands.validate") > floor("migbake.boottest.run") > floor("migbake.validate")
+    assert "migbake.rules.validate" in g["migbake.commands.common"]
+    assert "migbake.boottest.scenarios.scenario" in g["migbake.boottest.run"]
+    assert "click" in g["migbake.cli.group"]
+    assert floor("migbake.commands.validate") > floor("migbake.boottest.run") > floor("migbake.rules.validate")

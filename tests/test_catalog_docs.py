@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from support import REPO
 
-from migbake.catalog import load_catalog
-from migbake.cli import main
+from migbake.cli.group import main
+from migbake.gpu.catalog import load_catalog
 
 
 def test_schema_model_examples_are_the_catalog_ids() -> None:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from migbake.catalog import load_catalog
-from migbake.catalogfile import catalog_problems
-from migbake.cli import main
+from migbake.cli.group import main
+from migbake.gpu.catalog import load_catalog
+from migbake.gpu.catalogfile import catalog_problems
 from migbake.resources import catalog_text
 
 RAW = json.loads(catalog_text())

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from support import H200_FIXTURES, SHARED, shared_file
 
-from migbake.catalog import GpuModel, load_catalog
+from migbake.gpu.catalog import GpuModel, load_catalog
 
-PACKAGED_CATALOG = Path(__file__).resolve().parents[1] / "generator" / "migbake" / "data" / "mig-catalog.json"
+PACKAGED_CATALOG = Path(__file__).resolve().parents[1] / "generator" / "migbake" / "gpu" / "data" / "mig-catalog.json"
 
 # "GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1" (singular "Placement :" for a single start)
 LGIPP_LINE = re.compile(r"GPU\s+(\d+)\s+Profile ID\s+(\d+)\s+Placements?\s*:\s*\{([\d,]+)\}:(\d+)")

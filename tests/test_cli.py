@@ -12,8 +12,8 @@ import pytest
 from support import IMAGES, REPO, cli
 
 from migbake import __version__
-from migbake.catalog import load_catalog
-from migbake.layout import is_valid
+from migbake.gpu.catalog import load_catalog
+from migbake.gpu.placement import is_valid
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (error|warning): (?P<ptr>/\S*): .+ \[[a-z0-9.-]+\]$")
 

@@ -1,4 +1,4 @@
-"""One error path: a command raises, the command group (``migbake.cli``) says it and picks the exit code.
+"""One error path: a command raises, the command group (``migbake.cli.group``) says it and picks the exit code.
 
 A new command gets this without doing anything: the commands below are added to ``COMMANDS`` for the
 test only and have no handler of their own.
@@ -15,12 +15,12 @@ import click
 import pytest
 from support import IMAGES, cli
 
-from migbake import cli as group
 from migbake.boottest.errors import BootTestError
-from migbake.capture import CaptureError
+from migbake.cli import group
 from migbake.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_USAGE
-from migbake.gpuoperator import NodeJsonError
-from migbake.importer import ImportRefused
+from migbake.kubernetes.labels import NodeJsonError
+from migbake.node.importer import ImportRefused
+from migbake.node.nvidiasmi import CaptureError
 from migbake.problems import CatalogError, MigbakeError, OutputError, PackerError, Problem, ProfileError
 
 PROBLEM = Problem("p.yaml", 3, 5, "/gpus/0/model", "unknown GPU model 'x'", "unknown-model")

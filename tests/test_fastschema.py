@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from support import IMAGES, REPO
 
-from migbake.fastschema import UnsupportedSchema, compile_schema
-from migbake.loader import load_profile_bytes
+from migbake.document.loader import load_profile_bytes
+from migbake.document.schema_messages import _Validator, _validator
+from migbake.profile.fastschema import UnsupportedSchema, compile_schema
+from migbake.profile.schema import _fast_check
 from migbake.resources import load_schema
-from migbake.schema import _fast_check
-from migbake.schema_messages import _Validator, _validator
 
 CASES = sorted((REPO / "tests" / "cases").glob("*/*/node-profile.yaml"))
 PROFILES = [p / "node-profile.yaml" for p in IMAGES] + CASES

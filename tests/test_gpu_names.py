@@ -14,10 +14,10 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from migbake.catalog import load_catalog
-from migbake.cli import main
+from migbake.cli.group import main
+from migbake.gpu.catalog import load_catalog
 from migbake.resources import catalog_text
-from migbake.validate import check_bytes
+from migbake.rules.validate import check_bytes
 
 CATALOG = load_catalog()
 RAW = json.loads(catalog_text())
@@ -150,7 +150,7 @@ def test_gpus_without_mig_are_found_by_name_and_pci_id() -> None:
         assert all(re.fullmatch(r"0x[0-9A-F]{8}", p["id"]) for p in g["pci_device_ids"]), g
     names = {n for g in RAW["non_mig_gpus"]["gpus"] for n in g["names"]}
     assert names >= {"L40S", "L4", "A10", "T4"}
-    from migbake.catalog import non_mig_gpu
+    from migbake.gpu.catalog import non_mig_gpu
 
     found = non_mig_gpu("nvidia l40s")
     assert found is not None and found.short_name == "L40S" and not found.has_mig

@@ -19,7 +19,7 @@ from support import REPO, generate, shared_file
 from test_generated_scripts import good_node
 from test_preflight import SCRIPT, SimNode, install, profile_yaml
 
-from migbake.cli import main
+from migbake.cli.group import main
 
 NODES = REPO / "tests/fixtures/kubectl-node"
 # fixture -> (gpu-operator, mig-config) for a profile whose config is "current"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from support import IMAGES, REPO
 
-from migbake.render import render
-from migbake.validate import check_file
-from migbake.write import Origin, diff_tree
+from migbake.render.tree import render
+from migbake.render.write import Origin, diff_tree
+from migbake.rules.validate import check_file
 
 
 def test_there_are_at_least_three_images() -> None:

@@ -10,10 +10,10 @@ import yaml
 from realtools import assert_mig_parted_accepts
 from support import H200_EXPORT, H200_FIXTURES, cli, generate
 
-from migbake.capture import read_capture
-from migbake.catalog import load_catalog
-from migbake.importer import ImportRefused, import_config
-from migbake.validate import check_bytes
+from migbake.gpu.catalog import load_catalog
+from migbake.node.importer import ImportRefused, import_config
+from migbake.node.nvidiasmi import read_capture
+from migbake.rules.validate import check_bytes
 
 H200_XML = H200_FIXTURES / "nvidia-smi-q.xml"
 

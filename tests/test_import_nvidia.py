@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from realtools import assert_mig_parted_accepts
 from support import REPO, shared_file
 
-from migbake.catalog import GpuModel, load_catalog
-from migbake.devicefilter import read_filter_id
-from migbake.importer import ImportRefused, import_config
-from migbake.migconfig import mig_parted_config_text
-from migbake.validate import check_bytes
+from migbake.gpu.catalog import GpuModel, load_catalog
+from migbake.gpu.devicefilter import read_filter_id
+from migbake.migparted.config import mig_parted_config_text
+from migbake.node.importer import ImportRefused, import_config
+from migbake.rules.validate import check_bytes
 
 pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
 
@@ -222,8 +222,8 @@ def test_import_never_makes_a_profile_migbake_rejects(text: str, tmp_path: Path)
 
 
 def test_a_dgx_station_node_passes_preflight_with_its_display_gpu() -> None:
-    from migbake.capture import Capture, Gpu
-    from migbake.preflight import check_capture
+    from migbake.node.nvidiasmi import Capture, Gpu
+    from migbake.node.preflight import check_capture
 
     checked = check_bytes(import_config(DGX_STATION.encode(), "nvidia.yaml").text.encode(), "p.yaml")
     assert checked.profile is not None

@@ -28,10 +28,10 @@ import pytest
 from click.testing import CliRunner
 from support import REPO
 
-from migbake.cli import main
-from migbake.loader import MAX_PROFILE_BYTES
+from migbake.cli.group import main
+from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.problems import Problem
-from migbake.validate import check_file
+from migbake.rules.validate import check_file
 
 CASES_DIR = Path(__file__).parent / "cases" / "invalid"
 CASES = sorted(p for p in CASES_DIR.iterdir() if p.is_dir())

@@ -10,9 +10,9 @@ import yaml
 from support import IMAGES, cli, generate
 from test_multimodel import H100_H200, run_verify
 
-from migbake.kubernetes import node_kinds, resource_name, resource_report
-from migbake.nodeprofile import NodeProfile
-from migbake.validate import check_bytes
+from migbake.kubernetes.resources import node_kinds, resource_name, resource_report
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.rules.validate import check_bytes
 
 
 def _profile(text: str) -> NodeProfile:

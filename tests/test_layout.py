@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from migbake.catalog import GpuModel, load_catalog
-from migbake.layout import FitResult, PlacedInstance, fit, is_valid
+from migbake.gpu.catalog import GpuModel, load_catalog
+from migbake.gpu.placement import FitResult, PlacedInstance, fit, is_valid
+from migbake.gpu.slicemap import render_slice_map
 from migbake.resources import catalog_text
-from migbake.slicemap import render_slice_map
 
 CATALOG = load_catalog()
 RAW_GPUS: dict[str, dict[str, Any]] = {g["key"]: g for g in json.loads(catalog_text())["gpus"]}

@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from support import REPO
 
-from migbake.catalog import GpuModel, load_catalog
-from migbake.cli import main
-from migbake.layout import is_valid
-from migbake.suggestions import flow, nearest_layouts
-from migbake.validate import check_bytes
+from migbake.cli.group import main
+from migbake.gpu.catalog import GpuModel, load_catalog
+from migbake.gpu.placement import is_valid
+from migbake.gpu.suggestions import flow, nearest_layouts
+from migbake.rules.validate import check_bytes
 
 CATALOG = load_catalog()
 PER_GPU = 30

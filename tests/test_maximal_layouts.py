@@ -1,6 +1,6 @@
 """Maximal layouts against a brute force, for every catalog GPU, with and without +me profiles.
 
-An oracle independent of migbake.layout (plain backtracking over the catalog's placements) enumerates
+An oracle independent of migbake.gpu.placement (plain backtracking over the catalog's placements) enumerates
 every valid layout: the maximal ones must be exactly those `maximal_layouts` finds, `fit` must agree
 with it on every candidate, the 7/8-slice GPUs must give mig-reference.md's counts, and the catalog
 facts the search relies on must hold.
@@ -13,12 +13,12 @@ from collections.abc import Iterator, Mapping
 import pytest
 from test_layout import ALL, CATALOG, SEVEN_EIGHT, assert_sound, generic
 
-from migbake.catalog import GpuModel, MigProfile
-from migbake.layout import fit, is_valid, maximal_layouts
+from migbake.gpu.catalog import GpuModel, MigProfile
+from migbake.gpu.placement import fit, is_valid, maximal_layouts
 
 
 def oracle_fits(model: GpuModel, layout: Mapping[str, int]) -> bool:
-    """Plain backtracking, independent of migbake.layout: max counts, one +me, disjoint placements."""
+    """Plain backtracking, independent of migbake.gpu.placement: max counts, one +me, disjoint placements."""
     profiles = [p for p in model.profiles for _ in range(layout.get(p.name, 0))]
     if any(n > p.max_count for p in model.profiles if (n := layout.get(p.name, 0))):
         return False

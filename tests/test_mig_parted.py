@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from realtools import assert_mig_parted_accepts, device_filter_problems, mig_parted_refusals, mig_parted_valid
 from support import IMAGES, REPO
 
-from migbake.cli import main
-from migbake.migconfig import mig_parted_config_text
-from migbake.nodeprofile import NodeProfile
-from migbake.validate import check_bytes, check_file
+from migbake.cli.group import main
+from migbake.migparted.config import mig_parted_config_text
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.rules.validate import check_bytes, check_file
 
 GOOD = """\
 version: v1

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from support import CASES_ROOT, REPO, generate
 
-from migbake.catalog import load_catalog
-from migbake.migconfig import mig_parted_config, uses_device_filter
-from migbake.nodeprofile import NodeProfile
-from migbake.validate import check_bytes
+from migbake.gpu.catalog import load_catalog
+from migbake.migparted.config import mig_parted_config, uses_device_filter
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.rules.validate import check_bytes
 
 H100_H200 = (CASES_ROOT / "valid/multimodel-auto-one-model/node-profile.yaml").read_text()
 

@@ -29,7 +29,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheels[0]).namelist())
     assert "migbake/schemas/node-profile.schema.json" in names
     assert "migbake/templates/cloud-init/user-data.j2" in names
-    assert "migbake/data/mig-catalog.json" in names
+    assert "migbake/gpu/data/mig-catalog.json" in names
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)

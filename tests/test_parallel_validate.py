@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from migbake import validate
-from migbake.validate import PARALLEL_MIN_FILES, check_file, file_problems, profile_files
+from migbake.rules import validate
+from migbake.rules.validate import PARALLEL_MIN_FILES, check_file, file_problems, profile_files
 
 CASES = sorted((REPO / "images").glob("*/node-profile.yaml")) + sorted(
     (REPO / "tests" / "cases").glob("*/*/node-profile.yaml"))

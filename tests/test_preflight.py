@@ -12,7 +12,7 @@ from typing import Literal
 import pytest
 from support import H200_FIXTURES, cli
 
-from migbake.capture import CaptureError, parse_csv, parse_xml
+from migbake.node.nvidiasmi import CaptureError, parse_csv, parse_xml
 
 FIXTURES = H200_FIXTURES
 SCRIPT = "scripts/preflight-mig-restore.sh"

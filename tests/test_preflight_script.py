@@ -14,7 +14,7 @@ from realtools import bash_n, run, shellcheck
 from support import cli, generate
 from test_preflight import A100, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNode, install, profile_yaml
 
-from migbake.capture import parse_csv, parse_xml
+from migbake.node.nvidiasmi import parse_csv, parse_xml
 
 HARDWARE_CHECKS_WORDED_ALIKE = ("gpu-count", "coverage")  # and every gpus/N
 
@@ -303,8 +303,8 @@ def test_script_and_migbake_preflight_agree(tmp_path: Path, case: Case, form: st
 
 def test_offline_mig_state_is_skip_when_the_capture_cannot_name_the_devices() -> None:
     node = SimNode(gpus=[SimGpu(mode="Enabled", mig=("3g.71gb",) * 7)])  # 7 devices, the wrong ones
-    from migbake.preflight import check_capture
-    from migbake.validate import check_bytes
+    from migbake.node.preflight import check_capture
+    from migbake.rules.validate import check_bytes
 
     checked = check_bytes(profile_yaml(Path("/opt")).encode(), "p.yaml")
     assert checked.profile is not None

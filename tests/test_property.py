@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from profile_inputs import SEEDS, allowed_variants, mutated_profiles, random_inputs
 from realtools import cloud_init_schema, device_filter_problems, mig_parted_refusals, shellcheck
 
-from migbake.loader import load_profile_bytes
-from migbake.render import render
-from migbake.schema import _fast_check
-from migbake.schema_messages import _validator
-from migbake.validate import Checked, check_bytes
+from migbake.document.loader import load_profile_bytes
+from migbake.document.schema_messages import _validator
+from migbake.profile.schema import _fast_check
+from migbake.render.tree import render
+from migbake.rules.validate import Checked, check_bytes
 
 # on a failure Hypothesis' pytest plugin imports libcst, which warns through mypy_extensions: with
 # filterwarnings = error that warning would turn the report of the real failure into an INTERNALERROR

@@ -32,9 +32,9 @@ from realtools import (
 )
 from support import command_lines, generate, unit_lines
 
-from migbake.nodeprofile import GPU_CLIENTS
-from migbake.render import hcl_string
-from migbake.validate import check_bytes
+from migbake.profile.nodeprofile import GPU_CLIENTS
+from migbake.render.tree import hcl_string
+from migbake.rules.validate import check_bytes
 
 DESCRIPTION = (
     'It\'s "quoted" & <tagged>: $HOME ${var.x} $${x} %{if x}y%{endif} %n %% %i `id` $(reboot) '

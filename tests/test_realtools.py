@@ -31,7 +31,7 @@ from realtools import (
 )
 from support import IMAGES, generate
 
-from migbake.packer import SOURCE_NAMES
+from migbake.bake.packer import SOURCE_NAMES
 
 pytestmark = pytest.mark.realtool
 

@@ -18,7 +18,7 @@ import yaml
 from realtools import IN_CI, cloud_init_schema, require, run
 from support import IMAGES, REPO, cli
 
-from migbake import userdata
+from migbake.render import userdata
 
 BAD = "version: 1\nname: x\ngpus:\n  - model: h200\n    mig: {layout: {1g.18gb: 8}}\nkubelet: {presnt: true}\n"
 WARN = "version: 1\nname: w\ngpus:\n  - model: h200\n    mig: {enabled: true}\n"

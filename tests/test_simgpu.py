@@ -19,10 +19,10 @@ import pytest
 import yaml
 from support import REPO, shared_file
 
-from migbake.boottest import simnode
-from migbake.boottest.simgpu_build import SimGpuBuild, compile_simgpu
-from migbake.catalog import GpuModel, load_catalog
-from migbake.layout import maximal_layouts
+from migbake.boottest.simgpu import node as simnode
+from migbake.boottest.simgpu.build import SimGpuBuild, compile_simgpu
+from migbake.gpu.catalog import GpuModel, load_catalog
+from migbake.gpu.placement import maximal_layouts
 
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 MODELS = load_catalog().models

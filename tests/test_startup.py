@@ -12,11 +12,11 @@ import click
 import pytest
 from support import IMAGES, REPO
 
-from migbake.cli import COMMANDS, main
+from migbake.cli.group import COMMANDS, main
 
 PROBE = """
 import json, sys
-from migbake.entry import run
+from migbake.cli.entry import run
 sys.argv[0] = "migbake"
 try:
     run(prog_name="migbake")
@@ -24,10 +24,11 @@ except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
-CLICK_PATH = "import sys; from migbake.cli import main; sys.argv[0] = 'migbake'; main(prog_name='migbake')"
-ENTRY_PATH = "import sys; from migbake.entry import run; sys.argv[0] = 'migbake'; run(prog_name='migbake')"
+CLICK_PATH = "import sys; from migbake.cli.group import main; sys.argv[0] = 'migbake'; main(prog_name='migbake')"
+ENTRY_PATH = "import sys; from migbake.cli.entry import run; sys.argv[0] = 'migbake'; run(prog_name='migbake')"
 ENV = {"PYTHONPATH": str(REPO / "generator"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-HEAVY = ("jsonschema", "jinja2", "migbake.boottest", "migbake.packer", "migbake.render", "migbake.importer",
+HEAVY = ("jsonschema", "jinja2", "migbake.boottest", "migbake.bake.packer", "migbake.render.tree",
+         "migbake.node.importer",
          "migbake.commands.bake", "migbake.commands.boot_test", "migbake.commands.import_",
          "migbake.commands.export", "migbake.commands.generate", "migbake.commands.preflight")
 
@@ -97,7 +98,7 @@ def test_quick_validate_says_exactly_what_the_click_command_says(args: list[str]
 
 
 def test_quick_validate_takes_only_plain_validate_calls() -> None:
-    from migbake.entry import quick_validate
+    from migbake.cli.entry import quick_validate
 
     profile = str(IMAGES[0] / "node-profile.yaml")
     for args in (["validate"], ["validate", "-q", profile], ["validate", profile, "--format", "json"],

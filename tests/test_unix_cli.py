@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from support import IMAGES, REPO, cli
 
-from migbake.cli import COMMANDS
+from migbake.bake.packer import SOURCE_NAMES
+from migbake.cli.group import COMMANDS
 from migbake.exits import EXIT_CODES
-from migbake.packer import SOURCE_NAMES
-from migbake.write import OUTPUT_MARKER
+from migbake.render.write import OUTPUT_MARKER
 
 PROFILE = REPO / "images/h200-inference/node-profile.yaml"
 XML = REPO / "tests/fixtures/h200/nvidia-smi-q.xml"
@@ -179,7 +179,7 @@ def test_bake_refuses_a_directory_of_another_profile(tmp_path: Path) -> None:
 
 
 def test_qemu_seed_authorizes_a_throwaway_key(tmp_path: Path) -> None:
-    from migbake.packer import BAKE_KEY_COMMENT, qemu_seed
+    from migbake.bake.packer import BAKE_KEY_COMMENT, qemu_seed
 
     assigned = dict(v.split("=", 1) for v in qemu_seed(tmp_path / "seed"))
     key = Path(assigned["qemu_ssh_private_key_file"])

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from test_invalid_cases import _line_for, _parse_expected, matches
 
-from migbake.cli import main
-from migbake.validate import check_file
+from migbake.cli.group import main
+from migbake.rules.validate import check_file
 
 CASES_DIR = Path(__file__).parent / "cases" / "warning"
 CASES = sorted(p for p in CASES_DIR.iterdir() if p.is_dir())

@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner, Result
 from support import IMAGES, REPO
 
-from migbake import write
-from migbake.cli import main
-from migbake.render import render
-from migbake.validate import check_file
-from migbake.write import OUTPUT_MARKER, write_tree
+from migbake.cli.group import main
+from migbake.render import write
+from migbake.render.tree import render
+from migbake.render.write import OUTPUT_MARKER, write_tree
+from migbake.rules.validate import check_file
 
 PROFILE = IMAGES[0] / "node-profile.yaml"
 
@@ -331,7 +331,7 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
         cwd = tmp_path / f"cwd{i}"
         (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(PROFILE, cwd / rel)
-        code = f"import os; os.umask({umask}); from migbake.cli import main; main(prog_name='migbake')"
+        code = f"import os; os.umask({umask}); from migbake.cli.group import main; main(prog_name='migbake')"
         ran = subprocess.run(
             [sys.executable, "-c", code, "generate", rel, "-o", "out"],
             cwd=cwd,
@@ -356,7 +356,7 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
 ])
 def test_the_output_plan_refuses_clashing_paths(paths: list[str], message: str | None) -> None:
     from migbake.problems import RenderError
-    from migbake.render import Artifact, _check_paths
+    from migbake.render.tree import Artifact, _check_paths
 
     artifacts = [Artifact(p, "x\n", 0o644) for p in paths]
     if message is None:

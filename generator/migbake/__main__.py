@@ -1,5 +1,5 @@
 """``python -m migbake``: the same command line as ``migbake``."""
 
-from migbake.entry import run
+from migbake.cli.entry import run
 
 run(prog_name="migbake")

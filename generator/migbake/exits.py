@@ -1,7 +1,7 @@
 """How every migbake command ends: its exit codes, and the quiet end of a closed pipe.
 
-No click here: the console entry (``migbake.entry``) answers ``migbake validate FILE...`` without
-click and must end exactly as the click command group (``migbake.cli``) does.
+No click here: the console entry (``migbake.cli.entry``) answers ``migbake validate FILE...`` without
+click and must end exactly as the click command group (``migbake.cli.group``) does.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def has_errors(problems: Iterable[Problem]) -> bool:
 class MigbakeError(Exception):
     """Base of every error migbake raises on purpose: what stderr says, and the exit code.
 
-    The command group (``migbake.cli``) is the one place that turns any of them into its ``report()``
+    The command group (``migbake.cli.group``) is the one place that turns any of them into its ``report()``
     lines and ``exit_code`` (as click does with ``ClickException.exit_code``); commands never catch them.
     """
 

@@ -49,7 +49,7 @@ def catalog_schema_path() -> Path:
 
 def catalog_text() -> str:
     """The packaged GPU catalog, as JSON text."""
-    return (Path(__file__).parent / "data" / "mig-catalog.json").read_text(encoding="utf-8")
+    return (Path(__file__).parent / "gpu" / "data" / "mig-catalog.json").read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from migbake.boottest import BootAssets, fixtures
-from migbake.boottest.packer_chroot import chroot_sshd
+from migbake.boottest import BootAssets
+from migbake.boottest.scenarios import scenario as fixtures
+from migbake.boottest.vm.packer_chroot import chroot_sshd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py
 from realtools import boot_graph, boot_jobs, run, unit_section

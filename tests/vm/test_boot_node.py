@@ -18,14 +18,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from migbake.boottest import BootAssets, BootTestResult, run_boot_test
-from migbake.boottest.claims import BootPath
-from migbake.boottest.fixtures import Scenario
-from migbake.boottest.scenarios_node import boots_for, promises_of, variant
-from migbake.boottest.simnode import node_for_profile
-from migbake.nodeprofile import NodeProfile
-from migbake.render import render
-from migbake.validate import check_bytes
-from migbake.write import write_tree
+from migbake.boottest.scenarios.claims import BootPath
+from migbake.boottest.scenarios.node import boots_for, promises_of, variant
+from migbake.boottest.scenarios.scenario import Scenario
+from migbake.boottest.simgpu.node import node_for_profile
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.tree import render
+from migbake.render.write import write_tree
+from migbake.rules.validate import check_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
 from support import REPO, shared_file

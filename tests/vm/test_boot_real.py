@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from migbake.boottest import BootAssets, run_boot_test
-from migbake.boottest.claims import BootPath
-from migbake.boottest.simnode import SimulatedNode, node_for_profile
-from migbake.validate import check_bytes
+from migbake.boottest.scenarios.claims import BootPath
+from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
+from migbake.rules.validate import check_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
 from support import IMAGES, REPO, shared_file

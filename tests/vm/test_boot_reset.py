@@ -13,8 +13,8 @@ from support import REPO, shared_file
 from test_boot_real import MIG_PARTED, simulated_node
 
 from migbake.boottest import BootAssets, run_boot_test
-from migbake.boottest.claims import BootPath
-from migbake.boottest.fixtures import Scenario
+from migbake.boottest.scenarios.claims import BootPath
+from migbake.boottest.scenarios.scenario import Scenario
 
 pytestmark = pytest.mark.vm
 AMPERE_BOOT_1 = {"rebooted-cleanly", "reboot-marker-set", "reboot-reason-logged", "kubelet-down-before-reboot",

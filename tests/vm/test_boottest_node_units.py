@@ -15,12 +15,12 @@ import click
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from migbake.boottest.claims import BootContext, evaluate
-from migbake.boottest.claims_node import metrics_verdict, node_claims
 from migbake.boottest.guestreport import parse_report
-from migbake.boottest.promtext import PromTextError, parse_text
-from migbake.boottest.scenarios_node import NODE_SCENARIOS, Promises, discover_promises
-from migbake.boottest.simnode import GpuState
+from migbake.boottest.scenarios.claims import BootContext, evaluate
+from migbake.boottest.scenarios.node import NODE_SCENARIOS, Promises, discover_promises
+from migbake.boottest.scenarios.node_claims import metrics_verdict, node_claims
+from migbake.boottest.scenarios.promtext import PromTextError, parse_text
+from migbake.boottest.simgpu.node import GpuState
 from migbake.commands import boot_test
 
 DATA = Path(__file__).parent / "data"
@@ -103,8 +103,8 @@ def test_promises_of_a_generated_output() -> None:
 
 
 def test_the_cli_names_every_node_scenario() -> None:
-    from migbake.boottest.fixtures import Scenario
-    from migbake.boottest.scenarios_reset import SCENARIOS as RESET_SCENARIOS
+    from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
+    from migbake.boottest.scenarios.scenario import Scenario
 
     every = {"ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS}
     assert set(typing.get_args(Scenario)) == every

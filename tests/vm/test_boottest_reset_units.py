@@ -17,14 +17,14 @@ from click.testing import CliRunner
 from test_boot_real import simulated_node
 from vm_support import REPO, unavailable
 
-from migbake.boottest.claims import BootContext, Claim, evaluate
-from migbake.boottest.claims_reset import Evidence, boot_claims, cdi_writes, run_claims
 from migbake.boottest.errors import BootTestError
-from migbake.boottest.fixtures import GUEST
 from migbake.boottest.guestreport import parse_report
-from migbake.boottest.scenarios_reset import DEFAULT_MARKER, applies, check
-from migbake.boottest.simnode import GpuState
-from migbake.cli import main
+from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
+from migbake.boottest.scenarios.reset import DEFAULT_MARKER, applies, check
+from migbake.boottest.scenarios.reset_claims import Evidence, boot_claims, cdi_writes, run_claims
+from migbake.boottest.scenarios.scenario import GUEST
+from migbake.boottest.simgpu.node import GpuState
+from migbake.cli.group import main
 
 DATA = Path(__file__).parent / "data"
 A100_MIXED = tuple([GpuState(True, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})] * 4

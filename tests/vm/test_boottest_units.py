@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 from vm_support import SAMPLE_OUT, unavailable
 
-from migbake.boottest.claims import BootContext, evaluate
-from migbake.boottest.fixtures import GUEST, RestoreCommands, restore_commands_from_unit, simulated_gpu_for_config
 from migbake.boottest.guestreport import parse_report
+from migbake.boottest.scenarios.claims import BootContext, evaluate
+from migbake.boottest.scenarios.scenario import (
+    GUEST,
+    RestoreCommands,
+    restore_commands_from_unit,
+    simulated_gpu_for_config,
+)
 
 DATA = Path(__file__).parent / "data"
 MANAGER = "nvidia-mig-manager.service"
@@ -151,7 +156,7 @@ SEVEN = "version: v1\nmig-configs:\n  current:\n  - devices: all\n    mig-enable
     ([0], SEVEN, 1, {"gpu-count", "exported-layout"}),
 ], ids=["ok", "zero-gpus", "other-layout", "one-gpu-missing"])
 def test_real_mig_parted_claims(walked: list[int], export: str, count: int, failing: set[str]) -> None:
-    from migbake.boottest.simnode import GpuState
+    from migbake.boottest.simgpu.node import GpuState
     ctx = BootContext("packer", "ok", "hopper", 1, "", expected=(GpuState(True, {"1g.18gb": 7}),) * 2)
     ids = {c.id for c in evaluate(parse_report(real_report(walked, export, count)), ctx) if not c.passed}
     assert ids == failing

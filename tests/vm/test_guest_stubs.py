@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from migbake.boottest import BootAssets, fixtures
+from migbake.boottest import BootAssets
+from migbake.boottest.scenarios import scenario as fixtures
 
 pytestmark = pytest.mark.vm
 

@@ -10,18 +10,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from migbake.boottest import cache, fixtures, image, packer_chroot, qemu, scenarios_node, scenarios_reset, simguest
-from migbake.boottest.claims import BootContext, BootPath, Claim, evaluate
-from migbake.boottest.claims_node import node_claims
+from migbake.boottest import cache
 from migbake.boottest.errors import BootTestError
-from migbake.boottest.fixtures import Generation, Scenario
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.hostrun import Log, no_log
-from migbake.boottest.kernel import KernelAssets, ensure_kernel
-from migbake.boottest.rootfs import BaseRootfs, ensure_rootfs
-from migbake.boottest.scenarios_node import Promises
-from migbake.boottest.simgpu_build import compile_simgpu
-from migbake.boottest.simnode import SimulatedNode
+from migbake.boottest.scenarios import node as scenarios_node
+from migbake.boottest.scenarios import reset as scenarios_reset
+from migbake.boottest.scenarios import scenario as fixtures
+from migbake.boottest.scenarios.claims import BootContext, BootPath, Claim, evaluate
+from migbake.boottest.scenarios.node import Promises
+from migbake.boottest.scenarios.node_claims import node_claims
+from migbake.boottest.scenarios.scenario import Generation, Scenario
+from migbake.boottest.simgpu import guest as simguest
+from migbake.boottest.simgpu.build import compile_simgpu
+from migbake.boottest.simgpu.node import SimulatedNode
+from migbake.boottest.vm import image, packer_chroot, qemu
+from migbake.boottest.vm.kernel import KernelAssets, ensure_kernel
+from migbake.boottest.vm.rootfs import BaseRootfs, ensure_rootfs
 
 WorkDirPolicy = Literal["keep", "clean"]
 RESTORE_UNIT = "rootfs/etc/systemd/system/nvidia-mig-restore.service"

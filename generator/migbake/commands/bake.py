@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from migbake import packer
+from migbake.bake import packer
 from migbake.commands.common import valid_profile
 from migbake.commands.generate import artifacts_for
 from migbake.problems import PackerError
-from migbake.write import Origin, check_out, read_origin, write_tree
+from migbake.render.write import Origin, check_out, read_origin, write_tree
 
 _PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
 

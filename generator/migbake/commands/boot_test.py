@@ -10,16 +10,17 @@ from typing import Literal
 
 import click
 
-from migbake.boottest import prepare_assets, run_boot_test, scenarios_reset
-from migbake.boottest.fixtures import IMITATION, Scenario
-from migbake.boottest.scenarios_node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
-from migbake.boottest.scenarios_reset import SCENARIOS as RESET_SCENARIOS
-from migbake.boottest.simnode import node_for_profile
+from migbake.boottest import prepare_assets, run_boot_test
+from migbake.boottest.scenarios import reset as scenarios_reset
+from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
+from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
+from migbake.boottest.scenarios.scenario import IMITATION, Scenario
+from migbake.boottest.simgpu.node import node_for_profile
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.migconfig import group_models
-from migbake.render import render
-from migbake.write import write_tree
+from migbake.migparted.config import group_models
+from migbake.render.tree import render
+from migbake.render.write import write_tree
 
 
 @click.command("boot-test")

@@ -1,7 +1,7 @@
 """What several commands share: how a PROFILE argument is read and named, and the GPU model parameter.
 
 Nothing here prints an error or exits: a failure is a ``MigbakeError`` (or click's usage error), which
-the command group (``migbake.cli``) reports.
+the command group (``migbake.cli.group``) reports.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from migbake.catalog import GpuModel, load_catalog
-from migbake.loader import MAX_PROFILE_BYTES
-from migbake.nodeprofile import NodeProfile
+from migbake.document.loader import MAX_PROFILE_BYTES
+from migbake.gpu.catalog import GpuModel, load_catalog
 from migbake.problems import ProfileError
-from migbake.validate import Checked, check_bytes, check_file
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.rules.validate import Checked, check_bytes, check_file
 
 STDIN_NAME = "<stdin>"
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from migbake.catalog import load_catalog
 from migbake.commands.common import PROFILE_PATH, valid_profile, write_or_print
-from migbake.kubernetes import CONFIG_LABEL, configmap_name, gpu_operator_configmap
-from migbake.migconfig import mig_parted_config_text
-from migbake.render import header
+from migbake.gpu.catalog import load_catalog
+from migbake.kubernetes.resources import CONFIG_LABEL, configmap_name, gpu_operator_configmap
+from migbake.migparted.config import mig_parted_config_text
+from migbake.render.tree import header
 
 
 @click.command()

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import click
 
-from migbake import userdata
 from migbake.commands.common import PROFILE_PATH, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.nodeprofile import NodeProfile
-from migbake.render import Artifact, render
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.render import userdata
+from migbake.render.tree import Artifact, render
+from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.wording import plural
-from migbake.write import Origin, diff_tree, read_origin, write_tree
 
 
 @click.command()

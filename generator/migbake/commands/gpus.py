@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from migbake.catalog import Catalog, GpuModel, load_catalog
+from migbake.gpu.catalog import Catalog, GpuModel, load_catalog
 
 
 def _notes(m: GpuModel) -> str:

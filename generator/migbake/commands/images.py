@@ -8,9 +8,9 @@ import click
 
 from migbake.commands.generate import artifacts_for, report_diff
 from migbake.exits import EXIT_INVALID
-from migbake.validate import check_file
+from migbake.render.write import Origin, read_origin, write_tree
+from migbake.rules.validate import check_file
 from migbake.wording import plural
-from migbake.write import Origin, read_origin, write_tree
 
 
 @click.command()

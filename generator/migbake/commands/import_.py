@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from migbake.capture import read_capture
-from migbake.catalog import GpuModel
 from migbake.commands.common import GpuModelType, write_or_print
-from migbake.importer import import_config
+from migbake.gpu.catalog import GpuModel
+from migbake.node.importer import import_config
+from migbake.node.nvidiasmi import read_capture
 
 
 @click.command("import")

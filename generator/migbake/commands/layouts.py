@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
-from migbake.catalog import PROFILE_NAME_RE, GpuModel, load_catalog
 from migbake.commands.common import GpuModelType
 from migbake.commands.gpus import origin_note
-from migbake.layout import fit, maximal_layouts, memory_slices_of
-from migbake.suggestions import flow
+from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, load_catalog
+from migbake.gpu.placement import fit, maximal_layouts, memory_slices_of
+from migbake.gpu.suggestions import flow
 from migbake.wording import plural
 
 SORTS = ("instances", "compute", "memory")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from migbake.capture import read_capture
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.gpuoperator import read_node_labels
-from migbake.preflight import check_capture, table
+from migbake.kubernetes.labels import read_node_labels
+from migbake.node.nvidiasmi import read_capture
+from migbake.node.preflight import check_capture, table
 
 
 @click.command()

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from migbake.catalog import load_catalog
 from migbake.commands.common import PROFILE_PATH, valid_profile
-from migbake.kubernetes import resource_report
-from migbake.layout import fit
-from migbake.migconfig import group_models
-from migbake.render import gpu_notes
-from migbake.slicemap import render_slice_map
+from migbake.gpu.catalog import load_catalog
+from migbake.gpu.placement import fit
+from migbake.gpu.slicemap import render_slice_map
+from migbake.kubernetes.resources import resource_report
+from migbake.migparted.config import group_models
+from migbake.render.tree import gpu_notes
 from migbake.wording import instances
 
 

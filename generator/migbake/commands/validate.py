@@ -9,7 +9,7 @@ import click
 from migbake.commands.common import check_profile, is_stdin, profile_name
 from migbake.exits import EXIT_INVALID, color_wanted
 from migbake.report import FORMATS, FileResult, render_report, summary
-from migbake.validate import file_problems, profile_files
+from migbake.rules.validate import file_problems, profile_files
 
 
 def _expand(paths: tuple[str, ...]) -> list[Path]:

@@ -1,0 +1,236 @@
+"""Test fixtures installed INTO a guest rootfs (never on the host): simulated NVIDIA tools, fake units.
+
+What a boot-test image gets on top of the plain Debian rootfs:
+- ``nvidia-smi`` and ``nvidia-mig-parted`` simulators (``guest/``) that model a Hopper- or Ampere-like GPU
+  and log every call with a timestamp to /var/log/mig-stub.log;
+- an enabled fake ``kubelet.service`` and an enabled fake conflicting ``nvidia-mig-manager.service``;
+- ``test-report.service``: writes /var/log/test-report.txt and powers the VM off;
+- cloud-init NoCloud settings, and a masked serial getty (no udev in minbase: it would wait forever).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from migbake.boottest.errors import BootTestError
+from migbake.boottest.hostrun import Log, no_log, run
+
+GUEST = Path(__file__).parents[1] / "guest"
+STUB_LOG = "/var/log/mig-stub.log"
+REPORT = "/var/log/test-report.txt"
+SYSTEM_UNITS = "usr/lib/systemd/system"
+
+IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): it agrees with migbake's "
+             "reading of mig-parted by construction, not with NVIDIA's tool")
+Generation = Literal["hopper", "ampere"]
+Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too-late", "gpu-client",
+                   "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi"]
+
+
+@dataclass(frozen=True)
+class SimulatedGpu:
+    """The GPU the simulators pretend to be."""
+
+    generation: Generation
+    name: str
+    device_id: str  # mig-parted device-filter form, e.g. 0x233010DE
+    count: int = 1
+
+
+SIMULATED_GPUS: dict[Generation, SimulatedGpu] = {
+    "hopper": SimulatedGpu("hopper", "NVIDIA H100 80GB HBM3", "0x233010DE"),
+    "ampere": SimulatedGpu("ampere", "NVIDIA A100-SXM4-80GB", "0x20B210DE"),
+}
+
+
+@dataclass(frozen=True)
+class RestoreCommands:
+    """What the restore unit under test calls: where the simulators must be, and the config it selects."""
+
+    nvidia_smi: str = "/usr/bin/nvidia-smi"
+    nvidia_mig_parted: str = "/usr/bin/nvidia-mig-parted"
+    config_file: str = "/etc/nvidia-mig/config.yaml"
+    config_name: str = "current"
+
+
+# restore.sh's settings, one quoted shell word each (templates/rootfs/etc/nvidia-mig/restore.sh.j2)
+_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@-]+\.service")
+_SCRIPT_SETTINGS = {"smi": "nvidia_smi", "mig_parted": "nvidia_mig_parted", "config": "config_file",
+                    "config_name": "config_name"}
+
+
+def restore_commands(out_dir: Path, unit_path: str) -> RestoreCommands:
+    """What the restore unit at ``out_dir/unit_path`` calls, and the config it selects.
+
+    Today's unit runs ``ExecStart=/bin/bash SCRIPT``: the tools and the config are the script's settings
+    (``smi=``, ``mig_parted=``, ``config=``, ``config_name=``). An older output calls the tools in the
+    unit itself: then they come from its ExecStartPre=/ExecStart= lines.
+    """
+    unit_text = (out_dir / unit_path).read_text()
+    for raw in unit_text.splitlines():
+        key, sep, value = raw.strip().partition("=")
+        words = shlex.split(value) if sep and key == "ExecStart" else []
+        if len(words) == 2 and words[0].lstrip("-@:+!").endswith("/bash"):
+            script = out_dir / "rootfs" / words[1].lstrip("/")
+            return restore_commands_from_script(script.read_text()) if script.is_file() else RestoreCommands()
+    return restore_commands_from_unit(unit_text)
+
+
+def restore_commands_from_script(script_text: str) -> RestoreCommands:
+    """The ``smi=``, ``mig_parted=``, ``config=`` and ``config_name=`` settings of a restore.sh."""
+    found: dict[str, str] = {}
+    for raw in script_text.splitlines():
+        name, sep, value = raw.partition("=")
+        if sep and name in _SCRIPT_SETTINGS and _SCRIPT_SETTINGS[name] not in found:
+            words = shlex.split(value)
+            if len(words) == 1:
+                found[_SCRIPT_SETTINGS[name]] = words[0]
+    return RestoreCommands(**found)
+
+
+def restore_commands_from_unit(unit_text: str) -> RestoreCommands:
+    """Read the tool paths and ``-f``/``-c`` values from a restore unit's ExecStartPre=/ExecStart= lines."""
+    found: dict[str, str] = {}
+    for raw in unit_text.splitlines():
+        key, sep, value = raw.strip().partition("=")
+        if not sep or key not in ("ExecStartPre", "ExecStart"):
+            continue
+        words = shlex.split(value)
+        if not words:
+            continue
+        program = words[0].lstrip("-@:+!")
+        if key == "ExecStartPre" and program.endswith("/nvidia-smi"):
+            found["nvidia_smi"] = program
+        if key == "ExecStart" and program.endswith("/nvidia-mig-parted"):
+            found["nvidia_mig_parted"] = program
+            for flag, name in (("-f", "config_file"), ("-c", "config_name")):
+                if flag in words[:-1]:
+                    found[name] = words[words.index(flag) + 1]
+    return RestoreCommands(**found)
+
+
+def simulated_gpu_for_config(config_text: str, config_name: str, generation: Generation) -> SimulatedGpu:
+    """The simulated GPUs a mig-parted config fits: its first device-filter's ID, as many GPUs as it lists.
+
+    A config without device lists (``devices: all``) gets one GPU; without filters, the generation's ID.
+    """
+    model = SIMULATED_GPUS[generation]
+    try:
+        spec = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        return model  # the guest's apply reports the broken file
+    configs = spec.get("mig-configs") if isinstance(spec, dict) else None
+    entries = configs.get(config_name) if isinstance(configs, dict) else None
+    if not isinstance(entries, list):
+        return model
+    indices: list[int] = [0]
+    filters: list[object] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        devices, found = entry.get("devices"), entry.get("device-filter")
+        if isinstance(devices, list):
+            indices += [i for i in devices if isinstance(i, int) and i >= 0]
+        filters += [found] if isinstance(found, str) else found if isinstance(found, list) else []
+    device_id = str(filters[0]).split(":")[0] if filters and filters[0] else model.device_id
+    return replace(model, device_id=device_id, count=max(indices) + 1)
+
+
+def install_fixtures(
+    rootfs: Path,
+    *,
+    gpu: SimulatedGpu,
+    commands: RestoreCommands = RestoreCommands(),
+    kubelet: bool = True,
+    actor: str = IMITATION,
+    log: Log = no_log,
+    consumers: tuple[str, ...] = (),
+) -> None:
+    """Install the simulators, fake units and report service into ``rootfs``, and enable them.
+
+    ``kubelet=False`` models a node without kubelet (the output under test then has no kubelet drop-in).
+    ``consumers``: the profile's other consumer units (slurmd.service, ...), each a fake that logs its start.
+    With another ``actor`` than the imitation, the caller installs the tools (``simguest``).
+    """
+    log(f"installing boot-test fixtures ({gpu.generation}, {gpu.name}) into {rootfs}")
+    if actor == IMITATION:
+        _install(rootfs, "nvidia-smi", commands.nvidia_smi, 0o755)
+        _install(rootfs, "nvidia-mig-parted", commands.nvidia_mig_parted, 0o755)
+        _install(rootfs, "desired-state", "/usr/lib/mig-stub/desired-state", 0o755)
+    stub_etc = rootfs / "etc/mig-stub"
+    stub_etc.mkdir(parents=True, exist_ok=True)
+    for name, value in (("generation", gpu.generation), ("gpu-name", gpu.name),
+                        ("device-id", gpu.device_id), ("gpu-count", str(gpu.count))):
+        (stub_etc / name).write_text(value + "\n")
+    report = (GUEST / "test-report").read_text()
+    for placeholder, value in (("@NVIDIA_MIG_PARTED@", commands.nvidia_mig_parted),
+                               ("@MIG_CONFIG_FILE@", commands.config_file),
+                               ("@MIG_CONFIG_NAME@", commands.config_name), ("@ACTOR@", actor)):
+        report = report.replace(placeholder, shlex.quote(value))
+    for unit in consumers:
+        if not _UNIT_NAME.fullmatch(unit):
+            raise BootTestError(f"unsupported consumer unit name {unit!r}")
+        _write(rootfs, f"/{SYSTEM_UNITS}/{unit}", consumer_unit(unit), 0o644)
+    report = report.replace("@CONSUMERS@", " ".join(consumers))
+    if consumers:  # the report waits for them too
+        _write(rootfs, f"/{SYSTEM_UNITS}/test-report.service.d/consumers.conf",
+               f"# Test fixture for boot tests ONLY\n[Unit]\nAfter={' '.join(consumers)}\n", 0o644)
+    _write(rootfs, "/usr/local/sbin/test-report", report, 0o755)
+    units = ["nvidia-mig-manager.service", "test-report.service"] + (["kubelet.service"] if kubelet else [])
+    for unit in units:
+        _install(rootfs, unit, f"/{SYSTEM_UNITS}/{unit}", 0o644)
+    units += list(consumers)  # written above
+    _install(rootfs, "90-boottest.cfg", "/etc/cloud/cloud.cfg.d/90-boottest.cfg", 0o644)
+    _write(rootfs, "/etc/default/locale", "LANG=C.UTF-8\n", 0o644)
+    systemctl = ["systemctl", "--quiet", f"--root={rootfs}"]
+    run([*systemctl, "enable", *units], log=log)
+    run([*systemctl, "mask", "serial-getty@ttyS0.service"], log=log)
+
+
+def consumer_unit(unit: str) -> str:
+    """A fake consumer ``unit`` (like the fake kubelet): logs "NAME ExecStartPre" when it starts, then idles."""
+    name = unit.removesuffix(".service")
+    return (f"# Test fixture for boot tests ONLY: a fake {name} that logs when it starts and then idles.\n"
+            f"[Unit]\nDescription=Fake {name} (boot test fixture)\n\n[Service]\n"
+            f"ExecStartPre=/bin/sh -c 'echo \"$(date +%%s.%%N) {name} ExecStartPre\" >>{STUB_LOG}'\n"
+            "ExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n")
+
+
+def disable_cloud_init(rootfs: Path) -> None:
+    """Keep cloud-init from running at boot (the Packer path bakes everything in)."""
+    _write(rootfs, "/etc/cloud/cloud-init.disabled", "", 0o644)
+
+
+def inject_fault(rootfs: Path, scenario: Scenario) -> None:
+    """Make the simulated tool fail as ``scenario`` asks (``ok`` injects nothing)."""
+    if scenario == "ok":
+        return
+    tool = scenario.removeprefix("fail-")
+    if tool not in ("apply", "assert", "smi"):
+        raise BootTestError(f"unknown scenario {scenario!r}")
+    _write(rootfs, f"/etc/mig-stub/fail-{tool}", "", 0o644)
+
+
+def _install(rootfs: Path, guest_name: str, dest: str, mode: int) -> None:
+    _write(rootfs, dest, (GUEST / guest_name).read_text(), mode)
+
+
+def _write(rootfs: Path, dest: str, text: str, mode: int) -> None:
+    if not dest.startswith("/"):
+        raise BootTestError(f"guest path must be absolute: {dest!r}")
+    target = rootfs / dest.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.resolve().is_relative_to(rootfs.resolve()):  # an absolute symlink in the image
+        raise BootTestError(f"{dest} would be written outside the guest rootfs {rootfs}")
+    if target.is_symlink():
+        target.unlink()
+    target.write_text(text)
+    target.chmod(mode)
+    shutil.chown(target, 0, 0)

@@ -1,0 +1,154 @@
+"""The Kubernetes view of a profile: the extended resources the device plugin advertises, and the layout
+as a GPU Operator mig-manager ConfigMap.
+
+Resource names follow the NVIDIA device plugin (``internal/rm/rm.go``): with the ``mixed`` strategy a MIG
+device of profile P is ``nvidia.com/mig-P`` with ``+`` written ``.``, and compute-instance forms
+(``1c.3g.40gb``) are not advertised; with ``single`` every MIG device is ``nvidia.com/gpu``. A GPU with
+MIG off is one ``nvidia.com/gpu``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, load_catalog
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG
+from migbake.migparted.config import config_yaml, entry_pci_ids, group_models, mig_parted_config, uses_device_filter
+from migbake.profile.nodeprofile import GpuGroup, MigStrategy, NodeProfile
+
+WHOLE_GPU = "nvidia.com/gpu"
+CONFIG_LABEL = MIG_CONFIG_LABEL
+
+
+def resource_name(profile_name: str, strategy: MigStrategy) -> str | None:
+    """The extended resource of one MIG device of ``profile_name``; None if the plugin does not list it."""
+    m = PROFILE_NAME_RE.match(profile_name)
+    if m is None or (m["c"] is not None and m["c"] != m["g"]):
+        return None
+    return WHOLE_GPU if strategy == "single" else "nvidia.com/mig-" + profile_name.replace("+", ".")
+
+
+def per_gpu(group: GpuGroup, strategy: MigStrategy) -> dict[str, int]:
+    """The resources one GPU of ``group`` advertises."""
+    if not group.mig_enabled:
+        return {WHOLE_GPU: 1}
+    out: dict[str, int] = {}
+    for name, count in group.layout:
+        res = resource_name(name, strategy)
+        if res is not None:
+            out[res] = out.get(res, 0) + count
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKind:
+    """One kind of node the image serves: which entries apply, how many GPUs each covers, the totals."""
+
+    label: str
+    groups: tuple[int, ...]
+    gpus: tuple[int | None, ...]  # per entry of ``groups``; None: unknown (no gpu_count)
+    totals: dict[str, int] | None  # None when a GPU count is unknown
+
+
+def _gpus(profile: NodeProfile, members: list[int]) -> list[int | None]:
+    # "all" stands alone in its kind of node (anything beside it would overlap), so it means gpu_count
+    return [len(d) if (d := profile.gpus[i].devices) != "all" else profile.gpu_count for i in members]
+
+
+def node_kinds(profile: NodeProfile, catalog: Catalog | None = None) -> list[NodeKind]:
+    """One kind per GPU model when entries filter by model and there are several, else one kind."""
+    models = [m.key for m in group_models(profile, catalog)]
+    kinds: dict[str, list[int]] = {}
+    several = uses_device_filter(profile, catalog) and len(set(models)) > 1
+    for i, key in enumerate(models):
+        kinds.setdefault(key if several else "", []).append(i)
+    out = []
+    for key, members in kinds.items():
+        gpus = _gpus(profile, members)
+        totals: dict[str, int] | None = {}
+        for i, n in zip(members, gpus):
+            if n is None or totals is None:
+                totals = None
+                continue
+            for res, c in per_gpu(profile.gpus[i], profile.kubernetes.mig_strategy).items():
+                totals[res] = totals.get(res, 0) + c * n
+        label = f"a node whose GPUs are {key}" if key else "the node"
+        out.append(NodeKind(label, tuple(members), tuple(gpus), totals))
+    return out
+
+
+def _pairs(resources: dict[str, int]) -> str:
+    return ", ".join(f"{r}: {n}" for r, n in resources.items()) or "nothing"
+
+
+def resource_report(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+    """Lines for ``migbake show``: what kubelet's allocatable will list, per kind of node."""
+    strategy = profile.kubernetes.mig_strategy
+    lines = [f"Kubernetes extended resources (device plugin MIG strategy: {strategy}):"]
+    if not profile.kubelet.present:
+        lines.append("  (the profile runs no Kubernetes node: these apply only if the node ever runs the device "
+                     "plugin)")
+    for kind in node_kinds(profile, catalog):
+        if kind.totals is not None:
+            lines.append(f"  {kind.label} ({sum(x or 0 for x in kind.gpus)} GPUs):")
+            lines += [f"    {r}: {c}" for r, c in kind.totals.items()] or ["    nothing"]
+            continue
+        lines.append(f"  {kind.label}: per GPU (the GPU count is unknown: set gpu_count for totals)")
+        for i, n in zip(kind.groups, kind.gpus):
+            where = "every other GPU" if n is None else f"{n} GPUs"
+            lines.append(f"    /gpus/{i} ({where}): {_pairs(per_gpu(profile.gpus[i], strategy))} each")
+    hidden = sorted({name for g in profile.gpus if g.mig_enabled for name, _ in g.layout
+                     if resource_name(name, strategy) is None})
+    if hidden:
+        lines.append(f"  not advertised: {', '.join(hidden)} (the device plugin lists whole GPU instances "
+                     "only)")
+    return lines
+
+
+def verify_groups(profile: NodeProfile, catalog: Catalog | None = None) -> list[dict[str, str]]:
+    """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources."""
+    filtered = uses_device_filter(profile, catalog)
+    strategy = profile.kubernetes.mig_strategy
+    return [{"model": m.key, "pci_ids": " ".join(entry_pci_ids(g, m)),
+             "devices": "all" if g.devices == "all" else " ".join(map(str, g.devices)),
+             "filtered": "yes" if filtered else "no",
+             "resources": " ".join(f"{r}={n}" for r, n in per_gpu(g, strategy).items())}
+            for g, m in zip(profile.gpus, group_models(profile, catalog))]
+
+
+def configmap_name(profile: NodeProfile) -> str:
+    """The ConfigMap's name: ``<profile>-mig-parted-config``."""
+    return f"{profile.name}-mig-parted-config"
+
+
+def operator_config(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, object]:
+    """Our config plus the operator's default ``all-disabled`` (the label value it sets on unlabelled nodes)."""
+    config = mig_parted_config(profile, catalog)
+    configs = config["mig-configs"]
+    if OPERATOR_DEFAULT_CONFIG not in configs:
+        configs[OPERATOR_DEFAULT_CONFIG] = [{"devices": "all", "mig-enabled": False}]
+    return config
+
+
+def gpu_operator_configmap(profile: NodeProfile, header: str, catalog: Catalog | None = None) -> str:
+    """The layout as a GPU Operator mig-manager custom config (a ConfigMap with key ``config.yaml``)."""
+    cat = catalog or load_catalog()
+    config = config_yaml(operator_config(profile, cat))
+    # config.yaml as a literal block: the text is PyYAML's own output, so every line is safe inside it
+    name = json.dumps(configmap_name(profile))
+    body = ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {name}", "data:", "  config.yaml: |",
+            *(f"    {line}" if line else "" for line in config.splitlines())]
+    ours = profile.restore.config_name
+    label = f"{CONFIG_LABEL}={ours}"
+    notes = [
+        "GPU Operator mig-manager custom config: the same reviewed layout as the baked restore unit.",
+        "Use one or the other on a node, never both (each would apply MIG at boot).",
+        f"The label {label} selects this layout ({ours!r}); {OPERATOR_DEFAULT_CONFIG!r} is the operator's",
+        "default (migManager.config.default), which it puts on every MIG-capable node without the label;",
+        "it is included so that such a node finds it in this ConfigMap.",
+        "  kubectl apply -n gpu-operator -f THIS_FILE",
+        f"  helm ... --set migManager.config.name={configmap_name(profile)}",
+        f"  kubectl label node NODE {label}    # selects config {ours!r}",
+    ]
+    return "\n".join([header, *(f"# {n}" for n in notes), *body]) + "\n"

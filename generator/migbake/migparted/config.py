@@ -1,0 +1,152 @@
+"""The nvidia-mig-parted config (format v1) for a node profile, as plain data ready for a YAML emitter."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
+from migbake.gpu.catalog import Catalog, GpuModel, load_catalog
+from migbake.gpu.devicefilter import writes_device_filter
+from migbake.profile.nodeprofile import GpuGroup, NodeProfile
+
+
+def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[GpuModel]:
+    """The catalog model of each ``gpus`` entry, in order (the profile has been validated)."""
+    cat = catalog or load_catalog()
+    models = []
+    for g in profile.gpus:
+        m = cat.find_gpu(g.model)
+        if m is None:  # validation guarantees this cannot happen
+            raise KeyError(g.model)
+        models.append(m)
+    return models
+
+
+def uses_device_filter(profile: NodeProfile, catalog: Catalog | None = None) -> bool:
+    """Whether entries carry a device-filter (``device_filter``; auto: several models, or exact ids)."""
+    exact = any(g.pci_device_ids for g in profile.gpus)
+    return writes_device_filter(profile.device_filter, (m.key for m in group_models(profile, catalog)), exact)
+
+
+def entry_pci_ids(group: GpuGroup, model: GpuModel) -> tuple[str, ...]:
+    """The PCI ids an entry's device-filter names: its own ``pci_device_ids``, else all of its model's."""
+    return group.pci_device_ids or model.pci_device_ids
+
+
+def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+    """What the config does on a GPU the profile does not list: comment lines for the generated config."""
+    if not uses_device_filter(profile, catalog):
+        if profile.device_filter == "never":
+            return ["No device-filter (device_filter: never): each entry applies to its GPU indices,",
+                    "whatever the GPU model."]
+        return ["No device-filter (one GPU model): on a GPU of another model apply tries these profile",
+                "names and fails; device_filter: always makes such a node fail at assert instead."]
+    seen: dict[str, dict[str, None]] = {}  # model -> its entries' ids, in order
+    for g, m in zip(profile.gpus, group_models(profile, catalog)):
+        seen.setdefault(m.key, {}).update(dict.fromkeys(entry_pci_ids(g, m)))
+    held, anyway = profile.held_units, [c.unit for c in profile.all_consumers if not c.fail_closed]
+    if held:
+        kubelet = (f"{profile.consumers_text(only_fail_closed=True)} {'stays' if len(held) == 1 else 'stay'} "
+                   "down (fail closed)")
+    elif anyway:
+        kubelet = f"{', '.join(anyway)} {'starts' if len(anyway) == 1 else 'start'} anyway (not fail-closed)"
+    else:
+        kubelet = "nothing waits for it"
+    return [
+        "Each entry applies only to GPUs whose PCI id is one of its model's (device-filter):",
+        *(f"  {key}: {', '.join(ids)}" for key, ids in seen.items()),
+        "A GPU of any other model matches no entry: apply leaves it alone, assert fails",
+        f"(\"not all GPUs match the specified config\"), the restore unit fails and {kubelet};",
+        "scripts/verify-mig-restore.sh names that GPU and its PCI id.",
+    ]
+
+
+def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    if with_filter:
+        entry["device-filter"] = list(entry_pci_ids(group, model))
+    entry["devices"] = "all" if group.devices == "all" else list(group.devices)
+    entry["mig-enabled"] = group.mig_enabled
+    entry["mig-devices"] = dict(group.layout) if group.mig_enabled else {}
+    return entry
+
+
+def mig_parted_config(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, Any]:
+    """``{version: v1, mig-configs: {<config_name>: [entries]}}`` exactly as apply/assert read it."""
+    models = group_models(profile, catalog)
+    with_filter = uses_device_filter(profile, catalog)
+    entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
+    return {"version": "v1", "mig-configs": {_ConfigName(profile.restore.config_name): entries}}
+
+
+class _ConfigName(str):
+    """A config name, quoted unless every YAML 1.1 reader takes it plainly as a string."""
+
+    __slots__ = ()
+
+
+# mig-parted reads YAML with go-yaml v2, whose YAML 1.1 also reads y/n as booleans and 1e3 or a date as
+# numbers; PyYAML would write those plainly. A name of letters first is plain text to both.
+_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: faster
+
+
+class _ConfigDumper(QuickResolve, _BaseDumper):  # type: ignore[valid-type,misc]
+    """The emitter of mig-parted configs: config names quoted where go-yaml v2 would not read a string."""
+
+
+def _name_style(name: str) -> str | None:
+    plain = _PLAIN_NAME.match(name) and name.lower() not in _YAML11_WORDS
+    return None if plain else "'"
+
+
+def _represent_name(dumper: yaml.SafeDumper, name: _ConfigName) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(name), style=_name_style(name))
+
+
+_ConfigDumper.add_representer(_ConfigName, _represent_name)
+
+
+def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None) -> str:
+    """The config as YAML text, without comments (the generated file adds a header above it)."""
+    return config_yaml(mig_parted_config(profile, catalog))
+
+
+def config_yaml(data: dict[str, Any]) -> str:
+    """A ``mig_parted_config`` dict (possibly with more configs) as the YAML text mig-parted reads."""
+    node = _node(data, set())
+    if node is None:  # a value _node does not know, or a list or dict given twice (PyYAML writes an alias)
+        return str(yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False,
+                             allow_unicode=True, width=100))
+    return str(yaml.serialize(node, Dumper=_ConfigDumper, allow_unicode=True, width=100))
+
+
+_SCALAR_TAGS = {str: STR_TAG, int: "tag:yaml.org,2002:int", bool: "tag:yaml.org,2002:bool"}
+
+
+def _node(value: object, seen: set[int]) -> yaml.Node | None:
+    """The node PyYAML's safe representer makes of config data (block style, keys in order), built directly.
+
+    The representer costs as much as emitting; None for anything it would write another way.
+    """
+    kind = type(value)
+    if kind is _ConfigName:
+        return yaml.ScalarNode(STR_TAG, str(value), style=_name_style(str(value)))
+    if kind in _SCALAR_TAGS:
+        text = ("true" if value else "false") if kind is bool else str(value)
+        return yaml.ScalarNode(_SCALAR_TAGS[kind], text)
+    if kind not in (list, dict) or id(value) in seen:
+        return None
+    seen.add(id(value))
+    if isinstance(value, list):
+        items = [_node(v, seen) for v in value]
+        return None if None in items else yaml.SequenceNode(SEQ_TAG, items, flow_style=False)
+    assert isinstance(value, dict)
+    pairs = [(_node(k, seen), _node(v, seen)) for k, v in value.items()]
+    if any(k is None or v is None for k, v in pairs):
+        return None
+    return yaml.MappingNode(MAP_TAG, pairs, flow_style=False)

@@ -1,0 +1,58 @@
+"""What each ``gpus`` entry of a profile asks of the node: the facts both preflights evaluate.
+
+``migbake preflight`` (offline, ``preflight.py``) and the generated ``scripts/preflight-mig-restore.sh``
+(its values come through ``render.py``) read these, so that the two agree check by check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from migbake.gpu.catalog import Catalog
+from migbake.migparted.config import entry_pci_ids, group_models, uses_device_filter
+from migbake.profile.nodeprofile import NodeProfile
+
+AFTER_RESET = {
+    "reboot-once": "the first restore reboots the node once to complete it (restore.on_reset_required: reboot-once)",
+    "fail": "the restore fails until the node is rebooted (restore.on_reset_required: fail)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What one ``gpus`` entry asks of the node, in the form both preflights evaluate."""
+
+    check: str
+    model: str
+    pci_ids: tuple[str, ...]
+    devices: Literal["all"] | tuple[int, ...]
+    filtered: bool  # mig-parted selects only GPUs of this model (the config has a device-filter)
+    want_mode: str
+    want_count: int
+    want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
+    mode_persists: bool = False  # Ampere: a MIG mode change waits for a GPU reset
+
+    @property
+    def expected(self) -> str:
+        """``h200-141gb (0x233510DE, 0x233B10DE)``."""
+        return f"{self.model} ({', '.join(self.pci_ids)})"
+
+
+def layout_text(counts: Iterable[tuple[str, int]]) -> str:
+    """``7x 1g.18gb`` (sorted by name), or ``no MIG devices``."""
+    return ", ".join(f"{n}x {name}" for name, n in sorted(counts)) or "no MIG devices"
+
+
+def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[Expectation, ...]:
+    """One expectation per ``gpus`` entry, in profile order."""
+    filtered = uses_device_filter(profile, catalog)
+    out = []
+    for i, (g, m) in enumerate(zip(profile.gpus, group_models(profile, catalog))):
+        # nvidia-smi shows a GPU without MIG (a display GPU, an L40S) as mig.mode.current [N/A]
+        mode = "Enabled" if g.mig_enabled else "Disabled" if m.has_mig else "[N/A]"
+        want = f"MIG Enabled, {layout_text(g.layout)}" if g.mig_enabled else f"MIG {mode}"
+        out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
+                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want, m.mig_mode_persists))
+    return tuple(out)

@@ -1,0 +1,230 @@
+"""Preflight: does a node match its profile before anything is enabled? Checked on captured nvidia-smi output.
+
+The generated ``scripts/preflight-mig-restore.sh`` runs the same checks live on the node. Both read what
+each ``gpus`` entry asks from ``migbake.node.expectations`` and word their verdicts the same way, so the offline
+form (``migbake preflight``) and the script agree check by check. Only the checks that need the node
+itself (the tool paths, the driver, the units) are SKIP offline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from migbake.gpu.catalog import Catalog
+from migbake.kubernetes.labels import label_checks
+from migbake.node.expectations import AFTER_RESET, Expectation, expectations, layout_text
+from migbake.node.nvidiasmi import Capture, Gpu
+from migbake.profile.nodeprofile import NodeProfile
+
+Status = Literal["PASS", "WARN", "NOTE", "FAIL", "SKIP"]
+
+SCRIPT = "scripts/preflight-mig-restore.sh"
+OFFLINE = f"not checked offline: run {SCRIPT} on the node"
+NO_NODE_JSON = "no --node-json given (kubectl get node NAME -o json)"
+NO_CAPTURE = "no nvidia-smi capture given (--nvidia-smi-xml or --nvidia-smi-csv)"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the preflight table."""
+
+    name: str
+    status: Status
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """The verdict for one profile: every check in table order."""
+
+    profile: str
+    source: str
+    file: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ready(self) -> bool:
+        """No check failed (WARN, NOTE and SKIP do not block)."""
+        return not any(c.status == "FAIL" for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """The machine form, with the keys the script's ``--json`` prints (plus ``file``)."""
+        return {"profile": self.profile, "source": self.source, "file": self.file, "ready": self.ready,
+                "checks": [{"check": c.name, "status": c.status, "detail": c.detail} for c in self.checks]}
+
+
+# --- the hardware checks -----------------------------------------------------------------------
+
+def _ids(indices: Iterable[int]) -> str:
+    return ",".join(map(str, indices))
+
+
+def _gpu_count(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> Check:
+    n, want = len(gpus), profile.gpu_count
+    if n == 0:
+        return Check("gpu-count", "FAIL", "nvidia-smi lists no GPUs")
+    if want is None:
+        return Check("gpu-count", "PASS", f"{n} GPU(s) (the profile sets no gpu_count)")
+    if n == want:
+        return Check("gpu-count", "PASS", f"{n} GPU(s), as gpu_count says")
+    return Check("gpu-count", "FAIL", f"{n} GPU(s) on the node, the profile's gpu_count is {want}")
+
+
+def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """Listed GPUs exist and are the entry's model; ``devices: all`` without a filter means every GPU."""
+    by_index = {g.index: g for g in gpus}
+    ok: list[int] = []
+    wrong: list[str] = []
+    missing: list[int] = []
+    for i in [g.index for g in gpus] if e.devices == "all" else e.devices:
+        g = by_index.get(i)
+        if g is None:
+            missing.append(i)
+        elif g.pci_device_id in e.pci_ids:
+            ok.append(i)
+            selected[i] = e
+        else:
+            if not e.filtered or e.devices != "all":
+                wrong.append(f"GPU {i} is {g.name} ({g.pci_device_id})")
+            if not e.filtered:  # mig-parted applies the entry to it anyway, and fails there
+                selected[i] = e
+    parts = []
+    if wrong:
+        parts.append(f"{', '.join(wrong)}, not {e.expected}")
+    if missing:
+        parts.append(f"GPU {_ids(missing)} not found (the node has {len(gpus)} GPU(s))")
+    if parts:
+        return Check(e.check, "FAIL", "; ".join(parts))
+    if not ok:
+        return Check(e.check, "FAIL", f"no GPU is {e.expected}")
+    return Check(e.check, "PASS", f"GPU {_ids(ok)}: {e.model}")
+
+
+def _coverage(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """Every GPU is selected by some entry: assert fails otherwise, and with it every boot's restore."""
+    uncovered = [g.index for g in gpus if g.index not in selected]
+    if uncovered:  # mig-parted assert: every GPU must match an entry, or "not all GPUs match"
+        return Check("coverage", "FAIL", f"GPU {_ids(uncovered)} in no gpus entry: nvidia-mig-parted "
+                     "assert then fails (not all GPUs match the specified config), and so does the restore "
+                     "at every boot")
+    return Check("coverage", "PASS", "every GPU is in a gpus entry")
+
+
+def _have(g: Gpu) -> str:
+    if g.mig_mode != "Enabled":
+        return f"MIG {g.mig_mode}"
+    if g.mig_devices is not None:
+        return f"MIG Enabled, {layout_text(Counter(g.mig_devices).items())}"
+    if g.mig_device_count is not None:
+        return f"MIG Enabled, {g.mig_device_count or 'no'} MIG device{'' if g.mig_device_count == 1 else 's'}"
+    return "MIG Enabled"
+
+
+def _same(g: Gpu, e: Expectation) -> bool | None:
+    """Whether the GPU already has the entry's MIG state; None when the capture cannot tell."""
+    if g.mig_mode != e.want_mode:
+        return False
+    if g.mig_mode != "Enabled":
+        return True
+    if g.mig_devices is not None:
+        return _have(g) == e.want
+    if g.mig_device_count is not None and g.mig_device_count != e.want_count:
+        return False
+    return None  # MIG is on, but the capture does not name the MIG devices' profiles
+
+
+def _mig_state(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """The MIG state now, against what the restore will set (a NOTE: the next boot replaces it)."""
+    if not selected:
+        return Check("mig-state", "SKIP", "no GPU of the profile on the node")
+    differ: dict[str, list[int]] = {}
+    unknown: list[int] = []
+    for g in gpus:
+        e = selected.get(g.index)
+        same = None if e is None else _same(g, e)
+        if e is not None and same is False:
+            differ.setdefault(f"{_have(g)} (profile: {e.want})", []).append(g.index)
+        elif e is not None and same is None:
+            unknown.append(g.index)
+    if differ:
+        text = "; ".join(f"GPU {_ids(ix)}: {state}" for state, ix in differ.items())
+        return Check("mig-state", "NOTE", f"{text}; the next boot's restore replaces this")
+    if unknown:
+        return Check("mig-state", "SKIP", f"GPU {_ids(unknown)}: MIG Enabled, but the capture does not name "
+                     f"the MIG devices' profiles (run {SCRIPT} on the node to compare them)")
+    return Check("mig-state", "PASS", "every GPU already has the profile's MIG state")
+
+
+def _mig_mode(profile: NodeProfile, gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
+    """Ampere: a GPU whose MIG mode differs from the profile's waits for a GPU reset (a reboot follows)."""
+    differ: dict[str, list[int]] = {}
+    for g in gpus:
+        e = selected.get(g.index)
+        if e is None or not e.mode_persists or g.mig_mode not in ("Enabled", "Disabled"):
+            continue
+        if g.mig_mode != e.want_mode:
+            differ.setdefault(f"MIG {g.mig_mode}, the profile wants {e.want_mode}", []).append(g.index)
+    if not differ:
+        return Check("mig-mode", "PASS", "no Ampere GPU needs a MIG mode change (none waits for a GPU reset)")
+    text = "; ".join(f"GPU {_ids(ix)}: {state}" for state, ix in differ.items())
+    return Check("mig-mode", "WARN", f"{text}: on Ampere the change waits for a GPU reset, so "
+                 f"{AFTER_RESET[profile.restore.on_reset_required]}")
+
+
+def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...],
+                    catalog: Catalog | None = None) -> list[Check]:
+    """gpu-count, one check per ``gpus`` entry, coverage, mig-state (and mig-mode with Ampere GPUs)."""
+    selected: dict[int, Expectation] = {}
+    found = expectations(profile, catalog)
+    groups = [_group(e, gpus, selected) for e in found]
+    checks = [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected), _mig_state(gpus, selected)]
+    if any(e.mode_persists for e in found):
+        checks.append(_mig_mode(profile, gpus, selected))
+    return checks
+
+
+def check_names(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+    """Every check of the table, in order (the generated script prints the same rows)."""
+    found = expectations(profile, catalog)
+    reset = any(e.mode_persists for e in found)
+    return ["nvidia-smi", "driver", "gpu-count", *(e.check for e in found), "coverage", "mig-state",
+            *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
+            *(["kubelet"] if profile.kubelet.present else []), *(f"consumer/{c.unit}" for c in profile.consumers),
+            "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else [])]
+
+
+def check_capture(profile: NodeProfile, capture: Capture | None, catalog: Catalog | None = None,
+                  labels: dict[str, str] | None = None, node_file: str = "") -> Preflight:
+    """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP."""
+    found: dict[str, Check] = {}
+    if capture is not None:
+        found.update((c.name, c) for c in hardware_checks(profile, capture.gpus, catalog))
+    if labels is not None and profile.kubelet.present:
+        found.update((n, Check(n, s, d)) for n, s, d in label_checks(labels, profile.restore.config_name))
+    hardware = ("gpu-count", "coverage", "mig-state", "mig-mode")
+    checks = []
+    for name in check_names(profile, catalog):
+        why = NO_CAPTURE if name in hardware or name.startswith("gpus/") else OFFLINE
+        why = NO_NODE_JSON if name in ("gpu-operator", "mig-config") else why
+        checks.append(found.get(name, Check(name, "SKIP", why)))
+    clean = tuple(Check(c.name, c.status, _CONTROL.sub(" ", c.detail)) for c in checks)
+    if capture is not None:
+        return Preflight(profile.name, capture.source, capture.file, clean)
+    return Preflight(profile.name, "node-json", node_file, clean)
+
+
+def table(result: Preflight) -> list[str]:
+    """The readable form: a CHECK / STATUS / DETAIL table and a verdict line (as the script prints)."""
+    lines = [f"migbake preflight: profile {result.profile}, offline from {result.file} ({result.source})",
+             f"{'CHECK':<12} {'STATUS':<6} DETAIL"]
+    lines += [f"{c.name:<12} {c.status:<6} {c.detail}" for c in result.checks]
+    failed = sum(c.status == "FAIL" for c in result.checks)
+    skipped = sum(c.status == "SKIP" for c in result.checks)
+    verdict = "READY: no check failed" if not failed else f"NOT READY: {failed} check(s) failed"
+    lines += ["", f"{verdict} ({skipped} skipped; run {SCRIPT} on the node for the rest)."]
+    return lines

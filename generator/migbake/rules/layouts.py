@@ -1,0 +1,160 @@
+"""Rules on GPU models and their MIG layouts: the model is known, the profiles exist, the layout fits.
+
+Also the readers of an entry's model and layout that the other rules (``rules``) use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries, join_pointer
+from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel
+from migbake.gpu.placement import fit
+from migbake.gpu.suggestions import flow, nearest_layouts
+from migbake.problems import Problem
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutEntry:
+    """One ``profile: count`` pair of a layout, parsed."""
+
+    name: str
+    count: object
+    pointer: str
+    gi_name: str  # the GPU-instance profile it consumes (itself, or Gg.. for a Cc.Gg.. form)
+    c: int | None
+    g: int
+
+
+def model_of(group: dict[str, Any], catalog: Catalog) -> GpuModel | None:
+    """The catalog GPU an entry names, if it names exactly one (a GPU without MIG too: ``has_mig``)."""
+    model = group.get("model")
+    return catalog.find_gpu(model) if isinstance(model, str) else None
+
+
+def layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
+    """The entry's layout, parsed (names the grammar rejects are left to the schema)."""
+    layout = as_mapping(as_mapping(group.get("mig")).get("layout"))
+    out = []
+    for name, count in layout.items():
+        m = PROFILE_NAME_RE.match(str(name))
+        if not m:
+            continue  # the schema reports bad names
+        g = int(m["g"])
+        c = int(m["c"]) if m["c"] else None
+        suffix = f"{m['sign']}{m['attrs']}" if m["sign"] else ""
+        out.append(LayoutEntry(str(name), count, join_pointer(f"{group_ptr}/mig/layout", name),
+                               f"{g}g.{int(m['gb'])}gb{suffix}", c, g))
+    return out
+
+
+def _ci_allowed(c: int, g: int) -> bool:
+    # go-nvlib VisitMigProfiles emits Cc.Gg only for C <= G and (C == G or 2C <= G + 1)
+    return c <= g and (c == g or 2 * c <= g + 1)
+
+
+def rule_known_model(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Every GPU model names one catalog model: not several, not a GPU without MIG, not an unknown one."""
+    for ptr, group in gpu_entries(data):
+        model = group.get("model")
+        if isinstance(model, str) and catalog.find_gpu(model) is None:
+            message, rule = catalog.unknown_model(model)
+            yield loaded.problem(f"{ptr}/model", message, rule)
+
+
+def _owners(catalog: Catalog, name: str, model: GpuModel) -> str:
+    others = [m.display_name for m in catalog.owners_of_profile(name) if m.key != model.key]
+    return f"; {name!r} is a profile of {', '.join(others)}" if others else ""
+
+
+def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Each layout entry names a canonical profile of its GPU model, with a count from 1 to its maximum."""
+    for ptr, group in gpu_entries(data):
+        model = model_of(group, catalog)
+        if model is not None and not model.has_mig:
+            continue  # rule_no_mig
+        for e in layout_entries(ptr, group):
+            if isinstance(e.count, int) and not isinstance(e.count, bool) and e.count < 1:
+                yield loaded.problem(e.pointer, f"count {e.count} for {e.name!r}: must be at least 1; remove "
+                                     "the key instead (mig-parted never finds a 0 equal to the GPU's state and "
+                                     "re-creates every instance at each boot)", "count-not-positive")
+            if model is None:
+                continue
+            if e.c is not None and e.c == e.g:
+                yield loaded.problem(e.pointer, f"{e.name!r} is not the canonical spelling; write "
+                                     f"{e.gi_name!r} (mig-parted compares names literally: assert would never "
+                                     "match and apply would run at every boot)", "non-canonical-profile",
+                                     key=True)
+                continue
+            gi = model.profile(e.gi_name)
+            if gi is None:
+                allowed = ", ".join(model.profile_names)
+                yield loaded.problem(e.pointer, f"{e.name!r} is not a MIG profile of {model.display_name} "
+                                     f"({model.key}); allowed: {allowed}{_owners(catalog, e.gi_name, model)}",
+                                     "unknown-profile", key=True)
+                continue
+            if e.c is not None and not _ci_allowed(e.c, e.g):
+                yield loaded.problem(e.pointer, f"{e.name!r}: a {e.g}g GPU instance has no {e.c}c compute-"
+                                     "instance profile", "unknown-profile", key=True)
+                continue
+            if (e.c is None and isinstance(e.count, int) and not isinstance(e.count, bool)
+                    and e.count > gi.max_count):
+                yield loaded.problem(e.pointer, f"{e.count} x {e.name} requested; at most {gi.max_count} fit on "
+                                     f"one {model.display_name}", "count-above-max")
+
+
+def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], model: GpuModel,
+                     problems_so_far: list[Problem]) -> dict[str, int] | None:
+    layout_ptr = f"{ptr}/mig/layout"
+    if any(p.pointer.startswith(layout_ptr) for p in problems_so_far):
+        return None
+    entries = layout_entries(ptr, group)
+    layout = {e.name: e.count for e in entries}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in layout.values()):
+        return None
+    if len(entries) != len(as_mapping(as_mapping(group.get("mig")).get("layout"))):
+        return None
+    return {k: int(str(v)) for k, v in layout.items()}
+
+
+def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
+                     earlier: list[Problem]) -> Iterator[Problem]:
+    """A layout fits its GPU: one media-extension instance at most, compute and memory slices, exact placement."""
+    for ptr, group in gpu_entries(data):
+        model = model_of(group, catalog)
+        if model is None or not model.has_mig:
+            continue
+        layout = _group_layout_ok(loaded, ptr, group, model, earlier)
+        if not layout:
+            continue
+        layout_ptr = f"{ptr}/mig/layout"
+        entries = layout_entries(ptr, group)
+        media = [e for e in entries if (p := model.profile(e.gi_name)) is not None and p.media_extension]
+        if sum(layout[e.name] for e in media) > 1:
+            names = ", ".join(f"{layout[e.name]} x {e.name}" for e in media)
+            yield loaded.problem(layout_ptr, f"{names}: a GPU has one set of media engines, so at most one "
+                                 f"media-extension (+me) instance{_instead(model, layout)}", "media-extension")
+            continue
+        result = fit(model, layout)
+        if result.ok:
+            continue
+        compute, memory = result.compute_slices, result.memory_slices
+        if compute > model.total_compute_slices or memory > model.total_memory_slices:
+            text = (f"the layout needs {compute} compute slices and {memory} memory slices; a "
+                    f"{model.display_name} has {model.total_compute_slices} and {model.total_memory_slices}")
+            rule = "compute-slices" if compute > model.total_compute_slices else "placement"
+        else:
+            unplaced = ", ".join(result.unplaced)
+            text = (f"the instances cannot all be placed on one {model.display_name}: {result.reason}"
+                    + (f" (left over: {unplaced})" if unplaced else ""))
+            rule = "placement"
+        yield loaded.problem(layout_ptr, text + _instead(model, layout), rule)
+
+
+def _instead(model: GpuModel, layout: dict[str, int]) -> str:
+    """``; layouts that fit: {...}, {...}`` (each validates when pasted back) and where to see them all."""
+    nearest = nearest_layouts(model, layout)
+    fits = f"; layouts that fit: {', '.join(flow(n) for n in nearest)}" if nearest else ""
+    return f"{fits} (`migbake layouts {model.key}` lists every maximal layout)"

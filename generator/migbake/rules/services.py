@@ -1,0 +1,121 @@
+"""Semantic rules about the restore's neighbours: its timing, the services that wait for it, kubelet's labels.
+
+Like ``rules.py`` these read the raw data defensively (the schema may have failed elsewhere) and
+yield problems with a rule id; ``rules.RULES`` runs them with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from migbake.document.loader import LoadedProfile, join_pointer
+from migbake.gpu.catalog import Catalog
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL
+from migbake.problems import Problem
+
+# label namespaces kubelet may set on its own node (NodeRestriction admission plugin); any other key
+# under kubernetes.io / k8s.io is refused at registration
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+KUBELET_LABEL_KEYS = ("kubernetes.io/arch", "kubernetes.io/hostname", "kubernetes.io/os",
+                      "beta.kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/instance-type",
+                      "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
+                      "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+                      "failure-domain.beta.kubernetes.io/zone")
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: object, default: int) -> int | None:
+    if value is None:
+        return default
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def rule_driver_wait(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The driver wait ends before systemd's start timeout kills the restore."""
+    restore = _mapping(_mapping(data).get("restore"))
+    wait = _int(restore.get("driver_wait_seconds"), 120)
+    timeout = _int(restore.get("timeout_seconds"), 480)
+    if wait is None or timeout is None or wait < timeout:
+        return
+    where = "/restore/driver_wait_seconds" if "driver_wait_seconds" in restore else "/restore/timeout_seconds"
+    yield loaded.problem(where, f"driver_wait_seconds {wait} is not less than timeout_seconds {timeout}: systemd "
+                         "would kill the restore (TimeoutStartSec) while it still waits for the driver, without "
+                         "saying why; lower restore.driver_wait_seconds or raise restore.timeout_seconds",
+                         "driver-wait-timeout")
+
+
+def rule_consumers(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Each consumer is listed once and is none of the restore, the manager or the built-in kubelet."""
+    d = _mapping(data)
+    consumers = d.get("consumers")
+    if not isinstance(consumers, list):
+        return
+    kubelet = _mapping(d.get("kubelet"))
+    others = {
+        _mapping(d.get("restore")).get("unit", "nvidia-mig-restore.service"): "the restore unit itself",
+        _mapping(d.get("conflicting_manager")).get("unit", "nvidia-mig-manager.service"):
+            "the conflicting manager, which the bake masks or disables",
+    }
+    if kubelet.get("present", True) is True:
+        others[kubelet.get("unit", "kubelet.service")] = ("kubelet, the built-in consumer (kubelet.present is "
+                                                         "true); remove it here, or set kubelet.present: false")
+    seen: dict[str, int] = {}
+    for i, c in enumerate(consumers):
+        unit = _mapping(c).get("unit")
+        if not isinstance(unit, str):
+            continue
+        ptr = f"/consumers/{i}/unit"
+        if isinstance(others.get(unit), str):
+            yield loaded.problem(ptr, f"{unit!r} is {others[unit]}", "consumer-clash")
+        elif unit in seen:
+            yield loaded.problem(ptr, f"{unit!r} is already /consumers/{seen[unit]}: list each consumer once",
+                                 "consumer-clash")
+        else:
+            seen[unit] = i
+
+
+def _kubelet_may_set(key: str) -> bool:
+    prefix = key.rpartition("/")[0]
+    if not prefix:
+        return True
+    restricted = prefix in ("kubernetes.io", "k8s.io") or prefix.endswith((".kubernetes.io", ".k8s.io"))
+    return (not restricted or key in KUBELET_LABEL_KEYS or prefix in KUBELET_LABEL_NAMESPACES
+            or prefix.endswith(tuple("." + n for n in KUBELET_LABEL_NAMESPACES)))
+
+
+def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """node_labels can be expressed: kubelet runs, says how it takes extra arguments, and may set each label."""
+    d = _mapping(data)
+    k8s = _mapping(d.get("kubernetes"))
+    labels = k8s.get("node_labels")
+    if not isinstance(labels, dict) or not labels:
+        return
+    if _mapping(d.get("kubelet")).get("present", True) is False:
+        yield loaded.problem("/kubernetes/node_labels", "node_labels cannot be expressed: kubelet.present is "
+                             "false, so there is no kubelet to register the node with them", "node-labels-no-kubelet")
+        return
+    if not isinstance(k8s.get("kubelet_args_env"), str):
+        yield loaded.problem("/kubernetes/node_labels", "node_labels cannot be expressed without "
+                             "kubernetes.kubelet_args_env: migbake passes --node-labels through the environment "
+                             "variable that kubelet's ExecStart expands (e.g. KUBELET_EXTRA_ARGS with kubeadm's "
+                             "10-kubeadm.conf); set it, or set the labels at registration yourself (README: "
+                             "\"GPU Operator on the same cluster\")", "node-labels-no-args-env")
+    config = _mapping(d.get("restore")).get("config_name", "current")
+    for key, value in labels.items():
+        ptr = join_pointer("/kubernetes/node_labels", key)
+        if not _kubelet_may_set(str(key)):
+            yield loaded.problem(ptr, f"kubelet may not set {key!r} on its own node (NodeRestriction admits only "
+                                 "kubelet.kubernetes.io/, node.kubernetes.io/ and a few well-known keys under "
+                                 "kubernetes.io and k8s.io): set it with kubectl label instead",
+                                 "node-label-restricted", key=True)
+        elif key == MIG_MANAGER_LABEL and value != "false":
+            yield loaded.problem(ptr, f"{key}={value!r} would let the GPU Operator deploy its mig-manager here, "
+                                 "which applies its own config and undoes the restored layout; use \"false\" "
+                                 "(exactly one manager may own MIG on a node)", "node-label-mig-owner")
+        elif key == MIG_CONFIG_LABEL and value != config:
+            yield loaded.problem(ptr, f"{key}={value!r} names a config other than ours ({config!r}, "
+                                 "restore.config_name)", "node-label-mig-owner")

@@ -1,0 +1,215 @@
+"""One profile through the whole front of the pipeline: load -> schema -> rules -> typed model.
+
+Also which files a ``migbake validate PROFILE...`` argument names (a file, or a directory searched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
+from migbake.problems import Problem, has_errors, sort_problems
+from migbake.profile.schema import schema_problems
+from migbake.rules.general import rule_problems
+
+if TYPE_CHECKING:
+    from migbake.profile.nodeprofile import NodeProfile
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A profile file after every check: its problems, and the model when it has no errors."""
+
+    file: str
+    problems: list[Problem]
+    profile: NodeProfile | None
+
+    @property
+    def ok(self) -> bool:
+        """No errors (warnings allowed)."""
+        return self.profile is not None
+
+
+def _finish(loaded: LoadedProfile, problems: list[Problem], *, model: bool = True) -> Checked:
+    if loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
+        problems = problems + schema_problems(loaded)
+        if isinstance(loaded.data, dict):
+            problems += rule_problems(loaded)
+    problems = sort_problems(problems)
+    profile = None
+    if model and not has_errors(problems):
+        from migbake.profile.nodeprofile import (
+            build_profile,  # only generation needs the model: validate never loads it
+        )
+
+        data: dict[str, Any] = loaded.data  # type: ignore[assignment]
+        profile = build_profile(data, loaded.text)
+    return Checked(loaded.file, problems, profile)
+
+
+PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
+_PROFILE_NAMES = frozenset(g for g in PROFILE_GLOBS if "*" not in g)
+_PROFILE_SUFFIXES = tuple(g[1:] for g in PROFILE_GLOBS if g.startswith("*") and "*" not in g[1:])
+
+
+def _profiles_below(top: Path) -> list[Path]:
+    """Every file below ``top`` that PROFILE_GLOBS match, sorted: ``rglob`` of each glob, in one walk.
+
+    As ``rglob`` does: hidden folders are searched, a symlinked folder is not entered, a folder that
+    cannot be read is passed over; a match counts when it is a file (a symlink to one too).
+    """
+    found: set[Path] = set()
+    folders = [str(top)]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as scan:
+                entries = list(scan)
+        except PermissionError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name in _PROFILE_NAMES or name.endswith(_PROFILE_SUFFIXES):
+                path = Path(entry.path)  # a regular file needs no stat(); a symlink is followed as is_file() does
+                if entry.is_file(follow_symlinks=False) or (entry.is_symlink() and path.is_file()):
+                    found.add(path)
+            try:
+                inside = entry.is_dir() and not entry.is_symlink()
+            except OSError:
+                inside = False
+            if inside:
+                folders.append(entry.path)
+    return sorted(found)
+
+
+def profile_files(args: Sequence[str]) -> Iterator[Path]:
+    """The profiles ``args`` name: a file as it is, ``-`` (standard input), or every profile below a directory.
+
+    Raises ValueError (a usage error) for ``-`` given twice or a directory without profiles.
+    """
+    if sum(raw == "-" for raw in args) > 1:
+        raise ValueError("`-` (standard input) can be given once")
+    for raw in args:
+        p = Path(raw)
+        if raw != "-" and p.is_dir():
+            found = _profiles_below(p)
+            if not found:
+                raise ValueError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
+            yield from found
+        else:
+            yield p
+
+
+def check_file(path: Path, display: str | None = None) -> Checked:
+    """Load and check the profile at ``path``."""
+    loaded, problems = read_profile(path, display)
+    return _finish(loaded, problems)
+
+
+def _problems(path: Path) -> list[Problem]:
+    """``check_file(path).problems``, without building the model that only generation needs."""
+    loaded, problems = read_profile(path)
+    return _finish(loaded, problems, model=False).problems
+
+
+def check_bytes(data: bytes, file: str) -> Checked:
+    """Load and check a profile given as bytes (``file`` names it in problems)."""
+    loaded, problems = load_profile_bytes(data, file)
+    return _finish(loaded, problems)
+
+
+# below this many files a worker process costs more than it saves
+PARALLEL_MIN_FILES = 64
+
+
+def _cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
+
+
+def _single_threaded() -> bool:
+    """Whether forking is safe: no other thread can hold a lock that the worker would inherit held."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
+def file_problems(paths: Sequence[Path]) -> list[list[Problem]]:
+    """The problems of each profile file, in order: ``check_file(path).problems`` for every path.
+
+    With many files, several CPUs and ``fork``, a worker process checks the second half while this one
+    checks the first; each file is checked in full either way, and the worker sends back only its
+    problems. Should the worker fail in any way, this process checks those files itself (so an error
+    in a check is raised here, as without a worker).
+    """
+    if len(paths) < PARALLEL_MIN_FILES or not hasattr(os, "fork") or _cpus() < 2 or not _single_threaded():
+        return [_problems(p) for p in paths]
+    import pickle  # noqa: F401 - imported once, before the fork: the worker inherits it
+
+    first = _problems(paths[0])  # the catalog and the schema check, made before the fork: shared
+    split = (len(paths) + 1) // 2
+    worker = _fork_worker(paths[split:])
+    if worker is None:
+        return [first] + [_problems(p) for p in paths[1:]]
+    import signal  # only here: start-up does not pay for it
+
+    pid, pipe = worker
+    with os.fdopen(pipe, "rb") as reader:
+        try:
+            mine = [first] + [_problems(p) for p in paths[1:split]]
+            data = reader.read()
+        except BaseException:  # an error or an interrupt here: the worker's results are not wanted
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            raise
+    theirs = _worker_result(pid, data)
+    return mine + (theirs if theirs is not None else [_problems(p) for p in paths[split:]])
+
+
+def _fork_worker(paths: Sequence[Path]) -> tuple[int, int] | None:
+    """Fork a process that checks ``paths`` and writes their problems, pickled, to a pipe: (pid, read end)."""
+    try:
+        read, write = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        return None
+    if pid:
+        os.close(write)
+        return pid, read
+    import pickle
+
+    code = 1
+    try:  # the worker: never returns, never runs the parent's exit handlers or flushes its buffers
+        os.close(read)
+        data = pickle.dumps([_problems(p) for p in paths], protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(write, "wb") as out:
+            out.write(data)
+        code = 0
+    except BaseException:  # the parent checks these files itself
+        pass
+    finally:
+        os._exit(code)
+
+
+def _worker_result(pid: int, data: bytes) -> list[list[Problem]] | None:
+    """The worker's problems (``data``, all it wrote) once it has exited cleanly, else None."""
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return None
+    import pickle
+
+    try:
+        result: list[list[Problem]] = pickle.loads(data)
+    except Exception:
+        return None
+    return result
