@@ -21,6 +21,25 @@ def image_dir(request: pytest.FixtureRequest) -> Path:
     return path
 
 
+def _registered_problems_only() -> None:
+    """Every Problem any test makes carries a rule id of the registry (rules/registry.py): a new rule id
+    without an entry fails the test that first reports it (tests/test_rule_registry.py shows this)."""
+    from migbake.problems import Problem
+    from migbake.rules.registry import RULES
+
+    made = Problem.__init__
+
+    def checked(self: Problem, *args: object, **kwargs: object) -> None:
+        made(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.rule not in RULES and not self.rule.startswith("schema-"):
+            raise AssertionError(f"rule id {self.rule!r} is not in generator/migbake/rules/registry.py")
+
+    Problem.__init__ = checked  # type: ignore[method-assign]
+
+
+_registered_problems_only()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say how many configs NVIDIA's own parser judged in this run (tests/realtools.mig_parted_valid)."""
     from realtools import MIG_PARTED_CHECKS

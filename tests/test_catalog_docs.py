@@ -19,12 +19,12 @@ def test_schema_model_examples_are_the_catalog_ids() -> None:
     assert model["examples"] == list(load_catalog().keys)
 
 
-def test_readme_gpu_table_is_what_migbake_gpus_prints() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_docs_gpu_table_is_what_migbake_gpus_prints() -> None:
+    readme = (REPO / "docs" / "catalog.md").read_text()
     block = re.search(r"<!-- gpu-models:[^>]*-->\n(.*?)<!-- /gpu-models -->", readme, re.S)
-    assert block, "README has no gpu-models block"
+    assert block, "docs/catalog.md has no gpu-models block"
     printed = CliRunner().invoke(main, ["gpus", "--markdown"]).stdout
-    assert block.group(1) == printed, "README's GPU table is stale: paste `migbake gpus --markdown` into it"
+    assert block.group(1) == printed, "docs/catalog.md's GPU table is stale: paste `migbake gpus --markdown` into it"
 
 
 @pytest.mark.parametrize("name", ["node-profile.schema.json", "mig-catalog.schema.json"])
@@ -48,8 +48,8 @@ def test_every_schema_property_has_a_description(name: str) -> None:
     assert walk(schema, "") == []
 
 
-def test_readme_documents_every_top_level_profile_key() -> None:
+def test_docs_document_every_top_level_profile_key() -> None:
     schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text())
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "profile.md").read_text()
     for key in schema["properties"]:
         assert f"`{key}" in readme, key

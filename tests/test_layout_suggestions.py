@@ -133,12 +133,12 @@ def test_layouts_without_a_model_lists_the_models() -> None:
     assert all(f"  {key} " in result.stdout for key in CATALOG.keys)
 
 
-def test_readme_first_profile_walkthrough_is_what_migbake_prints(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    section = (REPO / "README.md").read_text().split("## Writing your first profile", 1)[1].split("\n## ", 1)[0]
+def test_tutorial_first_profile_walkthrough_is_what_migbake_prints(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    section = (REPO / "docs" / "tutorial.md").read_text().split("# Writing your first profile", 1)[1]
     blocks = section.split("```")[1::2]  # the fenced blocks, in order
     profile_text = next(b for b in blocks if b.startswith("yaml\n"))[len("yaml\n"):]
-    monkeypatch.chdir(tmp_path)  # the README shows relative file names
+    monkeypatch.chdir(tmp_path)  # the tutorial shows relative file names
     profile = tmp_path / "node-profile.yaml"
     profile.write_text(profile_text)
     runner = CliRunner()

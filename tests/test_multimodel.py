@@ -96,8 +96,8 @@ def test_single_model_config_says_how_to_fail_closed(tmp_path: Path) -> None:
     assert "device_filter: always" in text and "device-filter:" not in text
 
 
-def test_readme_documents_the_foreign_gpu_and_the_new_keys() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_docs_document_the_foreign_gpu_and_the_new_keys() -> None:
+    readme = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
     for word in ("not all GPUs match", "device_filter", "fails closed", "mig_strategy", "migbake import",
                  "--gpu-operator", "nvidia.com/mig.config"):
         assert word in readme, word

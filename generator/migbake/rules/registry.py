@@ -1,0 +1,107 @@
+"""Every rule id migbake reports, in one table: its id, its severity, the stage that finds it, and one line.
+
+A problem's ``rule`` is one of these ids (``tests/test_rule_registry.py`` checks every id the case corpus
+and the code report is here, and every id here has a case); the rule reference in
+``docs/reference/rules.md`` is generated from this table and the corpus. The checks themselves live
+where their stage runs: ``document.loader`` (the YAML), ``document.schema_messages`` (the shape),
+``gpu.catalogfile`` (catalog files) and the rule modules beside this one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Stage = Literal["yaml", "schema", "rules", "catalog"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule id: what a problem with it means."""
+
+    id: str
+    stage: Stage
+    summary: str
+    severity: Literal["error", "warning"] = "error"
+
+
+def _table(stage: Stage, rows: tuple[tuple[str, str], ...], severity: dict[str, str] | None = None) -> list[Rule]:
+    warn = severity or {}
+    return [Rule(rule_id, stage, summary, "warning" if warn.get(rule_id) else "error") for rule_id, summary in rows]
+
+
+_YAML = (
+    ("empty-file", "the file has no document (empty, or only comments)"),
+    ("file-too-large", "the file is larger than a node profile can reasonably be"),
+    ("not-utf8", "the file is not UTF-8 text"),
+    ("byte-order-mark", "the file starts with a byte-order mark"),
+    ("not-text", "the file holds NUL or other control characters"),
+    ("yaml-syntax", "the YAML does not parse"),
+    ("multiple-documents", "the file holds more than one YAML document"),
+    ("not-a-mapping", "the document is not a mapping of keys"),
+    ("duplicate-key", "a key appears twice in one mapping (PyYAML would silently keep the last)"),
+    ("yaml-alias", "an anchor, alias or merge of YAML: write the value out"),
+    ("yaml-merge-key", "a YAML merge key (<<)"),
+    ("yaml-tag", "an explicit YAML tag (!!str, !custom, ...)"),
+    ("yaml-key-type", "a key that is not a plain string"),
+    ("yaml-1.1-bool", "yes/no/on/off: a boolean in YAML 1.1 (mig-parted) but a string in YAML 1.2"),
+    ("yaml-1.1-octal", "0644-style numbers: octal in YAML 1.1, decimal in YAML 1.2"),
+    ("yaml-number", "a number YAML readers disagree on (.inf, .nan, 1_000, 0x1F, ...)"),
+    ("number-too-large", "a number with more digits than any field takes"),
+    ("yaml-too-deep", "nesting deeper than any node profile needs"),
+)
+_SCHEMA = (
+    ("unknown-key", "a key the schema does not know here (with 'did you mean')"),
+    ("missing-key", "a required key is missing"),
+    ("schema-type", "a value of the wrong type"),
+    ("schema-enum", "a value outside the allowed set"),
+    ("schema-const", "a value other than the one allowed (version: 1)"),
+    ("schema-pattern", "a string that does not match its pattern (names, units, paths)"),
+    ("schema-name", "a key of a name map (a layout's profile names, node labels) that does not match its pattern"),
+    ("schema-range", "a number below its minimum or above its maximum"),
+    ("schema-size", "a string, list or map that is too short or too long"),
+    ("schema-unique", "a list whose items must be unique repeats one"),
+)
+_RULES = (
+    ("unknown-model", "a GPU model the catalog does not know (with 'did you mean')"),
+    ("ambiguous-model", "a name that covers catalog models with different MIG profiles (H100, GH200, ...)"),
+    ("no-mig", "a GPU without MIG (L40S, L4, A10, T4) that does not say mig: {enabled: false}"),
+    ("unknown-profile", "a MIG profile the GPU model does not have"),
+    ("non-canonical-profile", "a profile name mig-parted would not match literally (7c.7g.40gb)"),
+    ("count-not-positive", "a layout count of zero or less"),
+    ("count-above-max", "more instances of a profile than the GPU model allows"),
+    ("media-extension", "more than one +me instance on a GPU"),
+    ("compute-slices", "the layout needs more compute slices than the GPU has"),
+    ("placement", "the instances cannot be placed on the GPU's memory slices without overlap"),
+    ("empty-layout", "MIG on with no instances: the device plugin fails on such a GPU"),
+    ("layout-without-mig", "a layout on an entry with MIG off"),
+    ("device-overlap", "two gpus entries name the same GPU index"),
+    ("device-out-of-range", "a GPU index beyond gpu_count"),
+    ("devices-without-gpu-count", "explicit devices without gpu_count: coverage cannot be checked"),
+    ("device-uncovered", "with gpu_count: a GPU that no entry covers"),
+    ("model-uncovered", "with a device-filter: a model whose entries leave GPUs out"),
+    ("mig-strategy-single", "kubernetes.mig_strategy single with more than one MIG device type"),
+    ("driver-container", "driver: container (the GPU Operator's driver) cannot be restored before kubelet"),
+    ("unit-name-clash", "two of the restore's units, or a unit and a consumer, share a name"),
+    ("managed-config-path", "restore.config_path is the GPU Operator's managed config file"),
+    ("config-path-in-systemd", "restore.config_path inside a systemd unit directory"),
+    ("pci-device-id", "pci_device_ids not of the entry's own GPU model"),
+    ("pci-ids-unfiltered", "pci_device_ids on a config without a device-filter that would carry them"),
+    ("driver-wait-timeout", "restore.driver_wait_seconds not below restore.timeout_seconds"),
+    ("consumer-clash", "a consumer that is kubelet, the restore itself, or listed twice"),
+    ("node-labels-no-args-env", "kubernetes.node_labels without kubernetes.kubelet_args_env to carry them"),
+    ("node-labels-no-kubelet", "kubernetes.node_labels with kubelet.present: false"),
+    ("node-label-restricted", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)"),
+    ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
+)
+_CATALOG = (
+    ("catalog-json", "a catalog file that is not valid JSON"),
+    ("catalog-duplicate-id", "two models of a catalog file share an id"),
+    ("catalog-placement", "a profile's placements do not fit the model's memory slices"),
+)
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in (
+    *_table("yaml", _YAML), *_table("schema", _SCHEMA),
+    *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning"}),
+    *_table("catalog", _CATALOG),
+)}
