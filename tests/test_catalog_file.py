@@ -132,3 +132,4 @@ def test_a_missing_or_directory_catalog_file(tmp_path: Path) -> None:
     for path in (tmp_path / "missing.json", tmp_path):
         result = _run("--catalog", str(path), "gpus")
         assert result.exit_code == 1 and "cannot read the catalog file" in result.stderr, result.output
+        assert "[unreadable]" in result.stderr, result.stderr

@@ -8,10 +8,9 @@ import json
 from typing import Any
 
 import pytest
+from support import REPO
 
 from migbake.profile.nodeprofile import build_profile
-
-from support import REPO
 
 SCHEMA = json.loads((REPO / "schemas" / "node-profile.schema.json").read_text(encoding="utf-8"))
 MINIMAL: dict[str, Any] = {"version": 1, "name": "defaults", "gpus": [{"model": "h200-141gb"}]}

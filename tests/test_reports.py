@@ -51,9 +51,9 @@ def test_github_escapes_properties_and_data() -> None:
     from migbake.problems import Problem
     from migbake.report import FileResult, github_report
 
-    p = Problem("a,b:c%.yaml", 1, 2, "/x", "50% of\nit", "r")
+    p = Problem("a,b:c%.yaml", 1, 2, "/x", "50% of\nit", "placement")
     assert github_report([FileResult(p.file, [p])]) == (
-        "::error file=a%2Cb%3Ac%25.yaml,line=1,col=2,title=migbake r::/x: 50%25 of%0Ait\n")
+        "::error file=a%2Cb%3Ac%25.yaml,line=1,col=2,title=migbake placement::/x: 50%25 of%0Ait\n")
 
 
 def test_json_report(files: list[str]) -> None:

@@ -18,7 +18,6 @@ from migbake.boottest.scenarios.scenario import IMITATION, Scenario
 from migbake.boottest.simgpu.node import node_for_profile
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.migparted.config import group_models
 from migbake.render.tree import render
 from migbake.render.write import write_tree
 
@@ -65,7 +64,7 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
                                "which runs over the simulated GPU)")
     prof = valid_profile(profile)
     generation: Literal["hopper", "ampere"] = (
-        "ampere" if all(m.mig_mode_persists for m in group_models(prof) if m.has_mig) else "hopper")
+        "ampere" if all(m.mig_mode_persists for m in prof.models if m.has_mig) else "hopper")
     all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
     chosen_paths = [p for p in all_paths if paths in (p, "both")]
     all_scenarios: list[Scenario] = ["ok", "fail-apply", "fail-assert"]

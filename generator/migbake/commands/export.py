@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile, write_or_print
-from migbake.gpu.catalog import load_catalog
 from migbake.kubernetes.resources import CONFIG_LABEL, configmap_name, gpu_operator_configmap
 from migbake.migparted.config import mig_parted_config_text
-from migbake.render.tree import header
+from migbake.render.plan import header
 
 
 @click.command()
@@ -26,10 +25,10 @@ def export(profile: Path, gpu_operator: bool, output: Path | None) -> None:
     The ConfigMap is named <profile>-mig-parted-config with key config.yaml; the operator's mig-manager
     applies it on nodes labelled nvidia.com/mig.config=<restore.config_name>.
     """
-    prof, cat = valid_profile(profile, "nothing exported"), load_catalog()
+    prof = valid_profile(profile, "nothing exported")
     if not gpu_operator:
-        write_or_print(header(prof) + "\n" + mig_parted_config_text(prof, cat), output)
+        write_or_print(header(prof) + "\n" + mig_parted_config_text(prof), output)
         return
-    write_or_print(gpu_operator_configmap(prof, header(prof), cat), output)
+    write_or_print(gpu_operator_configmap(prof, header(prof)), output)
     click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
                f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)

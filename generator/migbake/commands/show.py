@@ -7,12 +7,10 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
-from migbake.gpu.catalog import load_catalog
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.resources import resource_report
-from migbake.migparted.config import group_models
-from migbake.render.tree import gpu_notes
+from migbake.render.plan import gpu_notes
 from migbake.wording import instances
 
 
@@ -22,15 +20,14 @@ def show(profile: Path) -> None:
     """Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input)."""
     prof = valid_profile(profile)
     click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
-    cat = load_catalog()
-    for note in gpu_notes(prof, cat):
+    for note in gpu_notes(prof):
         click.echo(f"  {note}")
     closed = [c.unit for c in prof.all_consumers if c.fail_closed]
     opened = [c.unit for c in prof.all_consumers if not c.fail_closed]
     click.echo(f"  The restore runs before {prof.consumers_text() if prof.all_consumers else 'no consumer'}"
                + (f"; a failed restore keeps {', '.join(closed)} down" if closed else "")
                + (f"; {', '.join(opened)} start anyway" if opened else "") + ".")
-    for i, (group, m) in enumerate(zip(prof.gpus, group_models(prof, cat))):
+    for i, (group, m) in enumerate(zip(prof.gpus, prof.models)):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
         click.echo(f"\n/gpus/{i}: {m.key}, {devices}")
         if not group.mig_enabled:
@@ -42,5 +39,5 @@ def show(profile: Path) -> None:
             continue
         click.echo(f"  {instances(layout)}")
         click.echo(render_slice_map(m, fit(m, layout).placements))
-    for line in resource_report(prof, cat):
+    for line in resource_report(prof):
         click.echo(line)

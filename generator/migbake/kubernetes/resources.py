@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, load_catalog
+from migbake.gpu.catalog import PROFILE_NAME_RE
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG
-from migbake.migparted.config import config_yaml, entry_pci_ids, group_models, mig_parted_config, uses_device_filter
+from migbake.migparted.config import config_yaml, entry_pci_ids, mig_parted_config, uses_device_filter
 from migbake.profile.nodeprofile import GpuGroup, MigStrategy, NodeProfile
 
 WHOLE_GPU = "nvidia.com/gpu"
@@ -56,11 +56,11 @@ def _gpus(profile: NodeProfile, members: list[int]) -> list[int | None]:
     return [len(d) if (d := profile.gpus[i].devices) != "all" else profile.gpu_count for i in members]
 
 
-def node_kinds(profile: NodeProfile, catalog: Catalog | None = None) -> list[NodeKind]:
+def node_kinds(profile: NodeProfile) -> list[NodeKind]:
     """One kind per GPU model when entries filter by model and there are several, else one kind."""
-    models = [m.key for m in group_models(profile, catalog)]
+    models = [m.key for m in profile.models]
     kinds: dict[str, list[int]] = {}
-    several = uses_device_filter(profile, catalog) and len(set(models)) > 1
+    several = uses_device_filter(profile) and len(set(models)) > 1
     for i, key in enumerate(models):
         kinds.setdefault(key if several else "", []).append(i)
     out = []
@@ -82,14 +82,14 @@ def _pairs(resources: dict[str, int]) -> str:
     return ", ".join(f"{r}: {n}" for r, n in resources.items()) or "nothing"
 
 
-def resource_report(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+def resource_report(profile: NodeProfile) -> list[str]:
     """Lines for ``migbake show``: what kubelet's allocatable will list, per kind of node."""
     strategy = profile.kubernetes.mig_strategy
     lines = [f"Kubernetes extended resources (device plugin MIG strategy: {strategy}):"]
     if not profile.kubelet.present:
         lines.append("  (the profile runs no Kubernetes node: these apply only if the node ever runs the device "
                      "plugin)")
-    for kind in node_kinds(profile, catalog):
+    for kind in node_kinds(profile):
         if kind.totals is not None:
             lines.append(f"  {kind.label} ({sum(x or 0 for x in kind.gpus)} GPUs):")
             lines += [f"    {r}: {c}" for r, c in kind.totals.items()] or ["    nothing"]
@@ -106,15 +106,15 @@ def resource_report(profile: NodeProfile, catalog: Catalog | None = None) -> lis
     return lines
 
 
-def verify_groups(profile: NodeProfile, catalog: Catalog | None = None) -> list[dict[str, str]]:
+def verify_groups(profile: NodeProfile) -> list[dict[str, str]]:
     """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources."""
-    filtered = uses_device_filter(profile, catalog)
+    filtered = uses_device_filter(profile)
     strategy = profile.kubernetes.mig_strategy
     return [{"model": m.key, "pci_ids": " ".join(entry_pci_ids(g, m)),
              "devices": "all" if g.devices == "all" else " ".join(map(str, g.devices)),
              "filtered": "yes" if filtered else "no",
              "resources": " ".join(f"{r}={n}" for r, n in per_gpu(g, strategy).items())}
-            for g, m in zip(profile.gpus, group_models(profile, catalog))]
+            for g, m in zip(profile.gpus, profile.models)]
 
 
 def configmap_name(profile: NodeProfile) -> str:
@@ -122,19 +122,18 @@ def configmap_name(profile: NodeProfile) -> str:
     return f"{profile.name}-mig-parted-config"
 
 
-def operator_config(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, object]:
+def operator_config(profile: NodeProfile) -> dict[str, object]:
     """Our config plus the operator's default ``all-disabled`` (the label value it sets on unlabelled nodes)."""
-    config = mig_parted_config(profile, catalog)
+    config = mig_parted_config(profile)
     configs = config["mig-configs"]
     if OPERATOR_DEFAULT_CONFIG not in configs:
         configs[OPERATOR_DEFAULT_CONFIG] = [{"devices": "all", "mig-enabled": False}]
     return config
 
 
-def gpu_operator_configmap(profile: NodeProfile, header: str, catalog: Catalog | None = None) -> str:
+def gpu_operator_configmap(profile: NodeProfile, header: str) -> str:
     """The layout as a GPU Operator mig-manager custom config (a ConfigMap with key ``config.yaml``)."""
-    cat = catalog or load_catalog()
-    config = config_yaml(operator_config(profile, cat))
+    config = config_yaml(operator_config(profile))
     # config.yaml as a literal block: the text is PyYAML's own output, so every line is safe inside it
     name = json.dumps(configmap_name(profile))
     body = ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {name}", "data:", "  config.yaml: |",

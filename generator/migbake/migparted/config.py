@@ -8,27 +8,15 @@ from typing import Any
 import yaml
 
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
-from migbake.gpu.catalog import Catalog, GpuModel, load_catalog
+from migbake.gpu.catalog import GpuModel
 from migbake.gpu.devicefilter import writes_device_filter
 from migbake.profile.nodeprofile import GpuGroup, NodeProfile
 
 
-def group_models(profile: NodeProfile, catalog: Catalog | None = None) -> list[GpuModel]:
-    """The catalog model of each ``gpus`` entry, in order (the profile has been validated)."""
-    cat = catalog or load_catalog()
-    models = []
-    for g in profile.gpus:
-        m = cat.find_gpu(g.model)
-        if m is None:  # validation guarantees this cannot happen
-            raise KeyError(g.model)
-        models.append(m)
-    return models
-
-
-def uses_device_filter(profile: NodeProfile, catalog: Catalog | None = None) -> bool:
+def uses_device_filter(profile: NodeProfile) -> bool:
     """Whether entries carry a device-filter (``device_filter``; auto: several models, or exact ids)."""
     exact = any(g.pci_device_ids for g in profile.gpus)
-    return writes_device_filter(profile.device_filter, (m.key for m in group_models(profile, catalog)), exact)
+    return writes_device_filter(profile.device_filter, (m.key for m in profile.models), exact)
 
 
 def entry_pci_ids(group: GpuGroup, model: GpuModel) -> tuple[str, ...]:
@@ -36,16 +24,16 @@ def entry_pci_ids(group: GpuGroup, model: GpuModel) -> tuple[str, ...]:
     return group.pci_device_ids or model.pci_device_ids
 
 
-def filter_notes(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+def filter_notes(profile: NodeProfile) -> list[str]:
     """What the config does on a GPU the profile does not list: comment lines for the generated config."""
-    if not uses_device_filter(profile, catalog):
+    if not uses_device_filter(profile):
         if profile.device_filter == "never":
             return ["No device-filter (device_filter: never): each entry applies to its GPU indices,",
                     "whatever the GPU model."]
         return ["No device-filter (one GPU model): on a GPU of another model apply tries these profile",
                 "names and fails; device_filter: always makes such a node fail at assert instead."]
     seen: dict[str, dict[str, None]] = {}  # model -> its entries' ids, in order
-    for g, m in zip(profile.gpus, group_models(profile, catalog)):
+    for g, m in zip(profile.gpus, profile.models):
         seen.setdefault(m.key, {}).update(dict.fromkeys(entry_pci_ids(g, m)))
     held, anyway = profile.held_units, [c.unit for c in profile.all_consumers if not c.fail_closed]
     if held:
@@ -74,10 +62,10 @@ def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any
     return entry
 
 
-def mig_parted_config(profile: NodeProfile, catalog: Catalog | None = None) -> dict[str, Any]:
+def mig_parted_config(profile: NodeProfile) -> dict[str, Any]:
     """``{version: v1, mig-configs: {<config_name>: [entries]}}`` exactly as apply/assert read it."""
-    models = group_models(profile, catalog)
-    with_filter = uses_device_filter(profile, catalog)
+    models = profile.models
+    with_filter = uses_device_filter(profile)
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
     return {"version": "v1", "mig-configs": {_ConfigName(profile.restore.config_name): entries}}
 
@@ -111,9 +99,9 @@ def _represent_name(dumper: yaml.SafeDumper, name: _ConfigName) -> yaml.ScalarNo
 _ConfigDumper.add_representer(_ConfigName, _represent_name)
 
 
-def mig_parted_config_text(profile: NodeProfile, catalog: Catalog | None = None) -> str:
+def mig_parted_config_text(profile: NodeProfile) -> str:
     """The config as YAML text, without comments (the generated file adds a header above it)."""
-    return config_yaml(mig_parted_config(profile, catalog))
+    return config_yaml(mig_parted_config(profile))
 
 
 def config_yaml(data: dict[str, Any]) -> str:

@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from migbake.gpu.catalog import Catalog
-from migbake.migparted.config import entry_pci_ids, group_models, uses_device_filter
+from migbake.migparted.config import entry_pci_ids, uses_device_filter
 from migbake.profile.nodeprofile import NodeProfile
 
 AFTER_RESET = {
@@ -45,11 +44,11 @@ def layout_text(counts: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{n}x {name}" for name, n in sorted(counts)) or "no MIG devices"
 
 
-def expectations(profile: NodeProfile, catalog: Catalog | None = None) -> tuple[Expectation, ...]:
+def expectations(profile: NodeProfile) -> tuple[Expectation, ...]:
     """One expectation per ``gpus`` entry, in profile order."""
-    filtered = uses_device_filter(profile, catalog)
+    filtered = uses_device_filter(profile)
     out = []
-    for i, (g, m) in enumerate(zip(profile.gpus, group_models(profile, catalog))):
+    for i, (g, m) in enumerate(zip(profile.gpus, profile.models)):
         # nvidia-smi shows a GPU without MIG (a display GPU, an L40S) as mig.mode.current [N/A]
         mode = "Enabled" if g.mig_enabled else "Disabled" if m.has_mig else "[N/A]"
         want = f"MIG Enabled, {layout_text(g.layout)}" if g.mig_enabled else f"MIG {mode}"

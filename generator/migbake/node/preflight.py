@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.labels import label_checks
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations, layout_text
 from migbake.node.nvidiasmi import Capture, Gpu
@@ -176,11 +175,10 @@ def _mig_mode(profile: NodeProfile, gpus: tuple[Gpu, ...], selected: dict[int, E
                  f"{AFTER_RESET[profile.restore.on_reset_required]}")
 
 
-def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...],
-                    catalog: Catalog | None = None) -> list[Check]:
+def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> list[Check]:
     """gpu-count, one check per ``gpus`` entry, coverage, mig-state (and mig-mode with Ampere GPUs)."""
     selected: dict[int, Expectation] = {}
-    found = expectations(profile, catalog)
+    found = expectations(profile)
     groups = [_group(e, gpus, selected) for e in found]
     checks = [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected), _mig_state(gpus, selected)]
     if any(e.mode_persists for e in found):
@@ -188,9 +186,9 @@ def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...],
     return checks
 
 
-def check_names(profile: NodeProfile, catalog: Catalog | None = None) -> list[str]:
+def check_names(profile: NodeProfile) -> list[str]:
     """Every check of the table, in order (the generated script prints the same rows)."""
-    found = expectations(profile, catalog)
+    found = expectations(profile)
     reset = any(e.mode_persists for e in found)
     return ["nvidia-smi", "driver", "gpu-count", *(e.check for e in found), "coverage", "mig-state",
             *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
@@ -198,17 +196,17 @@ def check_names(profile: NodeProfile, catalog: Catalog | None = None) -> list[st
             "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else [])]
 
 
-def check_capture(profile: NodeProfile, capture: Capture | None, catalog: Catalog | None = None,
+def check_capture(profile: NodeProfile, capture: Capture | None,
                   labels: dict[str, str] | None = None, node_file: str = "") -> Preflight:
     """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP."""
     found: dict[str, Check] = {}
     if capture is not None:
-        found.update((c.name, c) for c in hardware_checks(profile, capture.gpus, catalog))
+        found.update((c.name, c) for c in hardware_checks(profile, capture.gpus))
     if labels is not None and profile.kubelet.present:
         found.update((n, Check(n, s, d)) for n, s, d in label_checks(labels, profile.restore.config_name))
     hardware = ("gpu-count", "coverage", "mig-state", "mig-mode")
     checks = []
-    for name in check_names(profile, catalog):
+    for name in check_names(profile):
         why = NO_CAPTURE if name in hardware or name.startswith("gpus/") else OFFLINE
         why = NO_NODE_JSON if name in ("gpu-operator", "mig-config") else why
         checks.append(found.get(name, Check(name, "SKIP", why)))

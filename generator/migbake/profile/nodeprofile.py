@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from migbake.gpu.catalog import canonical_pci_id
+from migbake.gpu.catalog import Catalog, GpuModel, canonical_pci_id, load_catalog
 
 OnFailure = Literal["block-kubelet", "continue"]
 ManagerAction = Literal["disable", "mask"]
@@ -35,6 +35,7 @@ class GpuGroup:
     devices: Literal["all"] | tuple[int, ...]
     mig_enabled: bool
     layout: tuple[tuple[str, int], ...]
+    gpu: GpuModel  # the catalog model ``model`` names, resolved once when the profile is built
     pci_device_ids: tuple[str, ...] = ()  # exactly the ids its device-filter names (empty: all of the model's)
 
     @property
@@ -123,6 +124,11 @@ class NodeProfile:
     source_sha256: str = ""
 
     @property
+    def models(self) -> tuple[GpuModel, ...]:
+        """The catalog model of each ``gpus`` entry, in order."""
+        return tuple(g.gpu for g in self.gpus)
+
+    @property
     def drop_in_dir(self) -> str:
         """The kubelet drop-in folder, relative to /etc/systemd/system."""
         return f"{self.kubelet.unit}.d"
@@ -146,7 +152,10 @@ class NodeProfile:
         return units[0] if len(units) == 1 else ", ".join(units[:-1]) + " and " + units[-1]
 
 
-def _group(raw: dict[str, Any]) -> GpuGroup:
+def _group(raw: dict[str, Any], catalog: Catalog) -> GpuGroup:
+    gpu = catalog.find_gpu(str(raw["model"]))
+    if gpu is None:  # the rules refuse an unknown model before a profile is built
+        raise KeyError(raw["model"])
     devices = raw.get("devices", "all")
     mig = raw.get("mig", {})
     layout = mig.get("layout", {})
@@ -155,12 +164,15 @@ def _group(raw: dict[str, Any]) -> GpuGroup:
         devices="all" if devices == "all" else tuple(int(d) for d in devices),
         mig_enabled=bool(mig.get("enabled", True)),
         layout=tuple((str(k), int(v)) for k, v in layout.items()),
+        gpu=gpu,
         pci_device_ids=tuple(canonical_pci_id(str(p)) for p in raw.get("pci_device_ids", ())),
     )
 
 
-def build_profile(data: dict[str, Any], source_text: str = "") -> NodeProfile:
-    """The NodeProfile for ``data``, which must already have passed the schema."""
+def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog | None = None) -> NodeProfile:
+    """The NodeProfile for ``data``, which must already have passed the schema and the rules (its GPU models
+    are resolved here, once, in ``catalog``: by default the selected one)."""
+    cat = catalog or load_catalog()
     kub, res = data.get("kubelet", {}), data.get("restore", {})
     tools, mgr = data.get("tools", {}), data.get("conflicting_manager", {})
     k8s = dict(data.get("kubernetes", {}))
@@ -169,7 +181,7 @@ def build_profile(data: dict[str, Any], source_text: str = "") -> NodeProfile:
         name=data["name"],
         description=data.get("description", ""),
         gpu_count=data.get("gpu_count"),
-        gpus=tuple(_group(g) for g in data["gpus"]),
+        gpus=tuple(_group(g, cat) for g in data["gpus"]),
         kubelet=Kubelet(**kub),
         restore=Restore(**res),
         tools=Tools(**tools),

@@ -4,7 +4,8 @@ A problem's ``rule`` is one of these ids (``tests/test_rule_registry.py`` checks
 and the code report is here, and every id here has a case); the rule reference in
 ``docs/reference/rules.md`` is generated from this table and the corpus. The checks themselves live
 where their stage runs: ``document.loader`` (the YAML), ``document.schema_messages`` (the shape),
-``gpu.catalogfile`` (catalog files) and the rule modules beside this one.
+``gpu.catalogfile`` (catalog files), ``node.importer`` (``migbake import``: a mig-parted config that a
+profile cannot represent) and the rule modules beside this one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Stage = Literal["yaml", "schema", "rules", "catalog"]
+Stage = Literal["yaml", "schema", "rules", "catalog", "import"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ def _table(stage: Stage, rows: tuple[tuple[str, str], ...], severity: dict[str, 
 
 
 _YAML = (
+    ("unreadable", "the file cannot be read (missing, a folder, no permission)"),
     ("empty-file", "the file has no document (empty, or only comments)"),
     ("file-too-large", "the file is larger than a node profile can reasonably be"),
     ("not-utf8", "the file is not UTF-8 text"),
@@ -99,9 +101,25 @@ _CATALOG = (
     ("catalog-duplicate-id", "two models of a catalog file share an id"),
     ("catalog-placement", "a profile's placements do not fit the model's memory slices"),
 )
+_IMPORT = (
+    ("import-version", "the mig-parted config is not version: v1"),
+    ("import-key", "a top-level key of a mig-parted config other than version and mig-configs"),
+    ("import-config", "mig-configs is not a map of configs, or the chosen config is missing or empty"),
+    ("import-config-name", "a config name a node profile cannot carry (migbake never renames a config)"),
+    ("import-entry", "a config entry that is not a mapping of devices, mig-enabled, mig-devices (+ device-filter)"),
+    ("import-devices", "devices that are not all or a list of GPU indices"),
+    ("import-mig", "mig-devices that are not profile names with whole counts, or all zero"),
+    ("import-model", "the GPU model cannot be told: pass --model or --nvidia-smi-xml"),
+    ("import-filter-malformed", "a device-filter that is not PCI ids as mig-parted reads them"),
+    ("import-filter-subsystem", "a device-filter with a subsystem id (a profile names device ids only)"),
+    ("import-filter-unknown", "a device-filter naming a PCI id the catalog does not know"),
+    ("import-filter-mixed", "a device-filter naming models with different MIG profiles in one entry"),
+    ("import-gpu-uncovered", "a GPU of the node that no entry covers (mig-parted would fail)"),
+    ("import-overlap", "two entries cover the same GPU"),
+)
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning"}),
-    *_table("catalog", _CATALOG),
+    *_table("catalog", _CATALOG), *_table("import", _IMPORT),
 )}
