@@ -128,10 +128,10 @@ def run_boot_test(
     OUT/cloud-init/user-data on a NoCloud seed disk. Disk images are deleted when every claim holds,
     and kept for inspection on failure unless ``on_failure`` is ``"clean"``; logs and reports stay.
     ``expect`` is the profile's restore.on_failure: whether a failed restore must keep kubelet down.
-    With ``mig_parted`` (NVIDIA's binary) it is the actor, over ``node``'s simulated GPUs (``simguest``);
+    With ``mig_parted`` (NVIDIA's binary) it is the actor, over ``node``'s simulated GPUs (``simgpu.guest``);
     without it, the shell imitation runs. ``promises``: the profile's other consumers and metrics file
-    (``scenarios_node.promises_of``); without it they are read from the output's drop-ins and restore.sh.
-    The scenarios of ``scenarios_node.NODE_SCENARIOS`` need NVIDIA's mig-parted.
+    (``scenarios.node.promises_of``); without it they are read from the output's drop-ins and restore.sh.
+    The scenarios of ``scenarios.node.NODE_SCENARIOS`` need NVIDIA's mig-parted.
     """
     out_dir = Path(out_dir).resolve()
     if boots < 1:

@@ -1,4 +1,4 @@
-"""Claims of the node-neighbour scenarios (``scenarios_node``) and of the metrics file, per boot.
+"""Claims of the node-neighbour scenarios (``scenarios.node``) and of the metrics file, per boot.
 
 Like ``claims``, they look only at what the guest reported, the console and the metrics file read back
 from the disk, never at the output under test.

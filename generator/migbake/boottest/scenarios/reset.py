@@ -1,6 +1,6 @@
 """Boot-test scenarios of a GPU reset and of CDI: ``ampere-pending``, ``ampere-pending-stuck``, ``cdi``.
 
-All three need NVIDIA's real nvidia-mig-parted over the simulated GPU (``simguest``):
+All three need NVIDIA's real nvidia-mig-parted over the simulated GPU (``simgpu.guest``):
 - ``ampere-pending``: an Ampere GPU with MIG off whose GPU reset fails (knob ``reset-fails``, as in a
   passthrough VM): mig-parted's ``apply`` leaves the mode change pending, the restore records its marker
   and reboots once; the change takes effect at that reboot and the second boot restores the layout.
@@ -88,7 +88,7 @@ def reboot_marker(out_dir: Path) -> str:
 
 
 def prepare_image(rootfs: Path, scenario: str, out_dir: Path, log: Log) -> None:
-    """Install what ``scenario``'s simulated world adds to the guest image (after ``simguest``)."""
+    """Install what ``scenario``'s simulated world adds to the guest image (after ``simgpu.guest``)."""
     if scenario not in SCENARIOS:
         raise BootTestError(f"unknown scenario {scenario!r}")
     for knob in FAULT_KNOBS.get(scenario, ()):

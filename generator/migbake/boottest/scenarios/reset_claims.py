@@ -1,4 +1,4 @@
-"""Claims of the scenarios ``ampere-pending``, ``ampere-pending-stuck`` and ``cdi`` (``scenarios_reset``).
+"""Claims of the scenarios ``ampere-pending``, ``ampere-pending-stuck`` and ``cdi`` (``scenarios.reset``).
 
 Evidence only from the guest: its report (when the boot ended through it), its boot record (written at
 every orderly shutdown: the queued shutdown job, unit states, the restore's journal), the reboot marker

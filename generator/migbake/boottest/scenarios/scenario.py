@@ -157,7 +157,7 @@ def install_fixtures(
 
     ``kubelet=False`` models a node without kubelet (the output under test then has no kubelet drop-in).
     ``consumers``: the profile's other consumer units (slurmd.service, ...), each a fake that logs its start.
-    With another ``actor`` than the imitation, the caller installs the tools (``simguest``).
+    With another ``actor`` than the imitation, the caller installs the tools (``simgpu.guest``).
     """
     log(f"installing boot-test fixtures ({gpu.generation}, {gpu.name}) into {rootfs}")
     if actor == IMITATION:
