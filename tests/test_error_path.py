@@ -113,12 +113,12 @@ def test_commands_have_no_error_handlers_of_their_own() -> None:
 
 
 def test_a_boot_test_that_cannot_run_says_so_like_every_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    from migbake.commands import boot_test
+    from migbake.boottest import session
 
     def missing(**_: object) -> None:
         raise BootTestError("qemu-system-x86_64 is not installed")
 
-    monkeypatch.setattr(boot_test, "prepare_assets", missing)
+    monkeypatch.setattr(session, "prepare_assets", missing)
     code, _, err = cli("boot-test", str(IMAGES[0] / "node-profile.yaml"), "--scenario", "ok", "--path", "packer",
                        "--json")
     assert code == EXIT_INVALID

@@ -104,6 +104,12 @@ class CatalogError(MigbakeError):
         return [p.format() for p in self.problems] + [f"migbake: error: {self}"]
 
 
+class UsageError(MigbakeError):
+    """The command was asked for something it cannot do as asked (exit 2, like a bad option)."""
+
+    exit_code = EXIT_USAGE
+
+
 class RenderError(MigbakeError):
     """Generation failed after validation (a bug or an unexpected value)."""
 

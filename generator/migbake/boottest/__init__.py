@@ -1,7 +1,8 @@
 """Boot tests: install migbake's output into a real Debian image, boot it under QEMU, check the claims.
 
 Test-only machinery (simulated NVIDIA tools, fake kubelet) goes into the guest image, never on the host.
-Entry point: ``run_boot_test``; ``prepare_assets`` builds the cached rootfs and kernel once. Its rooms:
+Entry points: ``plan(profile, ...)`` then ``run(plan)`` (what ``migbake boot-test`` calls); one run:
+``run_boot_test``; ``prepare_assets`` builds the cached rootfs and kernel once. Its rooms:
 ``vm/`` (rootfs, kernel, images, QEMU, a Packer build into a rootfs), ``scenarios/`` (each scenario family
 beside its claims), ``simgpu/`` (the simulated GPU in C), ``guest/`` (files installed into the guest only);
 ``run`` (one boot test end to end), ``hostrun`` (host commands), ``guestreport`` (what a guest left behind).
@@ -12,6 +13,7 @@ May import every library floor below it (render, node, rules, ...), never ``comm
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.run import BootAssets, BootOutcome, BootTestResult, prepare_assets, run_boot_test
 from migbake.boottest.scenarios.claims import Claim
+from migbake.boottest.session import BootPlan, plan, run
 
-__all__ = ["BootAssets", "BootOutcome", "BootTestError", "BootTestResult", "Claim", "prepare_assets",
-           "run_boot_test"]
+__all__ = ["BootAssets", "BootOutcome", "BootPlan", "BootTestError", "BootTestResult", "Claim", "plan",
+           "prepare_assets", "run", "run_boot_test"]

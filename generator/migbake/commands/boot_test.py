@@ -3,31 +3,21 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Literal
 
 import click
 
-from migbake.boottest import prepare_assets, run_boot_test
-from migbake.boottest.scenarios import reset as scenarios_reset
-from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
-from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
-from migbake.boottest.scenarios.scenario import IMITATION, Scenario
-from migbake.boottest.simgpu.node import node_for_profile
+from migbake import boottest
+from migbake.boottest.session import SCENARIO_CHOICES
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.render.tree import render
-from migbake.render.write import write_tree
 
 
 @click.command("boot-test")
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
-@click.option("--scenario", type=click.Choice(["ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS,
-                                               "all"]), default="all", show_default=True,
+@click.option("--scenario", type=click.Choice(SCENARIO_CHOICES), default="all", show_default=True,
               help="ok, a failing apply/assert, or a neighbour of the node (driver-late, driver-too-late, "
                    "gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] on Ampere profiles: with "
                    "--mig-parted only).")
@@ -59,55 +49,15 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     closed) and CDI (cdi: the spec written last lists the MIG devices). Needs root.
     Exit 0 only if every claim holds.
     """
-    if scenario in (*NODE_SCENARIOS, *RESET_SCENARIOS) and mig_parted is None:
-        raise click.UsageError(f"--scenario {scenario} needs --mig-parted PATH (NVIDIA's nvidia-mig-parted, "
-                               "which runs over the simulated GPU)")
     prof = valid_profile(profile)
-    generation: Literal["hopper", "ampere"] = (
-        "ampere" if all(m.mig_mode_persists for m in prof.models if m.has_mig) else "hopper")
-    all_paths: list[Literal["packer", "cloud-init"]] = ["packer", "cloud-init"]
-    chosen_paths = [p for p in all_paths if paths in (p, "both")]
-    all_scenarios: list[Scenario] = ["ok", "fail-apply", "fail-assert"]
-    if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
-        all_scenarios += [s for s in NODE_SCENARIOS if applies(s, prof)]
-        all_scenarios += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
-    elif scenario == "all":
-        click.echo(f"migbake: without --mig-parted only ok, fail-apply and fail-assert run "
-                   f"({', '.join((*NODE_SCENARIOS, *RESET_SCENARIOS))} need NVIDIA's mig-parted)", err=True)
-    scenarios = [s for s in all_scenarios if scenario in (s, "all")]
-    if not scenarios:
-        raise click.UsageError(f"--scenario {scenario} needs a profile with an Ampere GPU (MIG mode kept across "
-                               f"reboots); {prof.name} has none")
+    boot_plan = boottest.plan(prof, paths=paths, scenario=scenario, boots=boots, mig_parted=mig_parted)
+    if boot_plan.note:
+        click.echo(f"migbake: {boot_plan.note}", err=True)
     log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)
-    node = node_for_profile(prof)
-    real = mig_parted.resolve() if mig_parted is not None else None
-    actor = (IMITATION if real is None
-             else f"NVIDIA nvidia-mig-parted {real} over {node.count} simulated {node.model.display_name} GPU(s)")
+    actor, generation = boot_plan.actor, boot_plan.generation
     if not as_json:
         click.echo(f"actor: {actor}")
-    results = []
-    with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
-        generated: dict[str, Path] = {}
-        outs: dict[str, Path] = {}
-        for sc in scenarios:  # a scenario may boot the profile with an override (driver-too-late)
-            booted = variant(prof, sc)
-            if repr(booted) not in generated:
-                generated[repr(booted)] = Path(tmp) / f"out-{len(generated)}"
-                write_tree(render(booted), generated[repr(booted)])
-            outs[sc] = generated[repr(booted)]
-        assets = prepare_assets(cache_root=cache, log=log)
-        for path in chosen_paths:
-            for sc in scenarios:
-                booted = variant(prof, sc)
-                results.append(run_boot_test(
-                    outs[sc], path=path, scenario=sc, boots=boots if sc == "cdi" else boots_for(sc, path, boots),
-                    gpu_generation=generation,
-                    on_failure="keep", assets=assets, cache_root=cache, log=log,
-                    expect=booted.restore.on_failure, mig_parted=real, node=node, promises=promises_of(booted)))
-    if not keep:
-        for r in results:
-            if r.passed:
-                shutil.rmtree(r.work_dir, ignore_errors=True)
+    results = boottest.run(boot_plan, cache=cache, keep=keep, log=log)
     ok = all(r.passed for r in results)
     if as_json:
         click.echo(json.dumps({"profile": prof.name, "actor": actor, "generation": generation, "passed": ok, "runs": [{

@@ -1,0 +1,109 @@
+"""A boot-test session: what a boot test of a profile will do (``plan``) and doing it (``run``).
+
+The API behind ``migbake boot-test``. ``plan`` decides from the profile and the options which paths and scenarios run, on which simulated
+node, with which actor (NVIDIA's mig-parted or the shell imitation); ``run`` renders each profile a
+scenario boots, prepares the cached rootfs and kernel once and boots every (path, scenario) pair.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from migbake.boottest.hostrun import Log, no_log
+from migbake.boottest.run import BootTestResult, prepare_assets, run_boot_test
+from migbake.boottest.scenarios import reset as scenarios_reset
+from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
+from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
+from migbake.boottest.scenarios.scenario import IMITATION, Scenario
+from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
+from migbake.problems import UsageError
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.tree import render
+from migbake.render.write import write_tree
+
+BootPath = Literal["packer", "cloud-init"]
+BASE_SCENARIOS: tuple[Scenario, ...] = ("ok", "fail-apply", "fail-assert")
+NEEDS_MIG_PARTED = (*NODE_SCENARIOS, *RESET_SCENARIOS)
+SCENARIO_CHOICES = (*BASE_SCENARIOS, *NEEDS_MIG_PARTED, "all")
+
+
+@dataclass(frozen=True)
+class BootPlan:
+    """The runs of one boot test: every path x scenario, on one simulated node."""
+
+    profile: NodeProfile
+    generation: Literal["hopper", "ampere"]
+    paths: tuple[BootPath, ...]
+    scenarios: tuple[Scenario, ...]
+    boots: int
+    node: SimulatedNode
+    mig_parted: Path | None  # NVIDIA's binary (resolved), or None: the shell imitation acts
+    note: str  # what the plan left out and why ("" when nothing)
+
+    @property
+    def actor(self) -> str:
+        """Who applies and asserts the layout in the guest."""
+        if self.mig_parted is None:
+            return IMITATION
+        return (f"NVIDIA nvidia-mig-parted {self.mig_parted} over {self.node.count} simulated "
+                f"{self.node.model.display_name} GPU(s)")
+
+
+def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", boots: int = 2,
+         mig_parted: Path | None = None) -> BootPlan:
+    """The boot test ``migbake boot-test`` runs for these options; UsageError when it cannot run as asked."""
+    if scenario in NEEDS_MIG_PARTED and mig_parted is None:
+        raise UsageError(f"--scenario {scenario} needs --mig-parted PATH (NVIDIA's nvidia-mig-parted, "
+                         "which runs over the simulated GPU)")
+    generation: Literal["hopper", "ampere"] = (
+        "ampere" if all(m.mig_mode_persists for m in profile.models if m.has_mig) else "hopper")
+    candidates: list[Scenario] = list(BASE_SCENARIOS)
+    note = ""
+    if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
+        candidates += [s for s in NODE_SCENARIOS if applies(s, profile)]
+        candidates += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
+    elif scenario == "all":
+        note = (f"without --mig-parted only ok, fail-apply and fail-assert run "
+                f"({', '.join(NEEDS_MIG_PARTED)} need NVIDIA's mig-parted)")
+    chosen = tuple(s for s in candidates if scenario in (s, "all"))
+    if not chosen:
+        raise UsageError(f"--scenario {scenario} needs a profile with an Ampere GPU (MIG mode kept across "
+                         f"reboots); {profile.name} has none")
+    all_paths: tuple[BootPath, ...] = ("packer", "cloud-init")
+    return BootPlan(profile, generation, tuple(p for p in all_paths if paths in (p, "both")), chosen, boots,
+                    node_for_profile(profile), mig_parted.resolve() if mig_parted is not None else None, note)
+
+
+def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
+        log: Log = no_log) -> list[BootTestResult]:
+    """Boot every run of ``boot_plan``; the work folders of passing runs are removed unless ``keep``."""
+    results = []
+    prof = boot_plan.profile
+    with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
+        generated: dict[str, Path] = {}
+        outs: dict[str, Path] = {}
+        for sc in boot_plan.scenarios:  # a scenario may boot the profile with an override (driver-too-late)
+            booted = variant(prof, sc)
+            if repr(booted) not in generated:
+                generated[repr(booted)] = Path(tmp) / f"out-{len(generated)}"
+                write_tree(render(booted), generated[repr(booted)])
+            outs[sc] = generated[repr(booted)]
+        assets = prepare_assets(cache_root=cache, log=log)
+        for path in boot_plan.paths:
+            for sc in boot_plan.scenarios:
+                booted = variant(prof, sc)
+                boots = boot_plan.boots if sc == "cdi" else boots_for(sc, path, boot_plan.boots)
+                results.append(run_boot_test(
+                    outs[sc], path=path, scenario=sc, boots=boots, gpu_generation=boot_plan.generation,
+                    on_failure="keep", assets=assets, cache_root=cache, log=log,
+                    expect=booted.restore.on_failure, mig_parted=boot_plan.mig_parted, node=boot_plan.node,
+                    promises=promises_of(booted)))
+    if not keep:
+        for r in results:
+            if r.passed:
+                shutil.rmtree(r.work_dir, ignore_errors=True)
+    return results
