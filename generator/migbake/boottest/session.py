@@ -1,8 +1,9 @@
 """A boot-test session: what a boot test of a profile will do (``plan``) and doing it (``run``).
 
-The API behind ``migbake boot-test``. ``plan`` decides from the profile and the options which paths and scenarios run, on which simulated
-node, with which actor (NVIDIA's mig-parted or the shell imitation); ``run`` renders each profile a
-scenario boots, prepares the cached rootfs and kernel once and boots every (path, scenario) pair.
+The API behind ``migbake boot-test``. ``plan`` decides from the profile and the options which paths
+and scenarios run, on which simulated node, with which actor (NVIDIA's mig-parted or the shell
+imitation); ``run`` renders each profile a scenario boots, prepares the cached rootfs and kernel once
+and boots every (path, scenario) pair.
 """
 
 from __future__ import annotations
