@@ -49,7 +49,7 @@ class _AliasLoader(yaml.SafeLoader):
     """
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
+        if self.check_event(yaml.AliasEvent):  # type: ignore[no-untyped-call, unused-ignore]  # typed in newer stubs
             event = self.get_event()  # type: ignore[no-untyped-call]
             return yaml.ScalarNode(_ALIAS_TAG, event.anchor, event.start_mark, event.end_mark)
         return super().compose_node(parent, index)
@@ -65,7 +65,7 @@ def join_pointer(parent: str, token: str | int) -> str:
     return f"{parent}/{escape_pointer_token(str(token))}"
 
 
-@dataclass(slots=True)
+@dataclass
 class LoadedProfile:
     """A profile file as plain data, plus where each value (and each mapping key) stands."""
 

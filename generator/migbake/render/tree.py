@@ -31,7 +31,7 @@ EXECUTE_COMMAND = ('"chmod +x {{ .Path }}; if [ \\"$(id -u)\\" -eq 0 ]; then {{ 
                    "'${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi\"")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Artifact:
     """One generated file: its path inside OUT, its text and its mode."""
 
@@ -149,10 +149,11 @@ def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[
     """``template.render(variables)`` for ``variables`` that already hold the globals, without copying them.
 
     Template.render copies its arguments, then those and the globals into a new context, twice a
-    dict of some forty entries for each of the fifteen files of a profile.
+    dict of some forty entries for each of the fifteen files of a profile. (Jinja2 3.1 joins the parts
+    with ``env.concat``, which 3.0 does not have; for a text environment it is ``"".join``.)
     """
     try:
-        return env.concat(template.root_render_func(template.new_context(variables, shared=True)))
+        return "".join(template.root_render_func(template.new_context(variables, shared=True)))
     except Exception:
         env.handle_exception()
 
