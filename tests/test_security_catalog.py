@@ -88,7 +88,8 @@ def test_a_control_character_in_a_key_the_schema_leaves_free_is_refused() -> Non
     data = {"gpus": [_sku()], "snapshots": {"a\nb": "x"}}
     COUNTS["class2-strings"] += 1
     _, problems = catalog_problems(json.dumps(data).encode(), "extra.json")
-    assert problems and all(p.line >= 1 for p in problems), problems
+    assert [(p.pointer, p.rule) for p in problems] == [("/snapshots/a\nb", "catalog-text")], problems
+    assert problems[0].format().endswith("holds a control character [catalog-text]")
 
 
 def _nested(depth: int) -> str:
@@ -106,6 +107,7 @@ def test_deep_nesting_and_long_numbers_are_refused_before_parsing(text: str, rul
     COUNTS["class2-limits"] += 1
     parsed, problems = catalog_problems(text.encode(), "extra.json")
     assert parsed is None and [(p.rule, p.line) for p in problems] == [(rule, line)], problems
+    assert problems[0].format().endswith(f"[{rule}]")  # e.g. "... nesting deeper than 32 levels [catalog-too-deep]"
 
 
 def test_a_number_inside_a_string_and_the_packaged_catalog_are_within_the_limits() -> None:
