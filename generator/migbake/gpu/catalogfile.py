@@ -141,8 +141,8 @@ def _control_problems(loaded: LoadedProfile, value: object, pointer: str = "") -
 def catalog_problems(data: bytes, file: str) -> tuple[dict[str, Any] | None, list[Problem]]:
     """The catalog data in ``data`` (the bytes of ``file``) when valid, and every problem found."""
     if len(data) > MAX_CATALOG_BYTES:
-        return None, [Problem(file, 1, 1, "", f"the file is {len(data)} bytes; a catalog file may be at most "
-                              f"{MAX_CATALOG_BYTES}", "file-too-large")]
+        return None, [Problem(file, 1, 1, "", f"the file is more than {MAX_CATALOG_BYTES} bytes, the most a catalog "
+                              "file may have", "file-too-large")]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
