@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from hypothesis import strategies as st
 from support import IMAGES
+
+from migbake.document.patterns import matches
 
 SEEDS: list[dict[str, Any]] = [yaml.safe_load((p / "node-profile.yaml").read_text()) for p in IMAGES]
 KNOWN_KEYS = sorted(
@@ -204,7 +205,7 @@ _segment = st.from_regex(r"\A[A-Za-z0-9._+-]{1,12}\Z").filter(lambda seg: seg no
 allowed_paths = st.lists(_segment, min_size=1, max_size=4).map(lambda segs: "/" + "/".join(segs))
 allowed_units = st.from_regex(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,16}(@[A-Za-z0-9_.:-]{1,8})?\.service\Z")
 allowed_text = st.text(max_size=200).filter(
-    lambda t: re.search(_PROPS["description"]["pattern"], t) is not None
+    lambda t: matches(_PROPS["description"]["pattern"], t)
 )
 FIELDS: dict[tuple[str, ...], st.SearchStrategy[Any]] = {
     ("name",): st.from_regex(_PROPS["name"]["pattern"], fullmatch=True),

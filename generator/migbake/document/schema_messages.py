@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
 from migbake.document.loader import LoadedProfile, join_pointer
+from migbake.document.patterns import matches
 from migbake.problems import Problem
 from migbake.resources import load_catalog_schema, load_schema
 
@@ -27,8 +28,17 @@ def _is_integer(checker: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _pattern(validator: Draft202012Validator, pattern: str, instance: object,
+             schema: object) -> Iterator[ValidationError]:
+    # python-jsonschema's own `pattern` calls re.search, where `$` matches before a final newline:
+    # ECMA-262's `$` (JSON Schema's) is the end of the string (migbake.document.patterns)
+    if isinstance(instance, str) and not matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 _Validator = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+    Draft202012Validator, validators={"pattern": _pattern},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 
 
 @lru_cache(maxsize=1)
@@ -82,7 +92,7 @@ def _did_you_mean(value: object, schema: dict[str, Any]) -> str:
     if not isinstance(value, str) or not isinstance(pattern, str) or not pattern.endswith(r"\.service$"):
         return ""
     fixed = value.strip() + ".service"
-    return f"; did you mean {fixed!r}?" if Draft202012Validator(schema).is_valid(fixed) else ""
+    return f"; did you mean {fixed!r}?" if _Validator(schema).is_valid(fixed) else ""
 
 
 def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Problem]:
@@ -114,7 +124,7 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
         return
     if kind == "propertyNames":
         sub = error.validator_value if isinstance(error.validator_value, dict) else {}
-        bad = [k for k in (value if isinstance(value, dict) else {}) if not Draft202012Validator(sub).is_valid(k)]
+        bad = [k for k in (value if isinstance(value, dict) else {}) if not _Validator(sub).is_valid(k)]
         for key in bad:
             yield loaded.problem(join_pointer(pointer, key), f"{key!r} is not a valid name here: expected "
                                  f"{_allowed(sub)}", "schema-name", key=True)

@@ -11,19 +11,19 @@ prints or people write (``gpunames``), by PCI id; and it says why a name is not 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from migbake.document.patterns import whole
 from migbake.gpu.names import Named, loose_key, rank, strict_key
 from migbake.resources import catalog_text
 
 # mig-parted's profile grammar (go-nvlib parseMigProfile), as a regular expression.
 _ATTR = r"[A-Za-z](?:[A-Za-z0-9.]*[A-Za-z0-9])?"
-PROFILE_NAME_RE = re.compile(
+PROFILE_NAME_RE = whole(
     rf"^(?:(?P<c>[0-9]+)c\.)?(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb"
     rf"(?:(?P<sign>[+-])(?P<attrs>{_ATTR}(?:,{_ATTR})*))?$"
 )
@@ -123,7 +123,7 @@ class Resolution:
     non_mig: GpuModel | None = None  # a GPU without MIG of that name
 
 
-_PCI_ID = re.compile(r"^(0x)?[0-9a-f]{8}$", re.IGNORECASE)
+_PCI_ID = whole(r"^(0[xX])?[0-9a-fA-F]{8}$")
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per process

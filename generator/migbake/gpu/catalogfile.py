@@ -9,7 +9,11 @@ the position of every key and value; ``json`` itself stays the authority on what
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +21,16 @@ from typing import Any
 import yaml
 
 from migbake.document.loader import LoadedProfile, join_pointer
+from migbake.document.patterns import CONTROL
 from migbake.document.schema_messages import catalog_schema_problems
 from migbake.problems import CatalogError, Problem
 
 MAX_CATALOG_BYTES = 16 * 1024 * 1024
+MAX_CATALOG_DEPTH = 32  # the packaged catalog nests 7 deep
+MAX_NUMBER_DIGITS = 64  # slice counts and memory sizes; Python's int() refuses 4,300 digits with a ValueError
+# a JSON string (escapes included) or one bracket: what the depth scan steps over or counts
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_LONG_NUMBER = re.compile(rf'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]{{{MAX_NUMBER_DIGITS},}}')
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -86,16 +96,62 @@ def _rule_problems(loaded: LoadedProfile) -> Iterator[Problem]:
                                          "(total_memory_slices)", "catalog-placement")
 
 
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _shape_limits(text: str, file: str) -> list[Problem]:
+    """Nesting deeper than MAX_CATALOG_DEPTH or a number longer than MAX_NUMBER_DIGITS, found before parsing."""
+    depth = 0
+    for m in _TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_CATALOG_DEPTH:
+                line, col = _position(text, m.start())
+                return [Problem(file, line, col, "", f"nesting deeper than {MAX_CATALOG_DEPTH} levels",
+                                "catalog-too-deep")]
+        elif c in "]}":
+            depth -= 1
+    for m in _LONG_NUMBER.finditer(text):
+        if not m.group().startswith('"'):
+            line, col = _position(text, m.start())
+            return [Problem(file, line, col, "", f"a number of {len(m.group())} characters; a catalog number has "
+                            f"at most {MAX_NUMBER_DIGITS}", "number-too-large")]
+    return []
+
+
+def _control_problems(loaded: LoadedProfile, value: object, pointer: str = "") -> Iterator[Problem]:
+    """Every key or string with a control character, wherever the schema leaves strings free."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            child = join_pointer(pointer, k)
+            if CONTROL.search(k):
+                yield loaded.problem(child, f"the key {k!r} holds a control character", "catalog-text", key=True)
+            yield from _control_problems(loaded, v, child)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _control_problems(loaded, v, join_pointer(pointer, i))
+    elif isinstance(value, str) and CONTROL.search(value):
+        yield loaded.problem(pointer, f"{value[:60]!r} holds a control character: catalog text is printed into "
+                             "comments of the generated unit and scripts", "catalog-text")
+
+
 def catalog_problems(data: bytes, file: str) -> tuple[dict[str, Any] | None, list[Problem]]:
     """The catalog data in ``data`` (the bytes of ``file``) when valid, and every problem found."""
     if len(data) > MAX_CATALOG_BYTES:
-        return None, [Problem(file, 1, 1, "", f"the file is {len(data)} bytes; a catalog file may be at most "
-                              f"{MAX_CATALOG_BYTES}", "file-too-large")]
+        return None, [Problem(file, 1, 1, "", f"the file is more than {MAX_CATALOG_BYTES} bytes, the most a catalog "
+                              "file may have", "file-too-large")]
     try:
         text = data.decode("utf-8")
-        parsed = json.loads(text, object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError as e:
         return None, [Problem(file, 1, 1, "", f"byte {e.start} is not UTF-8; save the file as UTF-8", "not-utf8")]
+    limits = _shape_limits(text, file)
+    if limits:
+        return None, limits
+    try:
+        parsed = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         return None, [Problem(file, e.lineno, e.colno, "", f"not valid JSON: {e.msg}", "catalog-json")]
     except _Duplicate as e:
@@ -106,20 +162,40 @@ def catalog_problems(data: bytes, file: str) -> tuple[dict[str, Any] | None, lis
                               "duplicate-key")]
     loaded = _located(text, file, parsed)
     problems = catalog_schema_problems(loaded)
+    found = {(p.pointer, p.rule) for p in problems}
+    problems += [p for p in _control_problems(loaded, parsed) if not any(f[0] == p.pointer for f in found)]
     if not problems:
         problems = list(_rule_problems(loaded))
     problems.sort(key=Problem.sort_key)
     return (parsed if not problems else None), problems
 
 
+def _read_bounded(path: Path) -> bytes | None:
+    """The file's bytes, at most MAX_CATALOG_BYTES + 1; None when it is not a regular file.
+
+    Opened without blocking (a FIFO with no writer would hang open()), then checked on the open file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            return None
+        return fh.read(MAX_CATALOG_BYTES + 1)
+
+
 def read_catalog_file(path: Path) -> dict[str, Any]:
     """The data of the catalog file at ``path``; CatalogError with every problem when it is not valid."""
     try:
-        data = path.read_bytes()
+        data = _read_bounded(path)
     except OSError as e:
         what = "it is a directory" if path.is_dir() else (e.strerror or str(e))
         raise CatalogError(str(path), [Problem(str(path), 1, 1, "", f"cannot read the catalog file: {what}",
                                                "unreadable")]) from e
+    if data is None:
+        raise CatalogError(str(path), [Problem(str(path), 1, 1, "", "cannot read the catalog file: it is not a "
+                                               "regular file (a FIFO, a device, a socket)", "unreadable")])
     parsed, problems = catalog_problems(data, str(path))
     if parsed is None:
         raise CatalogError(str(path), problems)

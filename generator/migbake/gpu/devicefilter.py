@@ -8,13 +8,13 @@ entry matches no GPU. The high 16 bits are the device id, the low 16 the vendor 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-CANONICAL = re.compile(r"^0x[0-9A-F]{8}$")
-_DIGITS = {2: re.compile(r"^[01]*$"), 8: re.compile(r"^[0-7]*$"), 10: re.compile(r"^[0-9]*$"),
-           16: re.compile(r"^[0-9A-Fa-f]*$")}
+from migbake.document.patterns import whole
+
+CANONICAL = whole(r"^0x[0-9A-F]{8}$")
+_DIGITS = {2: whole(r"^[01]*$"), 8: whole(r"^[0-7]*$"), 10: whole(r"^[0-9]*$"), 16: whole(r"^[0-9A-Fa-f]*$")}
 
 
 def writes_device_filter(mode: str, model_keys: Iterable[str], exact_ids: bool = False) -> bool:

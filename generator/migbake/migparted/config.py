@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
 
+from migbake.document.patterns import whole
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 from migbake.gpu.catalog import GpuModel
 from migbake.gpu.devicefilter import writes_device_filter
@@ -78,7 +78,7 @@ class _ConfigName(str):
 
 # mig-parted reads YAML with go-yaml v2, whose YAML 1.1 also reads y/n as booleans and 1e3 or a date as
 # numbers; PyYAML would write those plainly. A name of letters first is plain text to both.
-_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_PLAIN_NAME = whole(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 _BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: faster
 

@@ -21,6 +21,7 @@ import yaml
 
 from migbake import __version__
 from migbake.document.loader import LoadedProfile, join_pointer, load_profile_bytes
+from migbake.document.patterns import whole
 from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
 from migbake.gpu.devicefilter import read_filter_id
 from migbake.node.nvidiasmi import Capture
@@ -30,8 +31,8 @@ from migbake.wording import plural
 
 NVIDIA_VENDOR = "10DE"
 ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
-_HEX8 = re.compile(r"^0[xX][0-9A-Fa-f]{8}$")
-_CONFIG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_HEX8 = whole(r"^0[xX][0-9A-Fa-f]{8}$")
+_CONFIG_NAME = whole(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _GPUS_PTR = re.compile(r"/gpus/(\d+)")
 _MALFORMED = "import-filter-malformed"
 

@@ -1,5 +1,6 @@
 """The node profile: its JSON Schema pass (``schema``; ``fastschema``: the yes/no fast path) and the typed,
-frozen node profile built from data the schema accepted (``nodeprofile``).
+frozen node profile built from data the schema accepted (``nodeprofile``), and the facts about the node's
+systemd units and paths around the restore (``units``).
 
 May import ``gpu``, ``document`` and the foundation modules.
 """

@@ -3,7 +3,8 @@
 Most profiles that ``migbake validate`` sees are valid, and importing jsonschema (referencing, rpds,
 attrs) costs more than everything else that a cold ``validate`` does. This module answers only "is the
 instance valid?" for the keywords our schemas use, with the semantics of jsonschema's Draft 2020-12
-validator as ``migbake.profile.schema`` configures it (a float is never an integer; ``True`` is not ``1``).
+validator as ``migbake.profile.schema`` configures it (a float is never an integer; ``True`` is not ``1``; a
+``pattern`` has ECMA-262's meaning, ``migbake.document.patterns``: ``$`` is the end of the string).
 When the answer is no, ``migbake.profile.schema`` asks jsonschema for the exact errors, so every message
 comes from one place. A schema keyword this module does not know is refused when compiling, never
 skipped: a test compiles every schema that migbake ships and compares both paths over the corpora.
@@ -11,9 +12,10 @@ skipped: a test compiles every schema that migbake ships and compares both paths
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sized
 from typing import Any
+
+from migbake.document.patterns import compile_pattern
 
 ShapeCheck = Callable[[Any], bool]
 
@@ -97,7 +99,7 @@ class _Compiler:
         if key == "const":
             return lambda v: json_equal(v, value)
         if key == "pattern":
-            search = re.compile(value).search
+            search = compile_pattern(value).search
             return lambda v: not isinstance(v, str) or search(v) is not None
         if key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             return _bound(key, value)
@@ -117,12 +119,12 @@ class _Compiler:
         if key == "properties":
             return _properties({name: self.compile(sub) for name, sub in value.items()})
         if key == "patternProperties":
-            by_pattern = [(re.compile(p).search, self.compile(sub)) for p, sub in value.items()]
+            by_pattern = [(compile_pattern(p).search, self.compile(sub)) for p, sub in value.items()]
             return lambda v: not isinstance(v, dict) or all(
                 c(item) for k, item in v.items() for s, c in by_pattern if s(k))
         if key == "additionalProperties":
             known = set(schema.get("properties", {}))
-            pats = [re.compile(p).search for p in schema.get("patternProperties", {})]
+            pats = [compile_pattern(p).search for p in schema.get("patternProperties", {})]
             if value is False and not pats:  # the usual case: only the named properties
                 return lambda v: not isinstance(v, dict) or known.issuperset(v)
             extra = self.compile(value)

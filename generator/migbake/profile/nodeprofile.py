@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from migbake.gpu.catalog import Catalog, GpuModel, canonical_pci_id, load_catalog
+from migbake.profile.units import normal_path
 
 OnFailure = Literal["block-kubelet", "continue"]
 ManagerAction = Literal["disable", "mask"]
@@ -16,15 +17,6 @@ MigStrategy = Literal["single", "mixed"]
 OnResetRequired = Literal["reboot-once", "fail"]
 CdiRefresh = Literal["auto", "never"]
 
-# NVIDIA's known GPU clients: services that hold the GPU, so a MIG mode change or instance creation
-# fails while they run. The restore unit is ordered Before= all of them (ordering only: harmless where
-# absent). Sources: mig-parted deployments/systemd/hooks.sh (driver_services: nvsm, nvidia-dcgm;
-# k8s_services: dcgm-exporter) and the GPU Operator's default-gpu-clients ConfigMap (clients.yaml).
-GPU_CLIENTS = ("nvsm.service", "nvsm-mqtt.service", "nvsm-core.service", "nvsm-api-gateway.service",
-               "nvsm-notifier.service", "nv_peer_mem.service", "nvidia-dcgm.service", "dcgm.service",
-               "dcgm-exporter.service")
-# NVIDIA's own unit is Before= and WantedBy= this target; DGX services are ordered after it.
-GPU_RESET_TARGET = "nvidia-gpu-reset.target"
 
 
 @dataclass(frozen=True)
@@ -175,6 +167,8 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
     cat = catalog or load_catalog()
     kub, res = data.get("kubelet", {}), data.get("restore", {})
     tools, mgr = data.get("tools", {}), data.get("conflicting_manager", {})
+    # the paths migbake writes, as the kernel will resolve them (the rules judged them normalised too)
+    res = {k: normal_path(v) if k in ("config_path", "metrics_textfile") else v for k, v in res.items()}
     k8s = dict(data.get("kubernetes", {}))
     k8s["node_labels"] = tuple((str(k), str(v)) for k, v in k8s.get("node_labels", {}).items())
     return NodeProfile(

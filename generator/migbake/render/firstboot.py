@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import shlex
 
-from migbake.profile.nodeprofile import GPU_CLIENTS, NodeProfile
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.profile.units import GPU_CLIENTS
 
 
 def _q(words: list[str] | tuple[str, ...]) -> str:

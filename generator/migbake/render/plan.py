@@ -17,12 +17,11 @@ from migbake.kubernetes.resources import verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import Expectation, expectations
 from migbake.profile.nodeprofile import Consumer, NodeProfile
+from migbake.render.guard import Block
+from migbake.render.guard import line as guard_line
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"
-# the restore logic, run by the unit's ExecStart= with /bin/bash (so its mode can stay 0644); beside
-# the default config, as NVIDIA keeps service.sh in /etc/nvidia-mig-manager (writable on every image)
-RESTORE_SCRIPT = "/etc/nvidia-mig/restore.sh"
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def header(profile: NodeProfile, comment: str = "#") -> str:
     ]
     if profile.description:
         lines.append(f"Node: {profile.description}")
-    return "\n".join(f"{comment} {line}" for line in lines)
+    return Block("\n".join(f"{comment} {guard_line(line, 'the header line')}" for line in lines))
 
 
 def gpu_notes(profile: NodeProfile) -> list[str]:

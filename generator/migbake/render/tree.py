@@ -16,19 +16,22 @@ from typing import Any
 import jinja2
 
 from migbake import __version__
+from migbake.document.patterns import whole
 from migbake.node.expectations import AFTER_RESET
 from migbake.problems import RenderError
-from migbake.profile.nodeprofile import GPU_CLIENTS, GPU_RESET_TARGET, NodeProfile
+from migbake.profile.nodeprofile import NodeProfile
+from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 from migbake.render.firstboot import commands as first_boot_commands
-from migbake.render.plan import RESTORE_SCRIPT, RenderPlan, make_plan
+from migbake.render.guard import Block, Quoted, guard, language
+from migbake.render.guard import line as guard_line
+from migbake.render.plan import RenderPlan, make_plan
 from migbake.resources import templates_dir
 
-REBOOT_MARKER = "/var/lib/migbake/reboot-attempted"
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
 # Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
 # as root directly, else through sudo; the staging directory is the script's first argument
-EXECUTE_COMMAND = ('"chmod +x {{ .Path }}; if [ \\"$(id -u)\\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '
-                   "'${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi\"")
+EXECUTE_COMMAND = Quoted('"chmod +x {{ .Path }}; if [ \\"$(id -u)\\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '
+                         "'${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi\"")
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Artifact:
 
 # --- quoting, one function per target language -------------------------------------------------
 
-_SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SYSTEMD_SAFE = whole(r"^[A-Za-z0-9_@%+=:,./-]+$")
 
 
 def systemd_word(word: str, *, executable: bool = False) -> str:
@@ -63,22 +66,22 @@ def systemd_word(word: str, *, executable: bool = False) -> str:
         raise RenderError(f"{word!r}: an executable may not start with one of systemd's prefixes @ - : + !")
     escaped = word.replace("%", "%%").replace("$", "$$")
     if _SYSTEMD_SAFE.match(escaped):
-        return escaped
+        return Quoted(escaped)
     inner = escaped.replace("\\", "\\\\").replace('"', '\\"')
     inner = re.sub(r"[\x01-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", inner)
-    return f'"{inner}"'
+    return Quoted(f'"{inner}"')
 
 
 def systemd_command(argv: list[str]) -> str:
     """A whole Exec= command line."""
-    return " ".join(systemd_word(a, executable=(i == 0)) for i, a in enumerate(argv))
+    return Quoted(" ".join(systemd_word(a, executable=(i == 0)) for i, a in enumerate(argv)))
 
 
 def hcl_string(value: str) -> str:
     """An HCL2 quoted string literal with template sequences escaped."""
     out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     out = out.replace("\t", "\\t").replace("${", "$${").replace("%{", "%%{")
-    return f'"{out}"'
+    return Quoted(f'"{out}"')
 
 
 # characters a YAML 1.1 reader (PyYAML, cloud-init) rejects or reads as a line break inside a quoted
@@ -92,12 +95,12 @@ _JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(value, ensure_
 def yaml_scalar(value: object) -> str:
     """A YAML flow scalar (JSON is a subset of YAML 1.2 and of what cloud-init's loader reads)."""
     text = _JSON(value)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text
+    return Quoted(_YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text)
 
 
 def yaml_flow_list(argv: list[str]) -> str:
     """A YAML flow sequence of strings, for cloud-init's bootcmd/runcmd argv form."""
-    return "[" + ", ".join(yaml_scalar(a) for a in argv) + "]"
+    return Quoted("[" + ", ".join(yaml_scalar(a) for a in argv) + "]")
 
 
 def sh_quote(value: object) -> str:
@@ -105,7 +108,12 @@ def sh_quote(value: object) -> str:
     text = str(value)
     if "\x00" in text:
         raise RenderError(f"{text!r}: a NUL byte cannot be part of a shell word")
-    return "'" + text.replace("'", "'\\''") + "'"
+    return Quoted("'" + text.replace("'", "'\\''") + "'")
+
+
+def comment_text(value: object) -> str:
+    """Text for the rest of a comment line, in any language: refused when it holds a control character."""
+    return Quoted(guard_line("" if value is None else str(value), "the comment text"))
 
 
 # --- the environment ---------------------------------------------------------------------------
@@ -121,6 +129,14 @@ class _Environment(jinja2.Environment):
         return {**self.globals, **(d or {})}
 
 
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
+    return guard(value, _language(context.name), context.name)
+
+
+_language = cache(language)
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     # one environment per process: it caches compiled templates, which is most of a render's cost
@@ -132,10 +148,12 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
         auto_reload=False,  # templates do not change while migbake runs: no stat() per render
+        finalize=_finalize,  # every printed value passes the guard of its template's language
     )
     env.filters["sh"] = sh_quote
     env.filters["hcl"] = hcl_string
     env.filters["yaml"] = yaml_scalar
+    env.filters["comment"] = comment_text
     return env
 
 
@@ -160,7 +178,7 @@ def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[
 
 def _indent(text: str, spaces: int) -> str:
     pad = " " * spaces
-    return "\n".join([(pad + line) if line else "" for line in text.rstrip("\n").split("\n")])
+    return Block("\n".join([(pad + line) if line else "" for line in text.rstrip("\n").split("\n")]))
 
 
 def _check_paths(artifacts: list[Artifact]) -> None:
@@ -200,6 +218,7 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "consumers_text": p.consumers_text(),
         "held_text": p.consumers_text(only_fail_closed=True),
         "gpu_clients": GPU_CLIENTS,
+        "restore_after": RESTORE_AFTER,
         "reset_target": GPU_RESET_TARGET,
         "restore_script": RESTORE_SCRIPT,
         "restore_cmd": systemd_command(["/bin/bash", RESTORE_SCRIPT]),
@@ -209,7 +228,7 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "labels_env": labels_env,
         "header": plan.header,
         "gpu_notes": list(plan.gpu_notes),
-        "config_yaml": plan.config_text.rstrip("\n"),
+        "config_yaml": Block(plan.config_text.rstrip("\n")),
         "filter_notes": list(plan.filter_notes),
         "verify_groups": list(plan.verify_groups),
         "dropin_path": "/" + dropin_rel,

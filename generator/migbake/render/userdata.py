@@ -13,6 +13,9 @@ import hashlib
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 
+from migbake.problems import RenderError
+from migbake.render.guard import mime_header_value
+
 EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
 MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
 PART_TYPES = {
@@ -49,6 +52,11 @@ def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | No
     if subtype is None:
         raise ValueError(f"{their_name}: cannot tell its cloud-init part type from its first line; name "
                          "it with FILE:TYPE (e.g. my.sh:x-shellscript)")
+    for value, what in ((their_name, "the part's file name"), (subtype, "the part's type")):
+        try:
+            mime_header_value(value, what)  # both are printed into MIME headers
+        except RenderError as e:
+            raise ValueError(str(e)) from e
     first = MIMEText(theirs, subtype, "utf-8")
     first.add_header("Content-Disposition", f'attachment; filename="{their_name}"')
     second = MIMEText(ours, "cloud-config", "utf-8")

@@ -23,10 +23,8 @@ from migbake.rules.layouts import (
     rule_layout_profiles,
 )
 from migbake.rules.services import rule_consumers, rule_driver_wait, rule_node_labels
+from migbake.rules.units import rule_kubelet_args_env, rule_paths, rule_restore_unit_name, rule_unit_ordering
 from migbake.wording import index_list, instances
-
-MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
-SYSTEMD_DIRS = ("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/run/systemd/")
 
 
 def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
@@ -145,15 +143,6 @@ def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
                                  "unit-name-clash")
         else:
             seen[name] = ptr
-    path = as_mapping(d.get("restore")).get("config_path")
-    if isinstance(path, str) and (path.startswith(SYSTEMD_DIRS) or path.rstrip("/") in SYSTEMD_DIRS):
-        yield loaded.problem("/restore/config_path", f"{path!r} is inside systemd's unit folders, where the "
-                             "restore unit and the kubelet drop-in go; keep the mig-parted config elsewhere, "
-                             "such as /etc/nvidia-mig/config.yaml", "config-path-in-systemd")
-    if path == MANAGED_CONFIG:
-        yield loaded.problem("/restore/config_path", f"{MANAGED_CONFIG} belongs to the packaged "
-                             "nvidia-mig-manager, which regenerates it from the hardware at boot; use another "
-                             "path such as /etc/nvidia-mig/config.yaml", "managed-config-path")
 
 
 def _covered(groups: list[tuple[str, dict[str, Any]]], every: set[int]) -> set[int]:
@@ -253,7 +242,8 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
-                           rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels)
+                           rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
+                           rule_paths, rule_unit_ordering, rule_restore_unit_name, rule_kubelet_args_env)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:

@@ -95,11 +95,17 @@ _RULES = (
     ("node-labels-no-kubelet", "kubernetes.node_labels with kubelet.present: false"),
     ("node-label-restricted", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)"),
     ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
+    ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
+    ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
+    ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
+    ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
 )
 _CATALOG = (
     ("catalog-json", "a catalog file that is not valid JSON"),
     ("catalog-duplicate-id", "two models of a catalog file share an id"),
     ("catalog-placement", "a profile's placements do not fit the model's memory slices"),
+    ("catalog-text", "a key or string of a catalog file with a control character"),
+    ("catalog-too-deep", "a catalog file nested deeper than any catalog needs"),
 )
 _IMPORT = (
     ("import-version", "the mig-parted config is not version: v1"),

@@ -1,0 +1,132 @@
+"""Semantic rules on what the profile makes of the node: its paths, unit names and kubelet's environment.
+
+Paths are normalised (``systemdunits.normal_path``) before any rule looks at them, as the kernel and
+systemd will read them. Like ``rules.py`` these read the raw data defensively and yield problems
+with a rule id; ``rules.RULES`` runs them with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from migbake.document.loader import LoadedProfile
+from migbake.gpu.catalog import Catalog
+from migbake.problems import Problem
+from migbake.profile.units import (
+    REBOOT_MARKER,
+    RESTORE_AFTER,
+    RESTORE_SCRIPT,
+    SYSTEMD_TREES,
+    in_systemd_tree,
+    is_node_unit,
+    normal_path,
+)
+
+MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
+
+# variables the dynamic loader, a shell, an interpreter or systemd's service protocol reads: kubelet's
+# drop-in would set one of them to "--node-labels=..." for kubelet and everything it runs
+UNSAFE_ENV = frozenset({
+    "PATH", "IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH", "GLOBIGNORE", "HOME", "SHELL",
+    "TMPDIR", "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS", "RESOLV_HOST_CONF",
+    "NLSPATH", "TZ", "TZDIR", "LANG", "LANGUAGE", "LOCPATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
+    "PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "GODEBUG", "GOGC",
+    "GOMAXPROCS", "GOMEMLIMIT", "GOTRACEBACK", "SSL_CERT_FILE", "SSL_CERT_DIR", "KUBECONFIG",
+    "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "INVOCATION_ID", "CREDENTIALS_DIRECTORY",
+    "RUNTIME_DIRECTORY", "STATE_DIRECTORY", "LOGS_DIRECTORY", "CACHE_DIRECTORY", "CONFIGURATION_DIRECTORY",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "FTP_PROXY", "USER", "LOGNAME", "TERM", "MAIL",
+})
+UNSAFE_ENV_PREFIXES = ("LD_", "BASH_FUNC_", "MALLOC_", "GLIBC_", "LISTEN_", "SYSTEMD_", "LC_", "DYLD_")
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _outputs(d: dict[str, Any]) -> dict[str, str]:
+    """The node paths migbake writes, by where the profile sets them (fixed ones by name), normalised."""
+    restore = _mapping(d.get("restore"))
+    out = {"/restore/config_path": restore.get("config_path", "/etc/nvidia-mig/config.yaml")}
+    if isinstance(restore.get("metrics_textfile"), str) and restore["metrics_textfile"]:
+        out["/restore/metrics_textfile"] = restore["metrics_textfile"]
+    out["restore.sh"] = RESTORE_SCRIPT
+    out["the reboot marker"] = REBOOT_MARKER
+    return {k: normal_path(v) for k, v in out.items() if isinstance(v, str)}
+
+
+def rule_paths(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The config is outside systemd's unit trees and is not the packaged manager's; no two outputs share a path."""
+    d = _mapping(data)
+    raw = _mapping(d.get("restore")).get("config_path")
+    if isinstance(raw, str):
+        path = normal_path(raw)
+        said = repr(raw) if path == raw else f"{raw!r} (that is {path!r})"
+        if in_systemd_tree(path):
+            yield loaded.problem("/restore/config_path", f"{said} is inside systemd's unit folders, where the "
+                                 "restore unit and the kubelet drop-in go; keep the mig-parted config elsewhere, "
+                                 "such as /etc/nvidia-mig/config.yaml", "config-path-in-systemd")
+        if path == MANAGED_CONFIG:
+            yield loaded.problem("/restore/config_path", f"{said}: {MANAGED_CONFIG} belongs to the packaged "
+                                 "nvidia-mig-manager, which regenerates it from the hardware at boot; use another "
+                                 "path such as /etc/nvidia-mig/config.yaml", "managed-config-path")
+    metrics = _mapping(d.get("restore")).get("metrics_textfile")
+    if isinstance(metrics, str) and metrics and in_systemd_tree(metrics):
+        yield loaded.problem("/restore/metrics_textfile", f"{metrics!r} is inside systemd's unit folders "
+                             f"({', '.join(SYSTEMD_TREES)}); write the metrics elsewhere", "config-path-in-systemd")
+    outputs = list(_outputs(d).items())
+    for i, (first, first_path) in enumerate(outputs):
+        for second, second_path in outputs[i + 1:]:
+            where, path, other, other_path = first, first_path, second, second_path
+            if not where.startswith("/"):  # report it where the profile set it
+                where, path, other, other_path = second, second_path, first, first_path
+            if not where.startswith("/") or not (path == other_path or path.startswith(other_path + "/")
+                                                 or other_path.startswith(path + "/")):
+                continue
+            how = "is also" if path == other_path else "cannot be both a file and a folder with"
+            yield loaded.problem(where, f"{path!r} {how} {other} ({other_path!r}): migbake writes both; give "
+                                 "each its own path", "output-path-clash")
+
+
+def rule_unit_ordering(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Nothing that starts after the restore is a unit the restore itself starts after (an ordering cycle)."""
+    d = _mapping(data)
+    kubelet = _mapping(d.get("kubelet"))
+    units: list[tuple[str, object]] = []
+    if kubelet.get("present", True) is True:
+        units.append(("/kubelet/unit", kubelet.get("unit", "kubelet.service")))
+    consumers = d.get("consumers")
+    for i, c in enumerate(consumers if isinstance(consumers, list) else []):
+        units.append((f"/consumers/{i}/unit", _mapping(c).get("unit")))
+    for ptr, unit in units:
+        if isinstance(unit, str) and unit in RESTORE_AFTER:
+            yield loaded.problem(ptr, f"{unit!r} starts after the restore (its drop-in), but the restore unit is "
+                                 f"After= {unit} ({' '.join(RESTORE_AFTER)}): an ordering cycle, which systemd "
+                                 "breaks by dropping a job at boot", "restore-ordering-cycle")
+
+
+def rule_restore_unit_name(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The restore unit is a new unit: not named like one the node already has (it would replace it)."""
+    d = _mapping(data)
+    unit = _mapping(d.get("restore")).get("unit")
+    others = [_mapping(d.get("kubelet")).get("unit", "kubelet.service"),
+              _mapping(d.get("conflicting_manager")).get("unit", "nvidia-mig-manager.service")]
+    if isinstance(unit, str) and unit not in others and is_node_unit(unit):  # those: unit-name-clash
+        yield loaded.problem("/restore/unit", f"{unit!r} is the name of a unit the node already has (NVIDIA's "
+                             "driver packages, systemd, the container runtime, kubelet): a restore unit of that "
+                             "name in /etc/systemd/system would replace it; use a name of its own such as "
+                             "nvidia-mig-restore.service", "restore-unit-shadows")
+
+
+def rule_kubelet_args_env(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """kubernetes.kubelet_args_env is not a variable the loader, a shell, an interpreter or systemd reads."""
+    name = _mapping(_mapping(data).get("kubernetes")).get("kubelet_args_env")
+    if not isinstance(name, str) or not name:
+        return
+    upper = name.upper()
+    if upper in UNSAFE_ENV or upper.startswith(UNSAFE_ENV_PREFIXES):
+        yield loaded.problem("/kubernetes/kubelet_args_env", f"{name!r} is read by the dynamic loader, a shell, "
+                             "an interpreter or systemd, not only by kubelet's ExecStart: setting it to "
+                             "--node-labels=... would change how kubelet and everything it starts runs; name the "
+                             "variable kubelet's ExecStart expands for extra arguments (KUBELET_EXTRA_ARGS with "
+                             "kubeadm)", "kubelet-args-env-unsafe")
