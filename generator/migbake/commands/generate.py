@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import PROFILE_PATH, profile_name, valid_profile
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
@@ -22,7 +22,7 @@ from migbake.wording import plural
 
 @click.command()
 @click.argument("profile", type=PROFILE_PATH)
-@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--output", "out", required=True, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
 @click.option("--force", is_flag=True,
               help="Replace OUT even if it is not empty and migbake did not create it, or it was generated "

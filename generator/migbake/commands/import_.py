@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import GpuModelType, write_or_print
+from migbake.commands.common import GpuModelType, NonEmptyPath, write_or_print
 from migbake.gpu.catalog import GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
@@ -20,7 +20,7 @@ from migbake.node.nvidiasmi import read_capture
               help="The GPU model of entries without a device-filter (`migbake gpus`).")
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="`nvidia-smi -q -x` of the node: the GPU models and gpu_count; every GPU must be covered.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path),
               help="Write the profile here (default: standard output).")
 @click.option("--name", default="", help="The profile's name (default: imported-<models>).")
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT.")
