@@ -13,6 +13,7 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
+from migbake.problems import InputError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.tree import Artifact, render
@@ -96,9 +97,10 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
         if not src.is_file() and ":" in mime_part:
             path, kind = mime_part.rsplit(":", 1)
             src = Path(path)
+        data = read_bounded(src, userdata.MAX_PART_BYTES, InputError)  # /dev/zero too: never unbounded
         try:
-            theirs = src.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            theirs = data.decode("utf-8")
+        except UnicodeDecodeError as e:
             raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
         try:
             mime = userdata.mime_user_data(text, theirs, src.name, kind or None)

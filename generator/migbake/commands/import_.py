@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import GpuModelType, NonEmptyPath, write_or_print
+from migbake.commands.common import STDIN_NAME, GpuModelType, NonEmptyPath, write_or_print
 from migbake.gpu.catalog import GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
+from migbake.problems import InputError, read_bounded, read_stdin
 
 
 @click.command("import")
@@ -39,8 +40,10 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
     capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
     display = "-" if str(source) == "-" else str(source)
-    with click.open_file(display, "rb") as fh:
-        data = fh.read(1024 * 1024)
+    limit = 1024 * 1024  # a mig-parted config is a few KiB; a larger input is refused, never cut short
+    data = read_stdin(limit) if display == "-" else read_bounded(source, limit, InputError)
+    if len(data) > limit:
+        raise InputError(f"{STDIN_NAME}: larger than 1 MiB")
     result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
     for p in result.warnings:
         click.echo(p.format(), err=True)
