@@ -109,12 +109,11 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 def catch_sigterm() -> None:
     """Turn SIGTERM into ``Terminated`` (in the main thread; elsewhere the default stays)."""
+    import contextlib
     import signal  # only for commands that go through click: a plain validate's start-up does not pay for it
 
-    try:
+    with contextlib.suppress(ValueError, OSError):  # not the main thread
         signal.signal(signal.SIGTERM, _raise_terminated)
-    except (ValueError, OSError):  # not the main thread
-        pass
 
 
 def die_of_sigterm() -> None:

@@ -100,7 +100,7 @@ def read_stdin(limit: int) -> bytes:
     if stream is None:
         raise InputError("standard input is closed; give a file, or pipe the profile in")
     try:
-        data: bytes = stream.read(limit + 1)
+        data = stream.read(limit + 1)
     except OSError as err:
         raise InputError(f"cannot read standard input: {err.strerror or err}") from err
     return data if isinstance(data, bytes) else str(data).encode("utf-8")

@@ -136,7 +136,7 @@ def read_origin(out: Path) -> Origin | None:
 
 def _listed(text: str) -> set[str] | None:
     """The files a marker lists (None: a marker of an older migbake, which lists none)."""
-    head, sep, tail = text.partition("\n" + _FILES_HEADER + "\n")
+    _, sep, tail = text.partition("\n" + _FILES_HEADER + "\n")
     if not sep:
         return None
     return {line[2:] for line in tail.splitlines() if line.startswith("  ")}
