@@ -243,7 +243,7 @@ def test_sigterm_mid_write_leaves_the_old_output_and_no_temporary_folder(existin
 # --- captures, node JSON, user files ---------------------------------------------------------------
 
 CSV_INDICES = {"superscript": "²", "arabic-indic": "٣", "5000-digits": "9" * 5000, "negative": "-1", "hex": "0x1",
-               "fullwidth": "１"}
+               "fullwidth": "\uff11"}
 
 
 @pytest.mark.parametrize("index", CSV_INDICES.values(), ids=CSV_INDICES.keys())

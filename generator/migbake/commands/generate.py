@@ -93,6 +93,9 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
     if gzipped:
         extra.append(Artifact("cloud-init/user-data.gz", userdata.gzip_user_data(text), 0o644))
     if mime_part:
+        if any(c < " " or c == "\x7f" for c in mime_part):  # CR/LF would end a MIME header: refused, not cleaned
+            raise click.BadParameter(f"{mime_part!r} holds a control character (CR, LF, ...)",
+                                     param_hint="--user-data-mime")
         src, kind = Path(mime_part), ""
         if not src.is_file() and ":" in mime_part:
             path, kind = mime_part.rsplit(":", 1)
