@@ -13,6 +13,7 @@ import email
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,7 +193,9 @@ def test_a_valid_type_is_the_part_s_content_type(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert cli("generate", str(PROFILE), "-o", str(out), "--user-data-mime", f"{part}:x-shellscript")[0] == 0
     message = email.message_from_bytes((out / "cloud-init/user-data.mime").read_bytes())
-    assert [p.get_content_type() for p in message.get_payload()] == ["text/x-shellscript", "text/cloud-config"]
+    parts = message.get_payload()
+    assert isinstance(parts, list)
+    assert [p.get_content_type() for p in parts] == ["text/x-shellscript", "text/cloud-config"]
 
 
 # --- preflight: one node's GPU indices ---------------------------------------------------------------
@@ -258,7 +261,8 @@ def test_import_keeps_plain_names_mig_parted_selects(tmp_path: Path) -> None:
 # --- text output: escaped values, one line per problem -----------------------------------------------
 
 HOSTILE_NAMES = {"newline": "bad\nname.yaml", "carriage-return": "bad\rname.yaml",
-                 "bidi-override": "bad\u202eeman.yaml", "bidi-isolate": "bad\u2066x.yaml", "lrm": "bad\u200ex.yaml", "c1-csi": "bad\x9b31mx.yaml",
+                 "bidi-override": "bad\u202eeman.yaml", "bidi-isolate": "bad\u2066x.yaml", "lrm": "bad\u200ex.yaml",
+                 "c1-csi": "bad\x9b31mx.yaml",
                  "nel": "bad\x85x.yaml", "escape": "bad\x1b[31mx.yaml"}
 _RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
@@ -291,7 +295,7 @@ def test_echoed_values_are_escaped(value: str, tmp_path: Path) -> None:
 
 def test_the_process_reports_the_same_escapes(tmp_path: Path) -> None:
     bad = tmp_path / "a\nb\u202e.yaml"
-    ran = subprocess.run([os.sys.executable, "-m", "migbake", "show", str(bad)], capture_output=True, text=True,
+    ran = subprocess.run([sys.executable, "-m", "migbake", "show", str(bad)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO / "generator")}, check=False)
     assert ran.returncode == 2 and len(ran.stderr.splitlines()) == 2, ran.stderr  # the problem, then the verdict
     assert "a\\nb\\u202e.yaml:1:1: error: /: cannot read the file" in ran.stderr
