@@ -26,8 +26,8 @@ from migbake.wording import plural
 @click.option("-o", "--output", "out", required=True, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
 @click.option("--force", is_flag=True,
-              help="Replace OUT even if it is not empty and migbake did not create it, or it was generated "
-                   "from another profile.")
+              help="Replace OUT even if it is not empty and migbake did not create it, holds files its marker "
+                   "does not list, or was generated from another profile.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
                    "the --user-data-* options OUT was generated with, unless given).")

@@ -23,6 +23,7 @@ from migbake import __version__
 from migbake.document.loader import LoadedProfile, join_pointer, load_profile_bytes
 from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
 from migbake.gpu.devicefilter import read_filter_id
+from migbake.migparted.yamlnames import go_yaml_reading, unquoted_config_key
 from migbake.node.nvidiasmi import Capture
 from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
 from migbake.rules.validate import check_bytes
@@ -235,7 +236,7 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
               "_ . -, starting with a letter or digit, at most 63): rename it in the file, then import it; "
               "migbake never renames a config", "import-config-name", key=True)
         return None
-    reading = _go_yaml_reading(key) if _unquoted_config_key(r.loaded.text, key) else None
+    reading = go_yaml_reading(key) if unquoted_config_key(r.loaded.text, key) else None
     if reading:
         r.bad(here, f"mig-parted's YAML (go-yaml v2, YAML 1.1) reads the unquoted config name {key} as {reading}, "
               f"not as the name {key!r}: nvidia-mig-parted cannot be sure to select it with -c {key}; quote it "
@@ -246,39 +247,6 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
         r.bad(here, "a config must be a non-empty list of entries", "import-config")
         return None
     return key, entries
-
-
-# how go-yaml v2 (mig-parted reads its config with sigs.k8s.io/yaml, on go-yaml v2) resolves a plain scalar
-# that a config name may be: YAML 1.1's booleans and null, then, underscores removed, Go's ParseInt with
-# base 0 (0x, 0o, 0b, a leading 0: octal), ParseUint, then its float pattern
-_GO_BOOLS = {w: v for v, words in (("true", "y Y yes Yes YES true True TRUE on On ON"),
-                                   ("false", "n N no No NO false False FALSE off Off OFF")) for w in words.split()}
-_GO_INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|[0-9]+)")
-_GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-
-
-def _go_yaml_reading(name: str) -> str | None:
-    """What go-yaml v2 reads the plain scalar ``name`` as, when not a string ("the boolean true"); None: a string."""
-    if name in _GO_BOOLS:
-        return f"the boolean {_GO_BOOLS[name]}"
-    if name in ("null", "Null", "NULL"):
-        return "null (no name at all)"
-    plain = name.replace("_", "")
-    if _GO_INT.fullmatch(plain) or _GO_FLOAT.fullmatch(plain):
-        return "a number"
-    return None
-
-
-def _unquoted_config_key(text: str, key: str) -> bool:
-    """Whether the config ``key`` of mig-configs is written plain (unquoted) in the YAML ``text``."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:  # pragma: no cover - the loader has read it already
-        return True
-    for k, v in root.value if isinstance(root, yaml.MappingNode) else ():
-        if k.value == "mig-configs" and isinstance(v, yaml.MappingNode):
-            return any(ck.value == key and ck.style is None for ck, _ in v.value)
-    return True
 
 
 def _check_capture(r: _Reader, capture: Capture, matchers: list[tuple[str, str | list[int], set[str] | None]],
