@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
+from migbake.exits import printable
 from migbake.problems import Problem, has_errors, sort_problems
 from migbake.profile.schema import schema_problems
 from migbake.rules.general import rule_problems
@@ -110,10 +111,10 @@ def profile_files(args: Sequence[str]) -> Iterator[Path]:
             try:
                 os.scandir(p).close()
             except OSError as err:
-                raise ValueError(f"{raw}: cannot read this directory: {err.strerror or err}") from err
+                raise ValueError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}") from err
             found = _profiles_below(p)
             if not found:
-                raise ValueError(f"{raw}: no node-profile.yaml or *.profile.yaml below this directory")
+                raise ValueError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory")
             yield from found
         else:
             yield p
