@@ -95,21 +95,15 @@ def read_bounded(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
 
 
 def read_stdin(limit: int) -> bytes:
-    """Standard input's bytes, at most ``limit + 1`` (the caller says what more means); closed: InputError."""
+    """Standard input's bytes, at most ``limit + 1`` (the caller says what more means); closed: UsageError."""
     stream = getattr(sys.stdin, "buffer", sys.stdin)
     if stream is None:
-        raise InputError("standard input is closed; give a file, or pipe the profile in")
+        raise UsageError("standard input is closed; give a file, or pipe the profile in")
     try:
         data = stream.read(limit + 1)
     except OSError as err:
-        raise InputError(f"cannot read standard input: {err.strerror or err}") from err
+        raise UsageError(f"cannot read standard input: {err.strerror or err}") from err
     return data if isinstance(data, bytes) else str(data).encode("utf-8")
-
-
-class InputError(MigbakeError):
-    """An input (standard input, a file named by an option) cannot be read: exit 2, as bad usage."""
-
-    exit_code = EXIT_USAGE
 
 
 class ProfileError(MigbakeError):
@@ -143,7 +137,8 @@ class CatalogError(MigbakeError):
 
 
 class UsageError(MigbakeError):
-    """The command was asked for something it cannot do as asked (exit 2, like a bad option)."""
+    """The command was asked for something it cannot do as asked (exit 2, like a bad option), or an input it
+    was given (standard input, a file an option names) cannot be read."""
 
     exit_code = EXIT_USAGE
 

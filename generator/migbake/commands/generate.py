@@ -13,7 +13,7 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.problems import InputError, read_bounded
+from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.tree import Artifact, render
@@ -100,7 +100,7 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
         if not src.is_file() and ":" in mime_part:
             path, kind = mime_part.rsplit(":", 1)
             src = Path(path)
-        data = read_bounded(src, userdata.MAX_PART_BYTES, InputError)  # /dev/zero too: never unbounded
+        data = read_bounded(src, userdata.MAX_PART_BYTES, UsageError)  # /dev/zero too: never unbounded
         try:
             theirs = data.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -10,7 +10,7 @@ from migbake.commands.common import STDIN_NAME, GpuModelType, NonEmptyPath, writ
 from migbake.gpu.catalog import GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
-from migbake.problems import InputError, read_bounded, read_stdin
+from migbake.problems import UsageError, read_bounded, read_stdin
 
 
 @click.command("import")
@@ -41,9 +41,9 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
     capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
     display = "-" if str(source) == "-" else str(source)
     limit = 1024 * 1024  # a mig-parted config is a few KiB; a larger input is refused, never cut short
-    data = read_stdin(limit) if display == "-" else read_bounded(source, limit, InputError)
+    data = read_stdin(limit) if display == "-" else read_bounded(source, limit, UsageError)
     if len(data) > limit:
-        raise InputError(f"{STDIN_NAME}: larger than 1 MiB")
+        raise UsageError(f"{STDIN_NAME}: larger than 1 MiB")
     result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
     for p in result.warnings:
         click.echo(p.format(), err=True)
