@@ -99,10 +99,10 @@ def test_a_directory_instead_of_a_profile_exits_like_a_missing_file(command: lis
     (tmp_path / "capture.csv").write_text("0, NVIDIA H200, 0x233510DE, Disabled\n")
     capture = tmp_path / "capture.csv"
     result = CliRunner().invoke(main, [c.format(d=folder, c=capture) for c in command])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # an unreadable file (the README's exit-code table)
     assert f"{folder}:1:1: error: /: cannot read the file: it is a directory, not a profile file" in result.stderr
     missing = CliRunner().invoke(main, [c.format(d=tmp_path / "missing.yaml", c=capture) for c in command])
-    assert missing.exit_code == 1 and "cannot read the file" in missing.stderr, missing.output
+    assert missing.exit_code == 2 and "cannot read the file" in missing.stderr, missing.output
 
 
 def test_layouts_table() -> None:

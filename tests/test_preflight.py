@@ -263,9 +263,9 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     both = ("--nvidia-smi-csv", str(capture), "--nvidia-smi-xml", str(capture))
     assert cli("preflight", str(profile), *both)[0] == 2
     assert cli("preflight", str(profile), "--nvidia-smi-csv", str(tmp_path / "missing.csv"))[0] == 2
-    # a missing (or directory) profile is invalid input, as for every command: exit 1
-    assert cli("preflight", str(tmp_path / "missing.yaml"), "--nvidia-smi-csv", str(capture))[0] == 1
-    assert cli("preflight", str(tmp_path), "--nvidia-smi-csv", str(capture))[0] == 1
+    # a missing (or directory) profile is an unreadable file, as for every command: exit 2
+    assert cli("preflight", str(tmp_path / "missing.yaml"), "--nvidia-smi-csv", str(capture))[0] == 2
+    assert cli("preflight", str(tmp_path), "--nvidia-smi-csv", str(capture))[0] == 2
     assert cli("preflight", str(profile), "--nvidia-smi-xml", str(capture))[0] == 2  # CSV is not XML
     assert cli("preflight", str(profile), "--nvidia-smi-csv", str(capture))[0] == 0
     profile.write_text("version: 1\nname: x\ngpus: [{model: h300}]\n")

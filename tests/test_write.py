@@ -21,6 +21,7 @@ from click.testing import Result
 from support import IMAGES, REPO, CliRunner
 
 from migbake.cli.group import main
+from migbake.problems import OutputError
 from migbake.render import write
 from migbake.render.tree import render
 from migbake.render.write import OUTPUT_MARKER, write_tree
@@ -214,8 +215,13 @@ def test_check_fails_with_a_diff_when_out_differs(generated: Path, change: objec
     assert snapshot(generated) == before  # --check writes nothing
     if change is _edit:
         assert "-set -u" in result.stdout and "+set -uo pipefail" in result.stdout
-    # regenerating repairs it
-    assert cli("generate", str(PROFILE), "-o", str(generated)).exit_code == 0
+    # regenerating repairs it; a file the marker does not list is deleted only with --force
+    force = ["--force"] if change is _add else []
+    if change is _add:
+        refused = cli("generate", str(PROFILE), "-o", str(generated))
+        assert refused.exit_code == 2 and "scripts/extra.sh" in refused.stderr, refused.output
+        assert snapshot(generated) == before
+    assert cli("generate", str(PROFILE), "-o", str(generated), *force).exit_code == 0
     assert cli("generate", str(PROFILE), "-o", str(generated), "--check").exit_code == 0
 
 
@@ -269,9 +275,12 @@ def test_a_failure_mid_write_leaves_out_as_it_was(
     if name == "rename" and existing:
         monkeypatch.setattr(write, "_exchange", lambda a, b: (_ for _ in ()).throw(Boom("swap failed")))
     else:
+        if name == "rename":
+            monkeypatch.setattr(write, "_rename_noreplace", lambda a, b: False)  # a system without renameat2
         _fail_on_call(monkeypatch, name, n)
-    with pytest.raises(Boom):
+    with pytest.raises(OutputError, match=r"cannot write .*out: ") as raised:  # exit 2, the failure's reason
         write_tree(_artifacts(), out)
+    assert isinstance(raised.value.__cause__, Boom)
     assert (snapshot(out) if existing else out.exists()) == (before if existing else False)
     assert leftovers(tmp_path, out) == []
 
@@ -284,13 +293,15 @@ def test_without_rename_exchange_a_failed_swap_puts_the_old_tree_back(
     (out / "scripts/verify-mig-restore.sh").write_text("the old tree\n")
     before = snapshot(out)
     monkeypatch.setattr(write, "_exchange", lambda a, b: False)  # a system without renameat2
+    monkeypatch.setattr(write, "_rename_noreplace", lambda a, b: False)
     _fail_on_call(monkeypatch, "rename", 2)  # out -> .old succeeds, tmp -> out fails
-    with pytest.raises(Boom):
+    with pytest.raises(OutputError, match="injected failure"):
         write_tree(_artifacts(), out)
     assert snapshot(out) == before
     assert leftovers(tmp_path, out) == []
     monkeypatch.undo()
     monkeypatch.setattr(write, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(write, "_rename_noreplace", lambda a, b: False)
     write_tree(_artifacts(), out)  # and the fallback works when nothing fails
     assert (out / "scripts/verify-mig-restore.sh").read_text().startswith("#!/usr/bin/env bash\n")
     assert leftovers(tmp_path, out) == []
@@ -304,8 +315,8 @@ def test_cli_reports_a_write_failure_without_traceback(
     before = snapshot(out)
     _fail_on_call(monkeypatch, "open", 3)
     result = cli("generate", str(PROFILE), "-o", str(out))
-    assert result.exit_code == 3, result.output
-    assert "injected failure" in result.stderr and "Traceback" not in result.output
+    assert result.exit_code == 2, result.output  # a refused write: one line, the output's name and why
+    assert result.stderr == f"migbake: error: cannot write {out}: injected failure in os.open\n"
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
 

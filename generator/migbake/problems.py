@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from migbake.exits import EXIT_INVALID, EXIT_USAGE
+from migbake.exits import EXIT_INVALID, EXIT_USAGE, printable
 from migbake.wording import plural
 
 Severity = Literal["error", "warning"]
 
-# a key of the profile can hold any of these; printed raw they would break the line (or drive the terminal)
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _printable(text: str) -> str:
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+UNREADABLE = "unreadable"  # the rule of a profile that cannot be read at all: exit 2, as an unreadable file
 
 
 @dataclass(frozen=True)
@@ -37,11 +32,17 @@ class Problem:
         """Order by file, position, then pointer and message (stable, deterministic)."""
         return (self.file, self.line, self.col, self.pointer, self.message)
 
+    def location(self) -> str:
+        """``FILE:LINE:COL``, the file name escaped (a newline in it cannot start another line)."""
+        return f"{printable(self.file)}:{self.line}:{self.col}"
+
     def format(self) -> str:
-        """``FILE:LINE:COL: error: /pointer: message [rule]``: one line, as compilers print."""
-        pointer = _printable(self.pointer or "/")
-        return (f"{self.file}:{self.line}:{self.col}: {self.severity}: {pointer}: {_printable(self.message)} "
-                f"[{self.rule}]")
+        """``FILE:LINE:COL: error: /pointer: message [rule]``: one line, as compilers print.
+
+        Every echoed value is escaped (``exits.printable``): control, C1 and bidirectional characters.
+        """
+        pointer = printable(self.pointer or "/")
+        return f"{self.location()}: {self.severity}: {pointer}: {printable(self.message)} [{self.rule}]"
 
 
 def sort_problems(problems: Iterable[Problem]) -> list[Problem]:
@@ -54,6 +55,11 @@ def has_errors(problems: Iterable[Problem]) -> bool:
     return any(p.severity == "error" for p in problems)
 
 
+def unreadable(problems: Iterable[Problem]) -> bool:
+    """Whether the file could not be read at all (missing, a directory, no permission): exit 2."""
+    return any(p.rule == UNREADABLE for p in problems)
+
+
 class MigbakeError(Exception):
     """Base of every error migbake raises on purpose: what stderr says, and the exit code.
 
@@ -62,22 +68,42 @@ class MigbakeError(Exception):
     """
 
     exit_code: ClassVar[int] = EXIT_INVALID
+    multiline: ClassVar[bool] = False  # a message of several lines (a tool's log): its line breaks are kept
 
     def report(self) -> list[str]:
         """The lines printed to stderr, last the one that says what failed."""
         return [f"migbake: error: {self}"]
 
 
+def _limit_text(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+
+
 def read_bounded(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
-    """A captured input file's bytes, at most ``limit``; unreadable or larger raises ``error``."""
+    """A user file's bytes, at most ``limit`` (``/dev/zero`` too); unreadable or larger raises ``error``.
+
+    Every file a user names is read through here or ``read_stdin``: none is read without a bound.
+    """
     try:
         with path.open("rb") as fh:
             data = fh.read(limit + 1)
     except OSError as err:
         raise error(f"{path}: {err.strerror or err}") from err
     if len(data) > limit:
-        raise error(f"{path}: larger than {limit // (1024 * 1024)} MiB")
+        raise error(f"{path}: larger than {_limit_text(limit)}")
     return data
+
+
+def read_stdin(limit: int) -> bytes:
+    """Standard input's bytes, at most ``limit + 1`` (the caller says what more means); closed: UsageError."""
+    stream = getattr(sys.stdin, "buffer", sys.stdin)
+    if stream is None:
+        raise UsageError("standard input is closed; give a file, or pipe the profile in")
+    try:
+        data = stream.read(limit + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read standard input: {err.strerror or err}") from err
+    return data if isinstance(data, bytes) else str(data).encode("utf-8")
 
 
 class ProfileError(MigbakeError):
@@ -90,6 +116,12 @@ class ProfileError(MigbakeError):
 
     def report(self) -> list[str]:
         return [p.format() for p in self.problems] + [f"migbake: {self}"]
+
+
+class UnreadableProfile(ProfileError):
+    """The profile cannot be read at all (missing, a directory, no permission): exit 2, an unreadable file."""
+
+    exit_code = EXIT_USAGE
 
 
 class CatalogError(MigbakeError):
@@ -105,7 +137,8 @@ class CatalogError(MigbakeError):
 
 
 class UsageError(MigbakeError):
-    """The command was asked for something it cannot do as asked (exit 2, like a bad option)."""
+    """The command was asked for something it cannot do as asked (exit 2, like a bad option), or an input it
+    was given (standard input, a file an option names) cannot be read."""
 
     exit_code = EXIT_USAGE
 

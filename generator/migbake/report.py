@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from migbake import __version__
-from migbake.problems import Problem
+from migbake.exits import EXIT_INVALID, EXIT_USAGE
+from migbake.problems import Problem, unreadable
 from migbake.wording import plural
 
 INFO_URI = "https://github.com/migbake/migbake"
@@ -27,6 +28,13 @@ class FileResult:
     def errors(self) -> int:
         """How many problems are errors."""
         return sum(p.severity == "error" for p in self.problems)
+
+
+def exit_code(results: Sequence[FileResult]) -> int:
+    """``validate``'s exit code: 2 when a file cannot be read at all, else 1 when any is invalid, else 0."""
+    if any(unreadable(r.problems) for r in results):
+        return EXIT_USAGE
+    return EXIT_INVALID if any(r.errors for r in results) else 0
 
 
 def summary(results: Sequence[FileResult]) -> str:
@@ -49,7 +57,7 @@ def text_report(results: Sequence[FileResult], *, color: bool = False, with_summ
             line = p.format()
             if color:
                 code = "31" if p.severity == "error" else "33"
-                head = f"{p.file}:{p.line}:{p.col}: "
+                head = f"{p.location()}: "
                 line = head + f"\x1b[1;{code}m{p.severity}\x1b[0m" + line[len(head) + len(p.severity):]
             lines.append(line)
     if with_summary:

@@ -11,5 +11,7 @@ class BootTestError(MigbakeError):
     Failed *claims* are not errors: they are results, reported in ``BootTestResult``.
     """
 
+    multiline = True  # a failed build's or sshd's log tail
+
     def report(self) -> list[str]:
         return [f"migbake: error: boot test could not run: {self}"]

@@ -14,16 +14,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-from migbake.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_PIPE_CLOSED, color_wanted, silence_stdout
+from migbake.exits import (
+    EXIT_INTERRUPTED,
+    EXIT_PIPE_CLOSED,
+    EXIT_USAGE,
+    color_wanted,
+    silence_stdout,
+    stdout_failure,
+    write_stdout,
+)
 
 
 def quick_validate(args: Sequence[str]) -> int | None:
     """The exit code of ``migbake ARGS`` when it is a plain ``validate FILE...``, else None (nothing printed)."""
     if len(args) < 2 or args[0] != "validate" or any(a.startswith("-") for a in args[1:]):
         return None
-    if os.environ.get("MIGBAKE_CATALOG"):
+    if os.environ.get("MIGBAKE_CATALOG") or sys.stdout is None:  # the click group says what is wrong
         return None
-    from migbake.report import FileResult, text_report
+    from migbake.report import FileResult, exit_code, text_report
     from migbake.rules.validate import file_problems, profile_files
 
     try:
@@ -35,12 +43,17 @@ def quick_validate(args: Sequence[str]) -> int | None:
     except Exception:  # the click command says it: a usage error, or an internal error with --debug
         return None
     try:
-        sys.stdout.write(text_report(results, color=color_wanted()))
-        sys.stdout.flush()
+        write_stdout(text_report(results, color=color_wanted()))
     except BrokenPipeError:
         silence_stdout()
         return EXIT_PIPE_CLOSED
-    return EXIT_INVALID if any(r.errors for r in results) else 0
+    except OSError as err:  # a full disk, an I/O error: said as the click group says it
+        line = stdout_failure(err)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return EXIT_USAGE
+    return exit_code(results)
 
 
 def run(prog_name: str | None = None) -> None:

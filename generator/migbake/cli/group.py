@@ -25,7 +25,15 @@ from migbake.exits import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_PIPE_CLOSED,
+    EXIT_USAGE,
+    Terminated,
+    catch_sigterm,
+    die_of_sigterm,
+    os_error_line,
+    printable,
     silence_stdout,
+    stdout_failure,
+    write_stdout,
 )
 from migbake.problems import MigbakeError
 
@@ -72,14 +80,18 @@ class _State:
     debug = False
 
 
-def _end(lines: list[str], code: int, *, traceback: bool = True) -> NoReturn:
-    """Print the traceback (with --debug), then ``lines`` to stderr, then exit with ``code``."""
+def _end(lines: list[str], code: int, *, traceback: bool = True, multiline: bool = False) -> NoReturn:
+    """Print the traceback (with --debug), then ``lines`` to stderr, then exit with ``code``.
+
+    Each line is printed escaped (``exits.printable``): a value echoed in it (a file name, a key) cannot
+    break it or drive the terminal; ``multiline`` keeps the line breaks of a message made of several.
+    """
     if traceback and _State.debug:
         import traceback as tb  # only with --debug: start-up does not pay for it
 
         tb.print_exc()
     for line in lines:
-        click.echo(line, err=True)
+        click.echo("\n".join(map(printable, line.split("\n"))) if multiline else printable(line), err=True)
     sys.exit(code)
 
 
@@ -107,24 +119,39 @@ class MigbakeGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
+        catch_sigterm()  # a cleanup (the writer's temporary folder) runs on SIGTERM too
         try:
+            closed = stdout_failure()
+            if closed:
+                _end([closed], EXIT_USAGE, traceback=False)
             code = super().invoke(ctx)
-            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            write_stdout("")  # a closed pipe or a full disk shows here, not at interpreter exit
         except BrokenPipeError:
             silence_stdout()
             sys.exit(EXIT_PIPE_CLOSED)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except MigbakeError as e:
-            _end(e.report(), e.exit_code)
+            _end(e.report(), e.exit_code, multiline=e.multiline)
         except KeyboardInterrupt:
             _end(["migbake: interrupted"], EXIT_INTERRUPTED, traceback=False)
+        except Terminated:
+            click.echo("migbake: terminated (SIGTERM)", err=True)
+            die_of_sigterm()
+        except OSError as e:  # the system refused a file, or standard output: what and why, in one line
+            line = stdout_failure(e) or os_error_line(e)
+            if line is None:
+                _internal(e)
+            _end([line], EXIT_USAGE)
         except Exception as e:
-            _end([f"migbake: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)"],
-                 EXIT_INTERNAL)
+            _internal(e)
         if code:
             sys.exit(code)
         return code
+
+
+def _internal(e: Exception) -> NoReturn:
+    _end([f"migbake: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)"], EXIT_INTERNAL)
 
 
 @click.group(cls=MigbakeGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=exit_codes_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from migbake.bake import packer
-from migbake.commands.common import valid_profile
+from migbake.commands.common import NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for
 from migbake.problems import PackerError
 from migbake.render.write import Origin, check_out, read_origin, write_tree
@@ -50,8 +50,8 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
 
 
 @click.command()
-@click.argument("target", metavar="PROFILE|IMAGE_DIR", type=click.Path(path_type=Path))
-@click.option("-o", "--output", "out", type=click.Path(file_okay=False, path_type=Path),
+@click.argument("target", metavar="PROFILE|IMAGE_DIR", type=NonEmptyPath(path_type=Path))
+@click.option("-o", "--output", "out", type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Where to generate (default: IMAGE_DIR/generated; for NAME.yaml or NAME.profile.yaml, "
                    "NAME.generated beside it; for node-profile.yaml, generated beside it).")
 @click.option("--only", multiple=True, metavar="SOURCE",

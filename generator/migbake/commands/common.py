@@ -6,7 +6,6 @@ the command group (``migbake.cli.group``) reports.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,15 +13,27 @@ import click
 
 from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.gpu.catalog import GpuModel, load_catalog
-from migbake.problems import ProfileError
+from migbake.problems import ProfileError, UnreadableProfile, read_stdin, unreadable
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.rules.validate import Checked, check_bytes, check_file
 
 STDIN_NAME = "<stdin>"
 
-# A profile argument: a directory is accepted here so that it is reported like a missing file (exit 1,
+
+
+class NonEmptyPath(click.Path):
+    """A path argument that is not the empty string (which names no file: the current folder, to the system)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, or a usage error for ``''``."""
+        if isinstance(value, str) and value == "":
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+# A profile argument: a directory is accepted here so that it is reported like a missing file (exit 2,
 # "cannot read the file: it is a directory"), the same way by every command.
-PROFILE_PATH = click.Path(allow_dash=True, path_type=Path)  # "-": standard input
+PROFILE_PATH = NonEmptyPath(allow_dash=True, path_type=Path)  # "-": standard input
 
 # click 8.2 made ParamType generic; click 8.1 (the declared floor) cannot subscript it at run time
 if TYPE_CHECKING:
@@ -44,16 +55,19 @@ def profile_name(profile: Path | str) -> str:
 def check_profile(profile: Path | str) -> Checked:
     """Check the profile at ``profile``, or read from standard input when it is ``-``."""
     if is_stdin(profile):
-        data: bytes = sys.stdin.buffer.read(MAX_PROFILE_BYTES + 1)
-        return check_bytes(data, STDIN_NAME)
+        return check_bytes(read_stdin(MAX_PROFILE_BYTES), STDIN_NAME)
     return check_file(Path(profile))
 
 
 def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
-    """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid."""
+    """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid.
+
+    A profile that cannot be read at all is ``UnreadableProfile`` (exit 2, as the exit-code table says).
+    """
     checked = check_profile(profile)
     if checked.profile is None:
-        raise ProfileError(profile_name(profile), checked.problems, consequence)
+        error = UnreadableProfile if unreadable(checked.problems) else ProfileError
+        raise error(profile_name(profile), checked.problems, consequence)
     for p in checked.problems:
         click.echo(p.format(), err=True)
     return checked.profile

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import PROFILE_PATH, valid_profile, write_or_print
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, valid_profile, write_or_print
 from migbake.kubernetes.resources import CONFIG_LABEL, configmap_name, gpu_operator_configmap
 from migbake.migparted.config import mig_parted_config_text
 from migbake.render.plan import header
@@ -16,7 +16,7 @@ from migbake.render.plan import header
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("--gpu-operator", is_flag=True,
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path),
               help="Write here (default: standard output).")
 def export(profile: Path, gpu_operator: bool, output: Path | None) -> None:
     """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap.

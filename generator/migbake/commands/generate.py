@@ -11,8 +11,9 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import PROFILE_PATH, profile_name, valid_profile
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
+from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.tree import Artifact, render
@@ -22,11 +23,11 @@ from migbake.wording import plural
 
 @click.command()
 @click.argument("profile", type=PROFILE_PATH)
-@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--output", "out", required=True, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
 @click.option("--force", is_flag=True,
-              help="Replace OUT even if it is not empty and migbake did not create it, or it was generated "
-                   "from another profile.")
+              help="Replace OUT even if it is not empty and migbake did not create it, holds files its marker "
+                   "does not list, or was generated from another profile.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
                    "the --user-data-* options OUT was generated with, unless given).")
@@ -92,13 +93,17 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
     if gzipped:
         extra.append(Artifact("cloud-init/user-data.gz", userdata.gzip_user_data(text), 0o644))
     if mime_part:
+        if any(c < " " or c == "\x7f" for c in mime_part):  # CR/LF would end a MIME header: refused, not cleaned
+            raise click.BadParameter(f"{mime_part!r} holds a control character (CR, LF, ...)",
+                                     param_hint="--user-data-mime")
         src, kind = Path(mime_part), ""
         if not src.is_file() and ":" in mime_part:
             path, kind = mime_part.rsplit(":", 1)
             src = Path(path)
+        data = read_bounded(src, userdata.MAX_PART_BYTES, UsageError)  # /dev/zero too: never unbounded
         try:
-            theirs = src.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            theirs = data.decode("utf-8")
+        except UnicodeDecodeError as e:
             raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
         try:
             mime = userdata.mime_user_data(text, theirs, src.name, kind or None)

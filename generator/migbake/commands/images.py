@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from migbake.commands.common import NonEmptyPath
 from migbake.commands.generate import artifacts_for, report_diff
 from migbake.exits import EXIT_INVALID
 from migbake.render.write import Origin, read_origin, write_tree
@@ -14,7 +15,7 @@ from migbake.wording import plural
 
 
 @click.command()
-@click.argument("images_dir", default="images", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("images_dir", default="images", type=NonEmptyPath(file_okay=False, path_type=Path))
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff if any generated/ is stale.")
 def images(images_dir: Path, check: bool) -> int:
     """Regenerate (or --check) every IMAGES_DIR/*/generated from its node-profile.yaml.

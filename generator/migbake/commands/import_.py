@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import GpuModelType, write_or_print
+from migbake.commands.common import STDIN_NAME, GpuModelType, NonEmptyPath, write_or_print
 from migbake.gpu.catalog import GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
+from migbake.problems import UsageError, read_bounded, read_stdin
 
 
 @click.command("import")
@@ -20,7 +21,7 @@ from migbake.node.nvidiasmi import read_capture
               help="The GPU model of entries without a device-filter (`migbake gpus`).")
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="`nvidia-smi -q -x` of the node: the GPU models and gpu_count; every GPU must be covered.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path),
               help="Write the profile here (default: standard output).")
 @click.option("--name", default="", help="The profile's name (default: imported-<models>).")
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT.")
@@ -39,8 +40,10 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
     capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
     display = "-" if str(source) == "-" else str(source)
-    with click.open_file(display, "rb") as fh:
-        data = fh.read(1024 * 1024)
+    limit = 1024 * 1024  # a mig-parted config is a few KiB; a larger input is refused, never cut short
+    data = read_stdin(limit) if display == "-" else read_bounded(source, limit, UsageError)
+    if len(data) > limit:
+        raise UsageError(f"{STDIN_NAME}: larger than 1 MiB")
     result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
     for p in result.warnings:
         click.echo(p.format(), err=True)

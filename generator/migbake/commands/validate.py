@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import check_profile, is_stdin, profile_name
-from migbake.exits import EXIT_INVALID, color_wanted
-from migbake.report import FORMATS, FileResult, render_report, summary
+from migbake.exits import color_wanted
+from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
 from migbake.rules.validate import file_problems, profile_files
 
 
@@ -32,7 +32,7 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> int:
     standard input (named <stdin> in messages). In text
     format every problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule], then a
     count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
-    (warnings allowed), 1 when any is invalid.
+    (warnings allowed), 1 when any is invalid, 2 when one cannot be read at all (missing, no permission).
     """
     files = _expand(profiles)
     if any(is_stdin(f) for f in files):
@@ -44,4 +44,4 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> int:
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
         click.echo(summary(results), err=True)
-    return EXIT_INVALID if any(r.errors for r in results) else 0
+    return exit_code(results)

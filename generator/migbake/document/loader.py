@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from migbake.document.quickyaml import QuickResolve
-from migbake.problems import Problem
+from migbake.problems import UNREADABLE, Problem
 
 MAX_PROFILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
@@ -308,11 +308,11 @@ def read_profile(path: Path, display: str | None = None) -> tuple[LoadedProfile,
             data = fh.read(MAX_PROFILE_BYTES + 1)
     except OSError as e:
         why = e.strerror or str(e)
-        if path.is_dir():
+        if isinstance(e, IsADirectoryError):
             inside = path / "node-profile.yaml"
             why = "it is a directory, not a profile file" + (f" (give {inside})" if inside.is_file() else "")
         return LoadedProfile(file=name, text="", data=None), [
-            Problem(name, 1, 1, "", f"cannot read the file: {why}", "unreadable")]
+            Problem(name, 1, 1, "", f"cannot read the file: {why}", UNREADABLE)]
     return load_profile_bytes(data, name)
 
 

@@ -42,8 +42,10 @@ def read_node_labels(path: Path) -> dict[str, str]:
     data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
     try:
         node = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, ValueError) as err:  # ValueError: JSONDecodeError, a 5,000-digit number
         raise NodeJsonError(f"{path}: not JSON: {err}") from err
+    except RecursionError as err:  # kubectl's Node is a few levels deep; this one is not
+        raise NodeJsonError(f"{path}: nested too deep to be a Node (kubectl get node NAME -o json)") from err
     if not isinstance(node, dict) or node.get("kind") != "Node":
         raise NodeJsonError(f"{path}: not one Node (kubectl get node NAME -o json; a NodeList is refused)")
     labels = node.get("metadata", {}).get("labels", {})

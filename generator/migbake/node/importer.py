@@ -24,6 +24,7 @@ from migbake.document.loader import LoadedProfile, join_pointer, load_profile_by
 from migbake.document.patterns import whole
 from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
 from migbake.gpu.devicefilter import read_filter_id
+from migbake.migparted.yamlnames import go_yaml_reading, unquoted_config_key
 from migbake.node.nvidiasmi import Capture
 from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
 from migbake.rules.validate import check_bytes
@@ -235,6 +236,12 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
         r.bad(here, f"the config name {key!r} cannot be a profile's restore.config_name (letters, digits and "
               "_ . -, starting with a letter or digit, at most 63): rename it in the file, then import it; "
               "migbake never renames a config", "import-config-name", key=True)
+        return None
+    reading = go_yaml_reading(key) if unquoted_config_key(r.loaded.text, key) else None
+    if reading:
+        r.bad(here, f"mig-parted's YAML (go-yaml v2, YAML 1.1) reads the unquoted config name {key} as {reading}, "
+              f"not as the name {key!r}: nvidia-mig-parted cannot be sure to select it with -c {key}; quote it "
+              f"in the file ('{key}'), then import it", "import-config-name", key=True)
         return None
     entries = configs[key]
     if not isinstance(entries, list) or not entries:

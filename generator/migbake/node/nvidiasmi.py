@@ -20,6 +20,7 @@ from migbake.problems import MigbakeError, read_bounded
 CaptureFormat = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
 QUERY_FIELDS = ("index", "name", "pci.device_id", "mig.mode.current")
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024
+_INDEX = re.compile(r"[0-9]{1,6}")  # a GPU index as nvidia-smi prints it: ASCII digits (not "²"), a few
 
 
 class CaptureError(MigbakeError):
@@ -73,6 +74,10 @@ def _safe_root(data: bytes, file: str) -> ET.Element:
         return ET.fromstring(data)
     except (expat.ExpatError, ET.ParseError) as err:
         raise CaptureError(f"{file}: not well-formed XML: {err}") from err
+    except (LookupError, ValueError) as err:  # an encoding the XML declares that Python does not know
+        raise CaptureError(f"{file}: cannot read the XML: {err}") from err
+    except RecursionError as err:  # pragma: no cover - expat is not recursive; ElementTree neither
+        raise CaptureError(f"{file}: the XML is nested too deep") from err
     except CaptureError as err:
         raise CaptureError(f"{file}: {err}") from err
 
@@ -117,7 +122,7 @@ def parse_csv(text: str, file: str) -> Capture:
         header, pos = list(QUERY_FIELDS), [0, 1, 2, 3]
     gpus = []
     for n, row in enumerate(rows, start=1):
-        if len(row) != len(header) or not row[pos[0]].isdigit():
+        if len(row) != len(header) or not _INDEX.fullmatch(row[pos[0]]):
             raise CaptureError(f"{file}: GPU line {n} is not 'index, name, pci.device_id, mig.mode.current' "
                                f"({len(row)} fields): {', '.join(row)}")
         idx, name, pci, mode = (row[p] for p in pos)

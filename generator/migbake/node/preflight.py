@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from migbake.exits import printable
 from migbake.kubernetes.labels import label_checks
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations, layout_text
 from migbake.node.nvidiasmi import Capture, Gpu
@@ -67,6 +68,14 @@ def _gpu_count(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> Check:
     n, want = len(gpus), profile.gpu_count
     if n == 0:
         return Check("gpu-count", "FAIL", "nvidia-smi lists no GPUs")
+    indices = [g.index for g in gpus]
+    if sorted(indices) != list(range(n)):  # nvidia-smi numbers a node's GPUs 0..n-1, each once
+        twice = sorted({i for i in indices if indices.count(i) > 1})
+        absent = sorted(set(range(n)) - set(indices))
+        why = ([f"index {_ids(twice)} more than once"] if twice else []) + (
+            [f"no GPU {_ids(absent)}"] if absent else [])
+        return Check("gpu-count", "FAIL", f"the capture's GPU indices ({_ids(indices)}) are not 0..{n - 1} once "
+                     f"each ({'; '.join(why)}): not one node's nvidia-smi output")
     if want is None:
         return Check("gpu-count", "PASS", f"{n} GPU(s) (the profile sets no gpu_count)")
     if n == want:
@@ -218,9 +227,9 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
 
 def table(result: Preflight) -> list[str]:
     """The readable form: a CHECK / STATUS / DETAIL table and a verdict line (as the script prints)."""
-    lines = [f"migbake preflight: profile {result.profile}, offline from {result.file} ({result.source})",
+    lines = [f"migbake preflight: profile {result.profile}, offline from {printable(result.file)} ({result.source})",
              f"{'CHECK':<12} {'STATUS':<6} DETAIL"]
-    lines += [f"{c.name:<12} {c.status:<6} {c.detail}" for c in result.checks]
+    lines += [f"{c.name:<12} {c.status:<6} {printable(c.detail)}" for c in result.checks]
     failed = sum(c.status == "FAIL" for c in result.checks)
     skipped = sum(c.status == "SKIP" for c in result.checks)
     verdict = "READY: no check failed" if not failed else f"NOT READY: {failed} check(s) failed"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 
@@ -17,6 +18,11 @@ from migbake.problems import RenderError
 from migbake.render.guard import mime_header_value
 
 EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
+MAX_PART_BYTES = 4 * 1024 * 1024  # a user's own part (--user-data-mime FILE): far above any cloud's limit
+# a MIME subtype (RFC 6838 restricted-name: what RFC 2045's token allows, less its oddities): no space,
+# no CR/LF, no ; or = that would add a parameter or a header to the part
+SUBTYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
+_NOT_IN_FILENAME = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
 MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
 PART_TYPES = {
     "#cloud-config": "cloud-config",
@@ -48,6 +54,12 @@ def guess_part_type(text: str) -> str | None:
 
 def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None) -> str:
     """A multi-part MIME user-data: the user's part first, then migbake's cloud-config (merged onto it)."""
+    if their_type is not None and not SUBTYPE.fullmatch(their_type):
+        raise ValueError(f"{their_type!r} is not a MIME subtype (letters, digits and !#$&^_.+-, such as "
+                         "x-shellscript or cloud-config)")
+    if _NOT_IN_FILENAME.search(their_name):
+        raise ValueError(f"{their_name!r}: a file name with a quote, a backslash or a control character cannot "
+                         "be a part's filename; rename the file")
     subtype = their_type or guess_part_type(theirs)
     if subtype is None:
         raise ValueError(f"{their_name}: cannot tell its cloud-init part type from its first line; name "

@@ -1,0 +1,301 @@
+"""Issue 23, class 6: output semantics a hostile neighbour, file or name cannot bend.
+
+OUT is judged at the swap (a folder made while the tree was built is not replaced without --force); a
+file the marker does not list is never deleted without --force; an empty marker proves nothing;
+``--user-data-mime``'s TYPE is a MIME subtype; a capture with duplicate or missing GPU indices is not a
+ready node; ``import`` refuses a config name mig-parted's YAML reads as a boolean or number (checked
+with NVIDIA's real nvidia-mig-parted); echoed values and file names cannot break a line or the terminal.
+"""
+
+from __future__ import annotations
+
+import email
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support import IMAGES, REPO, SHARED, cli, shared_file
+from test_write import leftovers, snapshot
+
+from migbake.problems import OutputError
+from migbake.render import write
+from migbake.render.tree import render
+from migbake.render.write import OUTPUT_MARKER, Origin, write_tree
+from migbake.rules.validate import check_file
+
+PROFILE = IMAGES[0] / "node-profile.yaml"
+MIG_PARTED = SHARED / "tools/nvidia-mig-parted/nvidia-mig-parted"
+
+
+def _artifacts() -> list[write.Artifact]:
+    checked = check_file(PROFILE)
+    assert checked.profile is not None
+    return render(checked.profile)
+
+
+# --- OUT is judged at the swap -----------------------------------------------------------------------
+
+def _foreign_folder(out: Path) -> None:
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+
+
+def _empty_marker(out: Path) -> None:
+    _foreign_folder(out)
+    (out / OUTPUT_MARKER).write_text("")
+
+
+def _garbage_marker(out: Path) -> None:
+    _foreign_folder(out)
+    (out / OUTPUT_MARKER).write_text("x\n")
+
+
+def _ours_plus_a_file(out: Path) -> None:
+    write_tree(_artifacts(), out)
+    (out / "scripts/mine.sh").write_text("echo mine\n")
+
+
+def _a_link(out: Path) -> None:
+    (out.parent / "elsewhere").mkdir()
+    out.symlink_to(out.parent / "elsewhere")
+
+
+def _a_file(out: Path) -> None:
+    out.write_text("a file\n")
+
+
+MEANWHILE: dict[str, Callable[[Path], None]] = {
+    "foreign-folder": _foreign_folder, "empty-marker": _empty_marker, "garbage-marker": _garbage_marker,
+    "unlisted-file": _ours_plus_a_file, "symlink": _a_link, "file": _a_file}
+
+
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "plain-rename"])
+@pytest.mark.parametrize("made", MEANWHILE.values(), ids=MEANWHILE.keys())
+def test_a_folder_made_while_the_tree_is_built_is_not_replaced(
+        made: Callable[[Path], None], renameat2: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    real_build = write._build
+
+    def build_then_race(tmp: Path, artifacts: list[write.Artifact]) -> None:
+        real_build(tmp, artifacts)
+        monkeypatch.setattr(write, "_build", real_build)  # the other process writes with migbake, maybe
+        made(out)  # another process, between the early check and the swap
+
+    monkeypatch.setattr(write, "_build", build_then_race)
+    if not renameat2:
+        monkeypatch.setattr(write, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(write, "_rename_noreplace", lambda a, b: False)
+    with pytest.raises(OutputError) as refused:
+        write_tree(_artifacts(), out, origin=Origin.of(str(PROFILE), out, "h200-inference", "x"))
+    assert str(out) in str(refused.value)
+    monkeypatch.setattr(write, "_build", real_build)
+    after = snapshot(out) if out.is_dir() and not out.is_symlink() else None
+    assert leftovers(tmp_path, out) == []
+    if made is _ours_plus_a_file:
+        assert (out / "scripts/mine.sh").read_text() == "echo mine\n" and after is not None
+    elif made in (_foreign_folder, _empty_marker, _garbage_marker):
+        assert (out / "notes.txt").read_text() == "mine\n"
+    elif made is _a_link:
+        assert out.is_symlink() and list((tmp_path / "elsewhere").iterdir()) == []
+    else:
+        assert out.read_text() == "a file\n"
+
+
+@pytest.mark.parametrize("made", [_foreign_folder, _ours_plus_a_file], ids=["foreign-folder", "unlisted-file"])
+def test_force_replaces_a_folder_made_meanwhile(made: Callable[[Path], None], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    real_build = write._build
+
+    def build_then_race(tmp: Path, artifacts: list[write.Artifact]) -> None:
+        real_build(tmp, artifacts)
+        monkeypatch.setattr(write, "_build", real_build)
+        made(out)
+
+    monkeypatch.setattr(write, "_build", build_then_race)
+    write_tree(_artifacts(), out, force=True)
+    assert not (out / "notes.txt").exists() and not (out / "scripts/mine.sh").exists()
+    assert leftovers(tmp_path, out) == []
+
+
+# --- the marker's list -------------------------------------------------------------------------------
+
+UNLISTED = {"a-file": "scripts/mine.sh", "a-top-file": "README.local", "a-deep-file": "rootfs/etc/x/y.conf",
+            "a-link": "cloud-init/link"}
+
+
+@pytest.mark.parametrize("rel", UNLISTED.values(), ids=UNLISTED.keys())
+def test_a_file_the_marker_does_not_list_is_deleted_only_with_force(rel: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert cli("generate", str(PROFILE), "-o", str(out))[0] == 0
+    extra = out / rel
+    extra.parent.mkdir(parents=True, exist_ok=True)
+    if rel.endswith("link"):
+        extra.symlink_to("/etc/passwd")
+    else:
+        extra.write_text("mine\n")
+    before = snapshot(out)
+    code, _, err = cli("generate", str(PROFILE), "-o", str(out))
+    assert code == 2 and f"holds files migbake did not write there ({rel})" in err, err
+    assert snapshot(out) == before and leftovers(tmp_path, out) == []
+    assert cli("generate", str(PROFILE), "-o", str(out), "--force")[0] == 0
+    assert not extra.exists() and not extra.is_symlink()
+
+
+def test_the_marker_lists_every_file_and_an_older_marker_still_lets_migbake_replace_its_own(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert cli("generate", str(PROFILE), "-o", str(out))[0] == 0
+    marker = (out / OUTPUT_MARKER).read_text()
+    listed = marker.split("\nfiles:\n", 1)[1].splitlines()
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != OUTPUT_MARKER)
+    assert [line[2:] for line in listed] == files
+    (out / OUTPUT_MARKER).write_text(marker.split("files:\n", 1)[0])  # as migbake before the list wrote it
+    assert cli("generate", str(PROFILE), "-o", str(out))[0] == 0  # same paths: replaced as before
+    (out / OUTPUT_MARKER).write_text(marker.split("files:\n", 1)[0])
+    (out / "scripts/mine.sh").write_text("mine\n")  # not a path migbake writes: kept without --force
+    assert cli("generate", str(PROFILE), "-o", str(out))[0] == 2 and (out / "scripts/mine.sh").exists()
+
+
+# --- --user-data-mime FILE:TYPE ----------------------------------------------------------------------
+
+BAD_TYPES = {"crlf-header": "x-shellscript\r\nX-Injected: 1", "lf": "x-shellscript\nX: 1", "space": "x shellscript",
+             "parameter": "x-shellscript; charset=evil", "type-and-subtype": "text/x-shellscript",
+             "non-ascii": "x-shéll", "bidi": "x-\u202eshell", "too-long": "x" * 128, "starts-with-dash": "-x",
+             "quote": 'x"y', "nul": "x\x00y"}
+
+
+@pytest.mark.parametrize("kind", BAD_TYPES.values(), ids=BAD_TYPES.keys())
+def test_user_data_mime_type_must_be_a_mime_subtype(kind: str, tmp_path: Path) -> None:
+    part = tmp_path / "part"
+    part.write_text("echo mine\n")
+    code, out, err = cli("generate", str(PROFILE), "-o", str(tmp_path / "out"), "--user-data-mime", f"{part}:{kind}")
+    assert code == 2 and "--user-data-mime" in err and "Traceback" not in out + err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ['my"part.sh', "my\npart.sh", "my\\part.sh", "my\x85part.sh"],
+                         ids=["quote", "newline", "backslash", "c1"])
+def test_a_part_file_name_cannot_add_a_header(name: str, tmp_path: Path) -> None:
+    part = tmp_path / name
+    part.write_text("#!/bin/sh\necho mine\n")
+    code, _, err = cli("generate", str(PROFILE), "-o", str(tmp_path / "out"), "--user-data-mime", str(part))
+    assert code == 2 and ("cannot be a part's filename" in err or "holds a control character" in err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_valid_type_is_the_part_s_content_type(tmp_path: Path) -> None:
+    part = tmp_path / "part"
+    part.write_text("echo mine\n")
+    out = tmp_path / "out"
+    assert cli("generate", str(PROFILE), "-o", str(out), "--user-data-mime", f"{part}:x-shellscript")[0] == 0
+    message = email.message_from_bytes((out / "cloud-init/user-data.mime").read_bytes())
+    parts = message.get_payload()
+    assert isinstance(parts, list)
+    assert [p.get_content_type() for p in parts] == ["text/x-shellscript", "text/cloud-config"]
+
+
+# --- preflight: one node's GPU indices ---------------------------------------------------------------
+
+INDICES = {"duplicate": [0, 0], "gap": [0, 2], "not-from-0": [1, 2], "duplicate-of-three": [0, 1, 1],
+           "reversed-gap": [3, 0]}
+
+
+def _csv(indices: list[int]) -> str:
+    return "".join(f"{i}, NVIDIA H200, 0x233510DE, Disabled\n" for i in indices)
+
+
+@pytest.mark.parametrize("indices", INDICES.values(), ids=INDICES.keys())
+def test_duplicate_or_missing_gpu_indices_are_not_a_ready_node(indices: list[int], tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text("version: 1\nname: p\ngpus:\n  - model: h200\n    mig: {layout: {1g.18gb: 7}}\n")
+    capture = tmp_path / "q.csv"
+    capture.write_text(_csv(indices))
+    code, out, _ = cli("preflight", str(profile), "--nvidia-smi-csv", str(capture))
+    assert code == 1, out
+    row = next(line for line in out.splitlines() if line.startswith("gpu-count"))
+    assert "FAIL" in row and "not 0.." in row and "not one node's nvidia-smi output" in row, row
+    capture.write_text(_csv(list(range(len(indices)))))  # the same count, numbered as nvidia-smi does
+    assert cli("preflight", str(profile), "--nvidia-smi-csv", str(capture))[0] == 0
+
+
+# --- import: config names mig-parted's YAML does not read as names -----------------------------------
+
+CONFIG = "version: v1\nmig-configs:\n  {key}:\n    - devices: all\n      mig-enabled: false\n"
+NOT_NAMES = ["y", "Y", "n", "N", "yes", "No", "on", "ON", "off", "Off", "False", "null", "1e3", "1E3", "017", "0x1F",
+             "0o17", "0b101", "1_000", "00"]
+
+
+def _mig_parted_selects(config: Path, name: str) -> bool:
+    ran = subprocess.run([str(shared_file(MIG_PARTED)), "assert", "--valid-config", "-f", str(config), "-c", name],
+                         capture_output=True, text=True, timeout=60, check=False)
+    return ran.returncode == 0
+
+
+@pytest.mark.parametrize("name", NOT_NAMES)
+def test_import_refuses_a_config_name_mig_parted_reads_as_no_name(name: str, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG.format(key=name))
+    assert not _mig_parted_selects(config, name), f"NVIDIA's mig-parted selects {name!r}: the refusal is wrong"
+    code, out, err = cli("import", str(config), "--model", "h200")
+    assert code == 1 and out == "", err
+    assert re.search(r"\[(import-config-name|yaml-key-type)\]", err) and f"'{name}'" in err, err
+    quoted = tmp_path / "q.yaml"
+    quoted.write_text(CONFIG.format(key=f"'{name}'"))  # quoted, it is the name, for mig-parted and migbake
+    assert _mig_parted_selects(quoted, name)
+    code, out, err = cli("import", str(quoted), "--model", "h200")
+    assert (code == 0 and f"config_name: '{name}'" in out) or f"config_name: {name}" in out, out + err
+
+
+def test_import_keeps_plain_names_mig_parted_selects(tmp_path: Path) -> None:
+    for name in ("all-1g.18gb", "custom-config", "a100x7", "yes-please", "n1"):
+        config = tmp_path / "c.yaml"
+        config.write_text(CONFIG.format(key=name))
+        assert _mig_parted_selects(config, name), name
+        assert cli("import", str(config), "--model", "h200")[0] == 0, name
+
+
+# --- text output: escaped values, one line per problem -----------------------------------------------
+
+HOSTILE_NAMES = {"newline": "bad\nname.yaml", "carriage-return": "bad\rname.yaml",
+                 "bidi-override": "bad\u202eeman.yaml", "bidi-isolate": "bad\u2066x.yaml", "lrm": "bad\u200ex.yaml",
+                 "c1-csi": "bad\x9b31mx.yaml",
+                 "nel": "bad\x85x.yaml", "escape": "bad\x1b[31mx.yaml"}
+_RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
+def test_a_hostile_file_name_stays_one_escaped_line(name: str, tmp_path: Path) -> None:
+    bad = tmp_path / name
+    bad.write_text("version: 1\nname: x\ngpus: []\n")
+    for command in (["validate", str(bad)], ["show", str(bad)], ["show", str(tmp_path / ("missing-" + name))]):
+        code, out, err = cli(*command)
+        assert code in (1, 2) and not _RAW.search(out + err), (command, out + err)
+        problem_lines = [line for line in (out + err).splitlines() if ":1:1: " in line or ":3:7: " in line]
+        assert len(problem_lines) == 1 and problem_lines[0].startswith(str(tmp_path)), out + err
+
+
+@pytest.mark.parametrize("value", ["\u202e", "\u2067", "\x85", "\x9b", "\u200f"],
+                         ids=["rlo", "rli", "nel", "csi", "rlm"])
+def test_echoed_values_are_escaped(value: str, tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f'version: 1\nname: "x{value}y"\ngpus: []\n"k{value}": 1\n', encoding="utf-8")
+    code, out, err = cli("validate", str(profile))
+    assert code == 1 and not _RAW.search(out + err), out + err
+    if value not in "\x85\x9b":  # YAML itself refuses those two (a line break, a control character)
+        assert repr(value)[1:-1] in out  # said, as its escape
+    capture = tmp_path / f"q{value}.csv"
+    capture.write_text(_csv([0]))
+    code, out, err = cli("preflight", str(PROFILE), "--nvidia-smi-csv", str(capture))
+    assert not _RAW.search(out + err), out + err
+
+
+def test_the_process_reports_the_same_escapes(tmp_path: Path) -> None:
+    bad = tmp_path / "a\nb\u202e.yaml"
+    ran = subprocess.run([sys.executable, "-m", "migbake", "show", str(bad)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "generator")}, check=False)
+    assert ran.returncode == 2 and len(ran.stderr.splitlines()) == 2, ran.stderr  # the problem, then the verdict
+    assert "a\\nb\\u202e.yaml:1:1: error: /: cannot read the file" in ran.stderr
