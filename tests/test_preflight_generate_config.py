@@ -130,24 +130,25 @@ def test_device_filters_of_a_node_of_two_gpu_types(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "where", "rule"), [
     ("version: v1\nmig-configs:\n  all-1g.18gb:\n  - devices: all\n    mig-enabled: true\n"
-     "    mig-devices: {1g.18gb: '7'}\n", ":6:", "gc-count"),
+     "    mig-devices: {1g.18gb: '7'}\n", ":6:", "[gc-count]"),
     ("version: v1\nmig-configs:\n  all-1g.18gb:\n  - devices: all\n    mig-enabled: true\n"
-     "    mig-devices: {2g.35gb: 3}\n", ":6:", "gc-profile"),
+     "    mig-devices: {2g.35gb: 3}\n", ":6:", "[gc-profile]"),
     ("version: v1\nmig-configs:\n  all-1g.18gb:\n  - devices: all\n    mig-enabled: true\n"
-     "    device-filter: [H200]\n    mig-devices: {1g.18gb: 7}\n", ":6:", "gc-filter"),
-    ("version: v1\nmig-configs:\n  custom:\n  - devices: all\n", ":3:", "gc-config"),
-    ("version: v1\nmig-configs:\n  all-disabled: []\n", ":3:", "gc-shape"),
-    ("version: v1\nmig-configs: &a {}\nx: *a\n", ":3:", "yaml-alias"),
-    ("version: v1\nversion: v1\nmig-configs: {}\n", ":2:", "duplicate-key"),
-    ("- not a mapping\n", ":1:", "gc-shape"),
-    ("", ":1:", "empty-file"),
-    ("version: v1\nmig-configs: {all-1g.18gb: [\n", ":", "yaml-syntax"),
+     "    device-filter: [H200]\n    mig-devices: {1g.18gb: 7}\n", ":6:", "[gc-filter]"),
+    ("version: v1\nmig-configs:\n  custom:\n  - devices: all\n", ":3:", "[gc-config]"),
+    ("version: v1\nmig-configs:\n  all-1g.18gb:\n  - devices: all\n    mig-enabled: false\n", ":4:", "[gc-entry]"),
+    ("version: v1\nmig-configs:\n  all-disabled: []\n", ":3:", "[gc-shape]"),
+    ("version: v1\nmig-configs: &a {}\nx: *a\n", ":3:", "[yaml-alias]"),
+    ("version: v1\nversion: v1\nmig-configs: {}\n", ":2:", "[duplicate-key]"),
+    ("- not a mapping\n", ":1:", "[gc-shape]"),
+    ("", ":1:", "[empty-file]"),
+    ("version: v1\nmig-configs: {all-1g.18gb: [\n", ":", "[yaml-syntax]"),
 ])
 def test_invalid_captures_exit_1_with_a_located_problem(tmp_path: Path, text: str, where: str, rule: str) -> None:
     code, out, err = run(tmp_path, H200.format(layout="{1g.18gb: 7}"), text)
     assert code == 1 and out == "", err
     first = err.splitlines()[0]
-    assert first.startswith(str(tmp_path / "generate-config.yaml") + where) and first.endswith(f"[{rule}]"), err
+    assert first.startswith(str(tmp_path / "generate-config.yaml") + where) and first.endswith(rule), err
     assert err.splitlines()[-1].endswith("not a usable nvidia-mig-parted generate-config capture; nothing checked")
     assert "Traceback" not in err
 

@@ -23,8 +23,8 @@ import yaml
 from support import H200_FIXTURES, REPO
 from test_simgpu import H200, MODELS, Host, NodeFactory
 
-from migbake.boottest.simgpu_build import SimGpuBuild
-from migbake.catalog import GpuModel
+from migbake.boottest.simgpu.build import SimGpuBuild
+from migbake.gpu.catalog import GpuModel
 
 build, make_node = test_simgpu.build, test_simgpu.make_node  # the fixtures of the simulated node
 
