@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from migbake.exits import printable
 from migbake.kubernetes.labels import label_checks
+from migbake.migparted.config import entry_pci_ids
+from migbake.node.driveroffer import DriverOffers
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations, layout_text
 from migbake.node.nvidiasmi import Capture, Gpu
 from migbake.profile.nodeprofile import NodeProfile
@@ -195,6 +197,33 @@ def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> list[Check]:
     return checks
 
 
+def driver_check(profile: NodeProfile, offers: DriverOffers) -> Check:
+    """driver-offer: every layout's profiles are offered by the node's own driver, within its maximum."""
+    failed: list[str] = []
+    checked = 0
+    for i, g in enumerate(profile.gpus):
+        m = g.gpu
+        if not g.mig_enabled or not g.layout:
+            continue
+        checked += 1
+        offered = offers.for_ids(entry_pci_ids(g, m))
+        menu = ", ".join(f"{name} (at most {n})" for name, n in sorted(offered.items())) or "none"
+        absent = [name for name, _ in g.layout if name not in offered]
+        over = [f"{n}x {name} (at most {offered[name]})" for name, n in g.layout
+                if name in offered and n > offered[name]]
+        if absent:
+            failed.append(f"gpus/{i}: the node's driver does not offer {', '.join(absent)} to {m.key}; "
+                          f"it offers {menu}")
+        if over:
+            failed.append(f"gpus/{i}: more than the node's driver allows: {', '.join(over)}")
+    if failed:
+        return Check("driver-offer", "FAIL", "; ".join(failed))
+    if not checked:
+        return Check("driver-offer", "PASS", "no gpus entry asks for MIG devices")
+    return Check("driver-offer", "PASS", f"the node's driver offers every profile of the layouts, "
+                 f"within its maximum counts ({offers.file})")
+
+
 def check_names(profile: NodeProfile) -> list[str]:
     """Every check of the table, in order (the generated script prints the same rows)."""
     found = expectations(profile)
@@ -206,8 +235,12 @@ def check_names(profile: NodeProfile) -> list[str]:
 
 
 def check_capture(profile: NodeProfile, capture: Capture | None,
-                  labels: dict[str, str] | None = None, node_file: str = "") -> Preflight:
-    """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP."""
+                  labels: dict[str, str] | None = None, node_file: str = "",
+                  offers: DriverOffers | None = None) -> Preflight:
+    """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP.
+
+    With ``offers`` (a generate-config capture) a driver-offer row comes before mig-parted's.
+    """
     found: dict[str, Check] = {}
     if capture is not None:
         found.update((c.name, c) for c in hardware_checks(profile, capture.gpus))
@@ -219,9 +252,14 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
         why = NO_CAPTURE if name in hardware or name.startswith("gpus/") else OFFLINE
         why = NO_NODE_JSON if name in ("gpu-operator", "mig-config") else why
         checks.append(found.get(name, Check(name, "SKIP", why)))
+    if offers is not None:
+        checks.insert(next(i for i, c in enumerate(checks) if c.name == "mig-parted"),
+                      driver_check(profile, offers))
     clean = tuple(Check(c.name, c.status, _CONTROL.sub(" ", c.detail)) for c in checks)
     if capture is not None:
         return Preflight(profile.name, capture.source, capture.file, clean)
+    if offers is not None and not node_file:
+        return Preflight(profile.name, "mig-parted-generate-config", offers.file, clean)
     return Preflight(profile.name, "node-json", node_file, clean)
 
 

@@ -5,7 +5,7 @@ and the code report is here, and every id here has a case); the rule reference i
 ``docs/reference/rules.md`` is generated from this table and the corpus. The checks themselves live
 where their stage runs: ``document.loader`` (the YAML), ``document.schema_messages`` (the shape),
 ``gpu.catalogfile`` (catalog files), ``node.importer`` (``migbake import``: a mig-parted config that a
-profile cannot represent) and the rule modules beside this one.
+profile cannot represent), ``node.driveroffer`` (generate-config captures) and the rule modules beside this one.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Stage = Literal["yaml", "schema", "rules", "catalog", "import"]
+Stage = Literal["yaml", "schema", "rules", "catalog", "import", "capture"]
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,17 @@ _IMPORT = (
     ("import-overlap", "two entries cover the same GPU"),
 )
 
+_CAPTURE = (
+    ("gc-shape", "a generate-config capture without version: v1, mig-configs or any all-<profile> config"),
+    ("gc-config", "a config name generate-config never writes (not all-<profile>)"),
+    ("gc-entry", "an all-<profile> entry that is not mig-enabled with one profile in mig-devices"),
+    ("gc-profile", "a profile name that is not the one its all-<profile> config names"),
+    ("gc-count", "a maximum count that is not a whole number 1-64"),
+    ("gc-filter", "a device-filter that is not 0xDDDDVVVV PCI device ids"),
+)
+
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning"}),
-    *_table("catalog", _CATALOG), *_table("import", _IMPORT),
+    *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}

@@ -32,6 +32,6 @@ def compile_simgpu(out_dir: Path, *, log: Log = no_log) -> SimGpuBuild:
     state = SIMGPU_SOURCES / "state.c"
     # -fvisibility=hidden: only the NVML entry points (marked EXPORT) leave the library
     run(["gcc", *CFLAGS, "-shared", "-fPIC", "-fvisibility=hidden", f"-Wl,-soname,{LIBRARY}", "-o", library,
-         SIMGPU_SOURCES / "nvml.c", state], log=log)
+         SIMGPU_SOURCES / "nvml.c", SIMGPU_SOURCES / "nvml_info.c", state], log=log)
     run(["gcc", *CFLAGS, "-o", smi, SIMGPU_SOURCES / "nvidia-smi.c", state], log=log)
     return SimGpuBuild(library, smi)

@@ -35,6 +35,16 @@ CI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6}
 NVIDIA_MODULES = ("nvidia_uvm 1830912 - - Live 0xffffffffc080c000 (O)\n"
                   "nvidia 14299136 - - Live 0xffffffffc0400000 (O)\n")  # as on the real H200
 SUBSYSTEM = (0x18BF, 0x10DE)  # the real H200's subsystem device and vendor
+# What a real driver answered, per model: the device memory (MiB, nvmlDeviceGetMemoryInfo) and, per
+# GPU-instance profile index, nvmlDeviceGetGpuInstanceProfileInfo's (memorySizeMB, SMs, copy engines,
+# decoders, encoders, JPEG, OFA). H200: driver 580.159.04, tests/fixtures/h200/nvml-probe.txt. Models
+# without a capture get values derived from the catalog (the names and counts still come out right).
+REAL_DRIVER: dict[str, tuple[int, dict[int, tuple[int, int, int, int, int, int, int]]]] = {
+    "h200-141gb": (143771, {0: (16384, 16, 1, 1, 0, 1, 0), 1: (33280, 32, 2, 2, 0, 2, 0),
+                            2: (71424, 60, 3, 3, 0, 3, 0), 3: (71424, 64, 4, 4, 0, 4, 0),
+                            4: (143360, 132, 8, 7, 0, 7, 1), 7: (16384, 16, 1, 1, 0, 1, 1),
+                            9: (33280, 26, 1, 1, 0, 1, 0)}),
+}
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,7 @@ def render_config(node: SimulatedNode, *, state_dir: str, persist_dir: str, knob
                   call_log: str = "") -> str:
     """The text of simgpu.conf for ``node``: MIG mode in ``persist_dir`` if it survives a reboot."""
     model = node.model
-    memory_mib = total_gb(model) * 1024 - 600
+    memory_mib, real = REAL_DRIVER.get(model.key, (total_gb(model) * 1024 - 600, {}))
     device = model_device_id(model)
     lines = [
         f"# simgpu node (migbake boot tests only): {node.count}x {model.key}, generated from the catalog",
@@ -132,12 +142,11 @@ def render_config(node: SimulatedNode, *, state_dir: str, persist_dir: str, knob
     for p in model.profiles:
         index = GI_PROFILE_INDEX[p.nvml_enum]
         eighths = _eighths(model, p)
-        memory = int(memory_mib * eighths * 0.97 / 8)
         media = int(p.media_extension)
-        engines = p.g + (1 if p.g == 7 else 0)
+        info = real.get(index) or (int(memory_mib * eighths * 0.97 / 8), 16 * p.g + 4 * (p.g == 7),
+                                      p.g + (1 if p.g == 7 else 0), p.g, 0, p.g, int(media or p.g == 7))
         profile_id = p.nvidia_smi_id if p.nvidia_smi_id is not None else 100 + index
-        lines.append(f"profile {index} {profile_id} {p.g} {p.max_count} {memory} {16 * p.g + 4 * (p.g == 7)} "
-                     f"{engines} {p.g} 0 {p.g} {int(media or p.g == 7)} {media}")
+        lines.append(f"profile {index} {profile_id} {p.g} {p.max_count} {' '.join(map(str, info))} {media}")
         lines.append(f"label {index} {p.name}")
         lines.append(f"placements {index} " + " ".join(f"{x.start}:{x.size}" for x in p.placements))
         for ci_index, c in CI_PROFILE_SLICES.items():

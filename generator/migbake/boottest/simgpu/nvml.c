@@ -3,10 +3,10 @@
  * nvidia-mig-parted (v0.15.0) runs apply / assert / export against simulated GPUs. Never install it
  * on a machine with a real GPU.
  *
- * It implements the NVML calls mig-parted makes on those paths (read from mig-parted v0.15.0,
- * go-nvml and go-nvlib sources): init/shutdown, version, device count and handles, name, memory,
- * MIG mode, GPU-instance profiles and instances, compute-instance profiles and instances, and
- * nvmlErrorString. Every call reloads the state from its files under a lock, so mig-parted, the
+ * It implements the NVML calls mig-parted makes on those paths and on generate-config's discovery
+ * (read from mig-parted v0.15.0, go-nvml and go-nvlib sources): init/shutdown, version, device count
+ * and handles, MIG mode, GPU instances, compute-instance profiles and instances, and nvmlErrorString;
+ * nvml_info.c has the read-only device getters (name, PCI info, memory, GPU-instance profile info). Every call reloads the state from its files under a lock, so mig-parted, the
  * simulated nvidia-smi and later processes see one GPU. The node itself (model, profile table,
  * placements) comes from simgpu.conf, which migbake generates from its catalog. See README.md.
  */
@@ -14,17 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "simgpu.h"
+#include "nvml_internal.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
-struct nvmlDevice_st { unsigned gpu; };
 struct nvmlGpuInstance_st { unsigned gpu, slot; };
 struct nvmlComputeInstance_st { unsigned gpu, gi, slot; };
 
-static struct sim_config cfg;
-static int refcount;
-static struct nvmlDevice_st devices[SIM_MAX_GPUS];
+struct sim_config cfg;
+int refcount;
+struct nvmlDevice_st devices[SIM_MAX_GPUS];
 static struct nvmlGpuInstance_st gis[SIM_MAX_GPUS][SIM_MAX_GIS];
 static struct nvmlComputeInstance_st cis[SIM_MAX_GPUS][SIM_MAX_GIS][SIM_MAX_CIS];
 
@@ -38,7 +35,7 @@ static nvmlReturn_t close_session(struct session *s, int save, nvmlReturn_t ret)
     return ret;
 }
 
-static nvmlReturn_t check_device(nvmlDevice_t device) {
+nvmlReturn_t check_device(nvmlDevice_t device) {
     if (refcount == 0)
         return NVML_ERROR_UNINITIALIZED;
     if (device == NULL || device < devices || device >= devices + cfg.gpus)
@@ -154,26 +151,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevi
     return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
-    nvmlReturn_t ret = check_device(device);
-    if (ret != NVML_SUCCESS || name == NULL)
-        return ret != NVML_SUCCESS ? ret : NVML_ERROR_INVALID_ARGUMENT;
-    if (strlen(cfg.name) + 1 > length)
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    strcpy(name, cfg.name);
-    return NVML_SUCCESS;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
-    nvmlReturn_t ret = check_device(device);
-    if (ret != NVML_SUCCESS || memory == NULL)
-        return ret != NVML_SUCCESS ? ret : NVML_ERROR_INVALID_ARGUMENT;
-    memory->total = (unsigned long long)cfg.memory_mib << 20;
-    memory->used = 0;
-    memory->free = memory->total;
-    return NVML_SUCCESS;
-}
-
 EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending) {
     struct session s;
     nvmlReturn_t ret = check_device(device);
@@ -208,25 +185,6 @@ EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
             gpu->mode = mode;
     }
     return close_session(&s, 1, ret);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
-                                                        nvmlGpuInstanceProfileInfo_t *info) {
-    nvmlReturn_t ret = check_device(device);
-    if (ret != NVML_SUCCESS || info == NULL)
-        return ret != NVML_SUCCESS ? ret : NVML_ERROR_INVALID_ARGUMENT;
-    if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT - 1 && !(profile < NVML_GPU_INSTANCE_PROFILE_COUNT
-                                                           && cfg.profile[profile].present))
-        return NVML_ERROR_INVALID_ARGUMENT;  /* as driver 580 answers for indices it does not know */
-    const struct sim_profile *p = &cfg.profile[profile];
-    if (!p->present)
-        return NVML_ERROR_NOT_SUPPORTED;
-    memset(info, 0, sizeof *info);
-    info->id = p->id, info->sliceCount = p->slices, info->instanceCount = p->instances;
-    info->multiprocessorCount = p->sm, info->copyEngineCount = p->ce, info->decoderCount = p->dec;
-    info->encoderCount = p->enc, info->jpegCount = p->jpeg, info->ofaCount = p->ofa;
-    info->memorySizeMB = p->memory_mib;
-    return NVML_SUCCESS;
 }
 
 /* Whether a new instance of profile `index` fits; its first free placement goes to *start. */

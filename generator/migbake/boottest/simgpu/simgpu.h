@@ -32,6 +32,14 @@ typedef struct {
     unsigned long long total, free, used;  /* bytes */
 } nvmlMemory_t;
 
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+typedef struct {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];  /* "%04X:%02X:%02X.0" */
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];           /* "%08X:%02X:%02X.0" */
+} nvmlPciInfo_t;
+
 typedef struct {
     unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount,
         decoderCount, encoderCount, jpegCount, ofaCount;
