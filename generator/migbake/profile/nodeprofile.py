@@ -15,6 +15,7 @@ DeviceFilter = Literal["auto", "always", "never"]
 MigStrategy = Literal["single", "mixed"]
 OnResetRequired = Literal["reboot-once", "fail"]
 CdiRefresh = Literal["auto", "never"]
+KubeletLayout = Literal["generic", "kubeadm", "eks-al2023", "eks-al2"]
 
 # NVIDIA's known GPU clients: services that hold the GPU, so a MIG mode change or instance creation
 # fails while they run. The restore unit is ordered Before= all of them (ordering only: harmless where
@@ -50,6 +51,7 @@ class Kubelet:
 
     present: bool = True
     unit: str = "kubelet.service"
+    layout: KubeletLayout = "generic"  # how kubelet is started: how node_labels reach it
 
 
 @dataclass(frozen=True, slots=True)
