@@ -263,3 +263,52 @@ def test_scripts_and_offline_agree_on_the_node_labels(tmp_path: Path, node: str)
     ran = vnode.run(script)
     want = "PASS" if off["node-labels"][0] == "PASS" else "FAIL"
     assert any(line.startswith(f"{want}  node-labels: ") for line in ran.out.splitlines()), ran.out
+
+
+# --- one ConfigMap for many profiles ---------------------------------------------------------------
+
+IMAGES = sorted((REPO / "images").glob("*/node-profile.yaml"))
+
+
+def test_the_four_images_export_into_one_configmap_nvidia_accepts(tmp_path: Path) -> None:
+    tool = shared_file(REPO.parent / "shared/tools/nvidia-mig-parted/nvidia-mig-parted")
+    out = tmp_path / "configmap.yaml"
+    r = CliRunner().invoke(main, ["export", "--gpu-operator", *map(str, IMAGES), "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert len(IMAGES) == 4
+    doc = yaml.safe_load(out.read_text())
+    assert doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "migbake-mig-parted-config"
+    config = tmp_path / "config.yaml"
+    config.write_text(doc["data"]["config.yaml"])
+    names = list(yaml.safe_load(config.read_text())["mig-configs"])
+    # named by restore.config_name, or by the profile's name where that is the default "current"
+    assert names == [p.parent.name for p in IMAGES] + ["all-disabled"]
+    for name in names:
+        ran = run([str(tool), "assert", "--valid-config", "-f", str(config), "-c", name])
+        assert ran.rc == 0, (name, ran.text)
+    # each config is the profile's own, as its single export has it under restore.config_name
+    for image in IMAGES:
+        one = CliRunner().invoke(main, ["export", str(image)])
+        own = yaml.safe_load(one.stdout)["mig-configs"]["current"]
+        assert yaml.safe_load(config.read_text())["mig-configs"][image.parent.name] == own
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    ("name: other\nrestore: {config_name: a}\n", "its config would be named 'a'"),
+    ("name: a\n", "its config would be named 'a'"),
+    ("name: b\nrestore: {config_name: all-disabled}\n", "as the GPU Operator's default config"),
+], ids=["config-name-clash", "name-clash", "all-disabled"])
+def test_a_clash_in_the_shared_configmap_is_refused(tmp_path: Path, second: str, message: str) -> None:
+    base = "version: 1\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
+    (tmp_path / "one.yaml").write_text(base + "name: a\n")
+    (tmp_path / "two.yaml").write_text(base + second)
+    out = tmp_path / "configmap.yaml"
+    r = CliRunner().invoke(main, ["export", "--gpu-operator", str(tmp_path / "one.yaml"), str(tmp_path / "two.yaml"),
+                                  "-o", str(out)])
+    assert r.exit_code == 1 and message in r.stderr and "nothing exported" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_several_profiles_need_gpu_operator(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["export", *map(str, IMAGES[:2])])
+    assert r.exit_code == 2 and "several profiles need --gpu-operator" in r.stderr, r.stderr
