@@ -171,9 +171,11 @@ def operator_config_name(profile: NodeProfile) -> str:
     return profile.name if ours == DEFAULT_CONFIG_NAME else ours
 
 
-def gpu_operator_configmap_many(profiles: list[tuple[str, NodeProfile]], header: str) -> tuple[str, list[tuple[str, str]]]:
+def gpu_operator_configmap_many(profiles: list[tuple[str, NodeProfile]],
+                                header: str) -> tuple[str, list[tuple[str, str]]]:
     """One ConfigMap holding one config per profile (``(file, profile)`` pairs) and ``all-disabled``; and the
-    (config, profile name) pairs in order. ConfigClashError when two configs, or one and ``all-disabled``, share a name."""
+    (config, profile name) pairs in order. ConfigClashError when two configs (or one and ``all-disabled``)
+    share a name."""
     configs: dict[str, object] = {}
     owners: dict[str, str] = {OPERATOR_DEFAULT_CONFIG: "the GPU Operator's default config"}
     named: list[tuple[str, str]] = []
