@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realtools import SystemdTree, unit_section
+from realtools import SystemdTree, boot_jobs, unit_section
 from support import generate
 
 LABELS = "nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config=current"
@@ -139,14 +139,47 @@ def test_argv_model_reads_an_environment_file_over_environment(tree: SystemdTree
     assert kubelet_argv(section, tree.root) == ["/bin/x", "from", "file", "kept"]
 
 
+# the container toolkit's v1.20 units (deployments/systemd/ of NVIDIA/nvidia-container-toolkit), their
+# ordering settings: neither has DefaultDependencies=no, so the path unit is Before=paths.target
+TOOLKIT_UNITS = {
+    "nvidia-cdi-refresh.service": "[Unit]\nDescription=CDI refresh (test fixture)\nStartLimitBurst=5\n"
+                                  "StartLimitIntervalSec=10s\n[Service]\nType=oneshot\nExecStart=/usr/bin/true\n"
+                                  "Restart=on-failure\nRestartSec=1s\n[Install]\nWantedBy=multi-user.target\n",
+    "nvidia-cdi-refresh.path": "[Unit]\nDescription=CDI refresh trigger (test fixture)\n[Path]\n"
+                               "PathChanged=/lib/modules/%v/modules.dep\n[Install]\nWantedBy=multi-user.target\n",
+}
+
+
 @pytest.mark.parametrize(("setting", "ordered"), [("auto", True), ("never", False)])
 def test_restore_runs_before_the_cdi_refresh(tree: SystemdTree, tmp_path: Path, setting: str, ordered: bool) -> None:
+    for name, text in TOOLKIT_UNITS.items():
+        (tree.root / "usr/lib/systemd/system" / name).write_text(text)
+    assert tree.systemctl("enable", *TOOLKIT_UNITS).rc == 0
     text = profile("kubeadm") + f"restore: {{cdi_refresh: {setting}}}\n"
     tree.install_rootfs(generate(text, tmp_path / "out") / "rootfs")
+    tree.systemctl("enable", "nvidia-mig-restore.service")
     graph = tree.boot_graph()
+    # Before= the path unit too would be a cycle (path < paths.target < basic.target < restore): systemd then
+    # deletes a start job, and the VM showed it was the restore's
+    assert graph.rc == 0 and "ordering cycle" not in graph.err, graph.err
+    assert {"nvidia-mig-restore.service", *TOOLKIT_UNITS} <= set(boot_jobs(graph.out))
     section = unit_section(graph.out, "nvidia-mig-restore.service")
-    for unit in ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"):
-        assert (f"Before: {unit} (origin-file)" in section) is ordered, section
+    assert ("Before: nvidia-cdi-refresh.service (origin-file)" in section) is ordered, section
+    assert "Before: nvidia-cdi-refresh.path" not in section
+
+
+def test_the_cycle_check_sees_a_restore_ordered_before_the_path_unit(tree: SystemdTree, tmp_path: Path) -> None:
+    """What the test above would see had the restore unit Before=nvidia-cdi-refresh.path (a self-test)."""
+    for name, text in TOOLKIT_UNITS.items():
+        (tree.root / "usr/lib/systemd/system" / name).write_text(text)
+    tree.systemctl("enable", *TOOLKIT_UNITS)
+    out = generate(profile("kubeadm"), tmp_path / "out")
+    unit = out / "rootfs/etc/systemd/system/nvidia-mig-restore.service"
+    unit.write_text(unit.read_text().replace("Before=nvidia-cdi-refresh.service",
+                                             "Before=nvidia-cdi-refresh.service nvidia-cdi-refresh.path"))
+    tree.install_rootfs(out / "rootfs")
+    tree.systemctl("enable", "nvidia-mig-restore.service")
+    assert "ordering cycle" in tree.boot_graph().err
 
 
 def test_eks_al2023_node_config_drop_in(tmp_path: Path) -> None:
