@@ -8,8 +8,13 @@ import click
 
 from migbake import __version__
 from migbake.commands.common import PROFILE_PATH, valid_profile, write_or_print
-from migbake.kubernetes.resources import (CONFIG_LABEL, MANY_CONFIGMAP, configmap_name, gpu_operator_configmap,
-                                          gpu_operator_configmap_many)
+from migbake.kubernetes.resources import (
+    CONFIG_LABEL,
+    MANY_CONFIGMAP,
+    configmap_name,
+    gpu_operator_configmap,
+    gpu_operator_configmap_many,
+)
 from migbake.migparted.config import mig_parted_config_text
 from migbake.render.plan import header
 
