@@ -28,7 +28,8 @@ VERDICTS = {
     "operator-no-mig-manager-label": ("WARN", "PASS"),
     "mig-manager-label-false": ("PASS", "PASS"),
     "mig-config-ours": ("PASS", "PASS"),
-    "mig-config-other": ("PASS", "FAIL"),
+    "mig-config-other": ("PASS", "NOTE"),
+    "operator-all-disabled-mig-manager-false": ("PASS", "NOTE"),
 }
 DETAILS = {
     "operator-mig-manager-deployed": ("nvidia.com/gpu.deploy.mig-manager=true: the GPU Operator deploys its "
@@ -36,8 +37,12 @@ DETAILS = {
                                       "config other than ours (current)"),
     "mig-manager-label-false": ("nvidia.com/gpu.deploy.mig-manager=false", "no nvidia.com/mig.config label"),
     "mig-config-ours": ("deploys no mig-manager", "nvidia.com/mig.config=current: the config this node restores"),
-    "mig-config-other": ("deploys no mig-manager", "nvidia.com/mig.config=all-balanced names a config other"),
+    "mig-config-other": ("deploys no mig-manager", "nvidia.com/mig.config=all-balanced acts on nothing here"),
+    "operator-all-disabled-mig-manager-false": ("nvidia.com/gpu.deploy.mig-manager=false", "nvidia.com/mig.config="
+                                                "all-disabled acts on nothing here: no mig-manager of the GPU "
+                                                "Operator runs on this node (nvidia.com/gpu.deploy.mig-manager=false)"),
 }
+VERIFY_STATUS = {"NOTE": "INFO"}  # verify prints a NOTE as INFO (it does not fail the node)
 
 
 def labels_of(name: str) -> str:
@@ -113,7 +118,7 @@ def test_verify_checks_the_labels(tmp_path: Path, name: str) -> None:
     node, script = good_node(tmp_path)
     fake_kubectl(node.bin / "kubectl", name)
     ran = node.run(script)
-    owner, config = VERDICTS[name]
+    owner, config = (VERIFY_STATUS.get(v, v) for v in VERDICTS[name])
     assert any(line.startswith(f"{owner:<4}  gpu-operator: ") for line in ran.out.splitlines()), ran.out
     assert any(line.startswith(f"{config:<4}  mig-config: ") for line in ran.out.splitlines()), ran.out
     assert ran.rc == (1 if "FAIL" in VERDICTS[name] else 0), ran.out
@@ -171,3 +176,138 @@ def test_exported_configmap_is_accepted_by_nvidia_mig_parted(tmp_path: Path, ima
         assert ran.rc == 0, (name, ran.text)
     ran = run([str(tool), "assert", "--valid-config", "-f", str(config), "-c", "all-balanced"])
     assert ran.rc != 0  # the real parser does refuse a config the file lacks
+
+
+# --- the operator as it behaves: a ClusterPolicy, and the labels kubelet registered ----------------
+
+POLICIES = REPO / "tests/fixtures/clusterpolicy"
+LABELS = ("kubernetes:\n  kubelet_args_env: KUBELET_EXTRA_ARGS\n"
+          "  node_labels: {nvidia.com/gpu.deploy.mig-manager: 'false'}\n")
+
+
+def offline_with_policy(tmp_path: Path, node: str, policy: str) -> tuple[int, dict[str, tuple[str, str]]]:
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(profile_yaml(tmp_path))
+    r = CliRunner().invoke(main, ["preflight", str(profile), "--node-json", str(NODES / f"{node}.json"),
+                                  "--cluster-policy", str(POLICIES / policy), "--json"])
+    return r.exit_code, {c["check"]: (c["status"], c["detail"]) for c in json.loads(r.stdout)["checks"]}
+
+
+def test_a_cluster_policy_without_mig_manager_makes_the_operator_labels_a_note(tmp_path: Path) -> None:
+    code, checks = offline_with_policy(tmp_path, "operator-mig-manager-deployed", "mig-manager-disabled.yaml")
+    assert code == 0
+    assert checks["gpu-operator"][0] == "PASS" and "migManager.enabled=false" in checks["gpu-operator"][1]
+    assert checks["mig-config"][0] == "NOTE"
+    assert "(the ClusterPolicy sets migManager.enabled=false)" in checks["mig-config"][1]
+
+
+def test_a_cluster_policy_with_mig_manager_keeps_the_failures(tmp_path: Path) -> None:
+    code, checks = offline_with_policy(tmp_path, "operator-mig-manager-deployed", "mig-manager-default.json")
+    assert code == 1
+    assert checks["gpu-operator"][0] == checks["mig-config"][0] == "FAIL"
+    # the fix offered survives the operator's reconcile: not "remove the label", which it undoes
+    detail = checks["mig-config"][1]
+    assert "removing the label does not last" in detail
+    assert "nvidia.com/gpu.deploy.mig-manager=false" in detail and "migManager.enabled=false" in detail
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"kind": "Node"}', "not one ClusterPolicy"),
+    ("kind: ClusterPolicy\nspec: {migManager: {enabled: 'no'}}\n", "spec.migManager.enabled is not true or false"),
+    ("a: &x [1]\nb: *x\n", "YAML aliases are not read"),
+    ("kind: [", "not JSON or YAML"),
+], ids=["not-a-policy", "enabled-not-bool", "alias", "not-yaml"])
+def test_bad_cluster_policy_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    bad = tmp_path / "policy.yaml"
+    bad.write_text(text)
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(profile_yaml(tmp_path))
+    r = CliRunner().invoke(main, ["preflight", str(profile), "--node-json", str(NODES / "no-operator.json"),
+                                  "--cluster-policy", str(bad)])
+    assert r.exit_code == 2 and message in r.stderr, r.stderr
+
+
+def test_cluster_policy_needs_node_json(tmp_path: Path) -> None:
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(profile_yaml(tmp_path))
+    r = CliRunner().invoke(main, ["preflight", str(profile), "--nvidia-smi-csv", str(profile),
+                                  "--cluster-policy", str(POLICIES / "mig-manager-disabled.yaml")])
+    assert r.exit_code == 2 and "--cluster-policy needs --node-json" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("node", "status"), [("operator-all-disabled-mig-manager-false", "PASS"),
+                                              ("operator-mig-manager-deployed", "WARN"), ("no-operator", "WARN")])
+def test_node_labels_are_checked_on_the_registered_node(tmp_path: Path, node: str, status: str) -> None:
+    checks = offline(tmp_path, node, extra=LABELS)
+    assert checks["node-labels"][0] == status, checks["node-labels"]
+    if status == "WARN":
+        assert "the node lacks nvidia.com/gpu.deploy.mig-manager=false" in checks["node-labels"][1]
+
+
+@pytest.mark.parametrize("node", ["operator-all-disabled-mig-manager-false", "no-operator"])
+def test_scripts_and_offline_agree_on_the_node_labels(tmp_path: Path, node: str) -> None:
+    root = tmp_path / "node"
+    root.mkdir()
+    env = install(SimNode(), root)
+    fake_kubectl(root / "sbin/kubectl", node)
+    out = generate(profile_yaml(root, extra=LABELS), tmp_path / "out")
+    live = {c["check"]: (c["status"], c["detail"]) for c in json.loads(run([str(out / SCRIPT), "--json"],
+                                                                            env=env).out)["checks"]}
+    off = offline(tmp_path, node, extra=LABELS)
+    for check in ("gpu-operator", "mig-config", "node-labels"):
+        assert live[check] == off[check]
+    # verify: a label kubelet did not register fails the node (the restore is baked by then)
+    vnode, script = good_node(tmp_path / "verify", LABELS)
+    fake_kubectl(vnode.bin / "kubectl", node)
+    ran = vnode.run(script)
+    want = "PASS" if off["node-labels"][0] == "PASS" else "FAIL"
+    assert any(line.startswith(f"{want}  node-labels: ") for line in ran.out.splitlines()), ran.out
+
+
+# --- one ConfigMap for many profiles ---------------------------------------------------------------
+
+IMAGES = sorted((REPO / "images").glob("*/node-profile.yaml"))
+
+
+def test_the_four_images_export_into_one_configmap_nvidia_accepts(tmp_path: Path) -> None:
+    tool = shared_file(REPO.parent / "shared/tools/nvidia-mig-parted/nvidia-mig-parted")
+    out = tmp_path / "configmap.yaml"
+    r = CliRunner().invoke(main, ["export", "--gpu-operator", *map(str, IMAGES), "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert len(IMAGES) == 4
+    doc = yaml.safe_load(out.read_text())
+    assert doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "migbake-mig-parted-config"
+    config = tmp_path / "config.yaml"
+    config.write_text(doc["data"]["config.yaml"])
+    names = list(yaml.safe_load(config.read_text())["mig-configs"])
+    # named by restore.config_name, or by the profile's name where that is the default "current"
+    assert names == [p.parent.name for p in IMAGES] + ["all-disabled"]
+    for name in names:
+        ran = run([str(tool), "assert", "--valid-config", "-f", str(config), "-c", name])
+        assert ran.rc == 0, (name, ran.text)
+    # each config is the profile's own, as its single export has it under restore.config_name
+    for image in IMAGES:
+        one = CliRunner().invoke(main, ["export", str(image)])
+        own = yaml.safe_load(one.stdout)["mig-configs"]["current"]
+        assert yaml.safe_load(config.read_text())["mig-configs"][image.parent.name] == own
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    ("name: other\nrestore: {config_name: a}\n", "its config would be named 'a'"),
+    ("name: a\n", "its config would be named 'a'"),
+    ("name: b\nrestore: {config_name: all-disabled}\n", "as the GPU Operator's default config"),
+], ids=["config-name-clash", "name-clash", "all-disabled"])
+def test_a_clash_in_the_shared_configmap_is_refused(tmp_path: Path, second: str, message: str) -> None:
+    base = "version: 1\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
+    (tmp_path / "one.yaml").write_text(base + "name: a\n")
+    (tmp_path / "two.yaml").write_text(base + second)
+    out = tmp_path / "configmap.yaml"
+    r = CliRunner().invoke(main, ["export", "--gpu-operator", str(tmp_path / "one.yaml"), str(tmp_path / "two.yaml"),
+                                  "-o", str(out)])
+    assert r.exit_code == 1 and message in r.stderr and "nothing exported" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_several_profiles_need_gpu_operator(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["export", *map(str, IMAGES[:2])])
+    assert r.exit_code == 2 and "several profiles need --gpu-operator" in r.stderr, r.stderr

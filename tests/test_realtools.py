@@ -270,8 +270,9 @@ def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, o
     root, s = out
     smi, mig = s["tools"]  # type: ignore[misc]
     consumers: list[tuple[str, bool]] = s["consumers"]  # type: ignore[assignment]
-    tree = SystemdTree(kubelet_unit=str(s["kubelet"]), manager_unit=str(s["manager"]), stubs=(smi, mig, "bash"),
-                       extra_units=tuple(u for u, _ in consumers))
+    # /usr/bin/kubelet: what the kubeadm layout's ExecStart= runs (kubeadm's own command)
+    tree = SystemdTree(kubelet_unit=str(s["kubelet"]), manager_unit=str(s["manager"]),
+                       stubs=(smi, mig, "bash", "kubelet"), extra_units=tuple(u for u, _ in consumers))
     try:
         env = {"MIGBAKE_TARGET_ROOT": str(tree.root)}
         scripts = root / "packer/scripts"

@@ -47,7 +47,7 @@ FAKE_SYSTEMCTL = r"""#!/bin/bash
 printf 'systemctl %s\n' "$*" >>"$STATE/calls"
 case "$*" in
   "show -p LoadState --value nvidia-cdi-refresh.service") cat "$STATE/cdi" 2>/dev/null || echo not-found ;;
-  "--no-block reboot" | "restart --no-block nvidia-cdi-refresh.service") ;;
+  "--no-block reboot" | "restart --no-block nvidia-cdi-refresh.service" | "reset-failed nvidia-cdi-refresh.service") ;;
   *) echo "fake systemctl: unexpected $*" >&2; exit 97 ;;
 esac
 """
@@ -249,6 +249,10 @@ def test_cdi_refresh_after_a_successful_assert(tmp_path: Path, setting: str, uni
     if restarted:
         assert tools.index("systemctl restart --no-block nvidia-cdi-refresh.service") > tools.index(
             "nvidia-mig-parted assert")
+        # a refresh that failed up to its start limit (toolkit v1.20: Restart=on-failure) takes no restart
+        # until reset-failed
+        assert tools.index("systemctl reset-failed nvidia-cdi-refresh.service") == tools.index(
+            "systemctl restart --no-block nvidia-cdi-refresh.service") - 1
 
 
 def test_metrics_parser_rejects_a_broken_file(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """The boot test with NVIDIA's real nvidia-mig-parted over simulated GPUs: the main VM coverage.
 
-Every example image, both delivery paths: ok with a reboot; the faults (fail-apply, fail-assert) on
+Every example image, both delivery paths: ok with a reboot, the guest's kubelet started as the image's
+kubelet.layout has it (kubeadm deb for a100-80gb-mixed, kubeadm rpm for h100-h200-inference, EKS AL2023's
+nodeadm for h200-inference: claim kubelet-labels); the faults (fail-apply, fail-assert) on
 every image by the Packer path and on the Ampere image (pending mode change, 8 GPUs) by cloud-init, to
 keep the tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s under TCG). A layout the GPU
 cannot place fails with mig-parted's own error. `migbake boot-test --mig-parted` runs the full matrix.
@@ -17,6 +19,7 @@ import pytest
 
 from migbake.boottest import BootAssets, run_boot_test
 from migbake.boottest.scenarios.claims import BootPath
+from migbake.boottest.scenarios.node import promises_of
 from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.rules.validate import check_bytes
 
@@ -49,15 +52,19 @@ def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, bo
     faults = path == "packer" or image.name == "a100-80gb-mixed"
     plan = [("ok", 2)] + ([("fail-apply", 1), ("fail-assert", 1)] if faults else [])
     for scenario, boots in plan:
+        # the guest's kubelet as the profile's kubelet.layout starts it (kubeadm: deb, and rpm for the mixed image)
+        package = "rpm" if image.name == "h100-h200-inference" else "deb"
         result = run_boot_test(image / "generated", path=path, scenario=scenario, boots=boots,  # type: ignore[arg-type]
                                assets=boot_assets, log=print, mig_parted=mig_parted, node=simulated_node(image),
-                               expect=expect)
+                               expect=expect, promises=promises_of(checked.profile), kubeadm_package=package)
         print(result.summary())
         assert result.passed, result.summary()
         assert result.actor.startswith("NVIDIA nvidia-mig-parted")
         if scenario == "ok":
             assert {c.id for c in result.boots[0].claims} >= REAL_CLAIMS
             assert "restored-after-reboot" in {c.id for c in result.boots[1].claims}
+            if checked.profile.kubelet.layout in ("kubeadm", "eks-al2023"):  # labels and the admin's flags
+                assert all("kubelet-labels" in {c.id for c in b.claims} for b in result.boots)
 
 
 def test_a_layout_the_gpu_cannot_place_fails_with_mig_parteds_error(boot_assets: BootAssets, tmp_path: Path) -> None:

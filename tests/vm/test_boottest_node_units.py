@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.scenarios.claims import BootContext, evaluate
+from migbake.boottest.scenarios.kubelet import labels_claim
 from migbake.boottest.scenarios.node import NODE_SCENARIOS, Promises, discover_promises
 from migbake.boottest.scenarios.node_claims import metrics_verdict, node_claims
 from migbake.boottest.scenarios.promtext import PromTextError, parse_text
@@ -99,7 +100,28 @@ def test_the_metrics_parser_agrees_with_prometheus_client() -> None:
 
 def test_promises_of_a_generated_output() -> None:
     assert discover_promises(REPO / "images/h100-slurm/generated") == Promises(SLURMD, METRICS)
-    assert discover_promises(REPO / "images/a100-80gb-mixed/generated") == Promises((), "")
+    mig_manager_off = (("nvidia.com/gpu.deploy.mig-manager", "false"),)
+    assert discover_promises(REPO / "images/a100-80gb-mixed/generated") == Promises((), "", "kubeadm",
+                                                                                    mig_manager_off)
+    h200 = discover_promises(REPO / "images/h200-inference/generated")
+    assert (h200.kubelet_layout, h200.node_labels) == ("eks-al2023", mig_manager_off)
+
+
+LABELS = (("nvidia.com/gpu.deploy.mig-manager", "false"), ("nvidia.com/mig.config", "current"))
+ARGV_FLAGS = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config=current"
+
+
+@pytest.mark.parametrize(("argv", "holds"), [
+    (f"--kubeconfig=/etc/kubernetes/kubelet.conf\n--node-ip=10.0.2.15\n--max-pods=250\n{ARGV_FLAGS}\n", True),
+    ("--kubeconfig=/etc/kubernetes/kubelet.conf\n--node-ip=10.0.2.15\n--max-pods=250\n", False),  # labels lost
+    (f"{ARGV_FLAGS}\n", False),  # the admin's flags lost (an ExecStart= without KUBELET_EXTRA_ARGS)
+    (None, False),
+], ids=["both", "no-labels", "no-admin-flags", "no-argv"])
+def test_kubelet_labels_claim(argv: str | None, holds: bool) -> None:
+    for fixture in ("kubeadm-deb", "kubeadm-rpm", "eks-al2023"):
+        [claim] = labels_claim(argv, fixture, LABELS)  # type: ignore[arg-type]
+        assert claim.id == "kubelet-labels" and claim.passed is holds, claim
+    assert labels_claim(argv, "plain", LABELS) == []
 
 
 def test_the_cli_names_every_node_scenario() -> None:

@@ -14,6 +14,7 @@ from migbake.boottest import cache
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.hostrun import Log, no_log
+from migbake.boottest.scenarios import kubelet as kubelet_fixtures
 from migbake.boottest.scenarios import node as scenarios_node
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
@@ -120,6 +121,7 @@ def run_boot_test(
     mig_parted: Path | None = None,
     node: SimulatedNode | None = None,
     promises: Promises | None = None,
+    kubeadm_package: Literal["deb", "rpm"] = "deb",
 ) -> BootTestResult:
     """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
 
@@ -131,7 +133,8 @@ def run_boot_test(
     With ``mig_parted`` (NVIDIA's binary) it is the actor, over ``node``'s simulated GPUs (``simgpu.guest``);
     without it, the shell imitation runs. ``promises``: the profile's other consumers and metrics file
     (``scenarios.node.promises_of``); without it they are read from the output's drop-ins and restore.sh.
-    The scenarios of ``scenarios.node.NODE_SCENARIOS`` need NVIDIA's mig-parted.
+    The scenarios of ``scenarios.node.NODE_SCENARIOS`` need NVIDIA's mig-parted. The guest's kubelet is
+    started as the profile's kubelet.layout has it (``scenarios.kubelet``; kubeadm: of ``kubeadm_package``).
     """
     out_dir = Path(out_dir).resolve()
     if boots < 1:
@@ -171,8 +174,9 @@ def run_boot_test(
     requires = expect == "block-kubelet"
     sim = (mig_parted, node) if mig_parted is not None and node is not None else None
     consumers = tuple(unit for unit, _ in promises.consumers)
+    fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout, kubeadm_package) if kubelet else "plain"
     disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, (kubelet, consumers),
-                              timings, log, sim)
+                              timings, log, sim, fixture)
     outcomes = []
     if scenario in scenarios_reset.SCENARIOS:
         ctx = BootContext(path, scenario, gpu_generation, 1, console="", kubelet=kubelet, kubelet_requires=requires,
@@ -186,7 +190,8 @@ def run_boot_test(
     for index in range(1, boots + 1):
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
                           kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus,
-                          consumers=promises.consumers, metrics_path=promises.metrics_textfile)
+                          consumers=promises.consumers, metrics_path=promises.metrics_textfile,
+                          kubelet_fixture=fixture, node_labels=promises.node_labels)
         with _timed(timings, f"boot-{index}"):
             outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
     result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings, actor)
@@ -201,7 +206,8 @@ def run_boot_test(
 
 def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, scenario: Scenario,
                  generation: Generation, units: tuple[bool, tuple[str, ...]], timings: dict[str, float],
-                 log: Log, sim: tuple[Path, SimulatedNode] | None) -> tuple[Path, Path | None]:
+                 log: Log, sim: tuple[Path, SimulatedNode] | None,
+                 fixture: kubelet_fixtures.KubeletFixture = "plain") -> tuple[Path, Path | None]:
     rootfs = work / "rootfs"
     kubelet, consumers = units
     with _timed(timings, "rootfs-copy"):
@@ -229,6 +235,7 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                 if scenario in scenarios_reset.SCENARIOS:
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
                 scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
+            kubelet_fixtures.install(rootfs, fixture, log)
         seed = None
         if path == "packer":
             fixtures.disable_cloud_init(rootfs)
@@ -249,7 +256,8 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
                timeout_s: float, log: Log) -> BootOutcome:
     index = ctx.boot
     if index > 1:  # each boot's evidence must come from that boot only
-        for stale in (fixtures.STUB_LOG, fixtures.REPORT, *([ctx.metrics_path] if ctx.metrics_path else [])):
+        for stale in (fixtures.STUB_LOG, fixtures.REPORT, kubelet_fixtures.ARGV_LOG,
+                      *([ctx.metrics_path] if ctx.metrics_path else [])):
             image.remove_file(disk, stale, log=log)
     run = qemu.boot(kernel=kernel, disk=disk, seed=seed, serial_log=work / f"serial-{index}.log",
                     timeout_s=timeout_s, log=log)
@@ -264,7 +272,10 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
         (work / f"metrics-{index}.prom").write_text(metrics)
     report = None if text is None else parse_report(text)
     ctx = replace(ctx, console=console, metrics=metrics)
+    argv = image.read_file(disk, kubelet_fixtures.ARGV_LOG, log=log) if ctx.kubelet_fixture != "plain" else None
     claims = evaluate(report, ctx) + node_claims(report, ctx)
+    if report is not None and report.complete and ctx.scenario not in scenarios_node.FAILING:
+        claims += kubelet_fixtures.labels_claim(argv, ctx.kubelet_fixture, ctx.node_labels)  # type: ignore[arg-type]
     if run.exit_code != 0:
         why = f"killed after {run.duration_s:.0f} s" if run.timed_out else f"QEMU exited {run.exit_code}"
         claims.insert(0, Claim("powered-off", "the guest powered off before the timeout", False, why))

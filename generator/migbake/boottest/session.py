@@ -44,6 +44,7 @@ class BootPlan:
     node: SimulatedNode
     mig_parted: Path | None  # NVIDIA's binary (resolved), or None: the shell imitation acts
     note: str  # what the plan left out and why ("" when nothing)
+    kubeadm_package: Literal["deb", "rpm"] = "deb"  # kubelet.layout kubeadm: whose kubelet the guest gets
 
     @property
     def actor(self) -> str:
@@ -55,7 +56,7 @@ class BootPlan:
 
 
 def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", boots: int = 2,
-         mig_parted: Path | None = None) -> BootPlan:
+         mig_parted: Path | None = None, kubeadm_package: Literal["deb", "rpm"] = "deb") -> BootPlan:
     """The boot test ``migbake boot-test`` runs for these options; UsageError when it cannot run as asked."""
     if scenario in NEEDS_MIG_PARTED and mig_parted is None:
         raise UsageError(f"--scenario {scenario} needs --mig-parted PATH (NVIDIA's nvidia-mig-parted, "
@@ -76,7 +77,8 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
                          f"reboots); {profile.name} has none")
     all_paths: tuple[BootPath, ...] = ("packer", "cloud-init")
     return BootPlan(profile, generation, tuple(p for p in all_paths if paths in (p, "both")), chosen, boots,
-                    node_for_profile(profile), mig_parted.resolve() if mig_parted is not None else None, note)
+                    node_for_profile(profile), mig_parted.resolve() if mig_parted is not None else None, note,
+                    kubeadm_package)
 
 
 def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
@@ -102,7 +104,7 @@ def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
                     outs[sc], path=path, scenario=sc, boots=boots, gpu_generation=boot_plan.generation,
                     on_failure="keep", assets=assets, cache_root=cache, log=log,
                     expect=booted.restore.on_failure, mig_parted=boot_plan.mig_parted, node=boot_plan.node,
-                    promises=promises_of(booted)))
+                    promises=promises_of(booted), kubeadm_package=boot_plan.kubeadm_package))
     if not keep:
         for r in results:
             if r.passed:

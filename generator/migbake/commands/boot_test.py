@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -30,8 +31,11 @@ from migbake.exits import EXIT_INVALID
 @click.option("--mig-parted", "mig_parted", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="NVIDIA's nvidia-mig-parted binary: it runs in the guest over simulated GPUs (without it, "
                    "a shell imitation does).")
+@click.option("--kubeadm-package", type=click.Choice(["deb", "rpm"]), default="deb", show_default=True,
+              help="With kubelet.layout kubeadm: whose kubelet the guest gets (the admin's KUBELET_EXTRA_ARGS in "
+                   "/etc/default/kubelet, or /etc/sysconfig/kubelet).")
 def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, as_json: bool,
-              cache: Path | None, mig_parted: Path | None) -> int:
+              cache: Path | None, mig_parted: Path | None, kubeadm_package: Literal["deb", "rpm"]) -> int:
     """Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.
 
     Builds (and caches) a minimal Debian rootfs with systemd and cloud-init and a kernel, installs
@@ -46,11 +50,14 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     also the node's neighbours: a late driver (driver-late; driver-too-late with a 5 s wait), a GPU client
     (gpu-client), a package upgrade that re-enables the packaged manager (manager-reenabled), a GPU reset
     that fails (ampere-pending: one reboot, then the layout; ampere-pending-stuck: no second reboot, fail
-    closed) and CDI (cdi: the spec written last lists the MIG devices). Needs root.
+    closed) and CDI (cdi: the spec written last lists the MIG devices). The guest's kubelet is started as
+    kubelet.layout says (kubeadm's packaged drop-in and the admin's file, or EKS AL2023's nodeadm with its
+    drop-in directory): kubelet got the node labels and the admin's own flags. Needs root.
     Exit 0 only if every claim holds.
     """
     prof = valid_profile(profile)
-    boot_plan = boottest.plan(prof, paths=paths, scenario=scenario, boots=boots, mig_parted=mig_parted)
+    boot_plan = boottest.plan(prof, paths=paths, scenario=scenario, boots=boots, mig_parted=mig_parted,
+                              kubeadm_package=kubeadm_package)
     if boot_plan.note:
         click.echo(f"migbake: {boot_plan.note}", err=True)
     log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)

@@ -9,7 +9,7 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.kubernetes.labels import read_node_labels
+from migbake.kubernetes.labels import read_cluster_policy, read_node_labels
 from migbake.node.driveroffer import read_generate_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.node.preflight import check_capture, table
@@ -25,6 +25,9 @@ from migbake.node.preflight import check_capture, table
 @click.option("--node-json", "node_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Output of `kubectl get node NAME -o json`: checks the GPU Operator labels "
                    "(nvidia.com/gpu.deploy.mig-manager, nvidia.com/mig.config).")
+@click.option("--cluster-policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `kubectl get clusterpolicy NAME -o json` (or -o yaml), with --node-json: "
+                   "migManager.enabled=false means the GPU Operator runs no mig-manager on any node.")
 @click.option("--mig-parted-generate-config", "gc_file",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Output of `nvidia-mig-parted generate-config` captured on the node (read-only; YAML or "
@@ -32,15 +35,18 @@ from migbake.node.preflight import check_capture, table
                    "maximum counts. See docs/preflight-generate-config.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_file: Path | None,
-              gc_file: Path | None, as_json: bool) -> int:
+              policy_file: Path | None, gc_file: Path | None, as_json: bool) -> int:
     """Check captured nvidia-smi output and/or the Kubernetes node of a node against PROFILE, offline.
 
     PROFILE may be `-` (standard input). The GPU checks of scripts/preflight-mig-restore.sh: GPU
     count, models (PCI ids) and indices of every gpus entry, the current MIG state (and, with Ampere
     GPUs, whether a MIG mode change will reboot the node once); with --node-json, whether the GPU
-    Operator may deploy its mig-manager on the node and which config nvidia.com/mig.config names;
-    with --mig-parted-generate-config, whether the node's driver offers every profile of the layouts
-    within its maximum counts (driver-offer; when not, it names the profiles the driver offers).
+    Operator may deploy its mig-manager on the node, which config nvidia.com/mig.config names (a NOTE
+    where no mig-manager of the operator runs: nvidia.com/gpu.deploy.mig-manager=false, or with
+    --cluster-policy a ClusterPolicy whose migManager.enabled is false) and whether the node carries
+    kubernetes.node_labels; with --mig-parted-generate-config, whether the node's driver offers every
+    profile of the layouts within its maximum counts (driver-offer; when not, it names the profiles the
+    driver offers).
     Checks that need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the
     profile or the generate-config capture is invalid), 2 for bad usage or an unreadable capture.
     """
@@ -50,12 +56,16 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     if capture_file is None and node_file is None and gc_file is None:
         raise click.UsageError("give --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, and/or --node-json FILE, "
                                "and/or --mig-parted-generate-config FILE")
+    if policy_file is not None and node_file is None:
+        raise click.UsageError("--cluster-policy needs --node-json FILE (it says how to read the node's labels)")
     prof = valid_profile(profile, "nothing checked")
     capture = None if capture_file is None else read_capture(
         capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
     labels = None if node_file is None else read_node_labels(node_file)
+    enabled = None if policy_file is None else read_cluster_policy(policy_file)
     offers = None if gc_file is None else read_generate_config(gc_file)
-    result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""), offers=offers)
+    result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""), offers=offers,
+                           mig_manager_enabled=enabled)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

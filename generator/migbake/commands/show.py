@@ -9,6 +9,7 @@ import click
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
+from migbake.kubernetes.kubelet import layout_report
 from migbake.kubernetes.resources import resource_report
 from migbake.render.plan import gpu_notes
 from migbake.wording import instances
@@ -40,4 +41,6 @@ def show(profile: Path) -> None:
         click.echo(f"  {instances(layout)}")
         click.echo(render_slice_map(m, fit(m, layout).placements))
     for line in resource_report(prof):
+        click.echo(line)
+    for line in layout_report(prof):
         click.echo(line)

@@ -1,5 +1,6 @@
 """The Kubernetes side of a node: the extended resources the device plugin advertises and the GPU Operator
-ConfigMap (``resources``), and the node labels that decide who owns MIG on a node (``labels``).
+ConfigMap (``resources``), the node labels that decide who owns MIG on a node (``labels``), and how
+``kubernetes.node_labels`` reach kubelet per ``kubelet.layout`` (``kubelet``).
 
 May import ``migparted``, ``profile``, ``gpu`` and the foundation modules.
 """

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
@@ -26,9 +28,12 @@ DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 OPERATOR_DEFAULT_CONFIG = "all-disabled"  # deployments/gpu-operator/values.yaml: migManager.config.default
 MAX_NODE_JSON_BYTES = 4 * 1024 * 1024
-FIX = (f"label the node {MIG_MANAGER_LABEL}=false (kubernetes.node_labels can register it so)")
+FIX = (f"label the node {MIG_MANAGER_LABEL}=false (kubernetes.node_labels can register it so; the operator "
+       "keeps a value that is set), or set migManager.enabled=false in the ClusterPolicy")
 
-Verdict = tuple[str, Literal["PASS", "WARN", "FAIL"], str]  # check, status, detail
+Status = Literal["PASS", "WARN", "NOTE", "FAIL"]
+Verdict = tuple[str, Status, str]  # check, status, detail
+POLICY_OFF = "the ClusterPolicy sets migManager.enabled=false"
 
 
 class NodeJsonError(MigbakeError):
@@ -54,13 +59,23 @@ def read_node_labels(path: Path) -> dict[str, str]:
     return {str(k): v for k, v in labels.items()}
 
 
-def label_checks(labels: Mapping[str, str], config_name: str) -> list[Verdict]:
-    """``gpu-operator`` (may the operator's mig-manager run here?) and ``mig-config`` (does it name ours?)."""
+def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tuple[tuple[str, str], ...] = (),
+                 mig_manager_enabled: bool | None = None, missing_label: Status = "WARN") -> list[Verdict]:
+    """``gpu-operator`` (may the operator's mig-manager run here?), ``mig-config`` (does it name ours, or
+    act on nothing?) and, with ``node_labels``, ``node-labels`` (did kubelet register the node with them?).
+
+    ``mig_manager_enabled``: the ClusterPolicy's ``spec.migManager.enabled`` when one was given (None:
+    unknown). The operator puts ``mig.config=all-disabled`` on every MIG-capable node without the label
+    while migManager is enabled, whatever ``gpu.deploy.mig-manager`` says (``nodelabeling_controller.go``),
+    and adds ``gpu.deploy.mig-manager=true`` only where that label is absent (``state_manager.go``).
+    """
     deploy = labels.get(MIG_MANAGER_LABEL)
     operator = any(k.startswith(DEPLOY_PREFIX) for k in labels)
     if labels.get(OPERANDS_LABEL) == "false":
         owner: Verdict = ("gpu-operator", "PASS",
                           f"{OPERANDS_LABEL}=false: the GPU Operator deploys nothing on this node")
+    elif mig_manager_enabled is False:
+        owner = ("gpu-operator", "PASS", f"{POLICY_OFF}: the GPU Operator deploys no mig-manager on any node")
     elif deploy == "false":
         owner = ("gpu-operator", "PASS", f"{MIG_MANAGER_LABEL}=false: the GPU Operator deploys no mig-manager on "
                  "this node")
@@ -73,13 +88,57 @@ def label_checks(labels: Mapping[str, str], config_name: str) -> list[Verdict]:
                  f"{MIG_MANAGER_LABEL}: it deploys its mig-manager once the node is MIG-capable; {FIX}")
     else:
         owner = ("gpu-operator", "PASS", f"no GPU Operator labels on this node ({DEPLOY_PREFIX}*)")
+    idle = labels.get(OPERANDS_LABEL) == "false" or mig_manager_enabled is False or deploy == "false"
     value = labels.get(MIG_CONFIG_LABEL)
     if value is None:
         config: Verdict = ("mig-config", "PASS", f"no {MIG_CONFIG_LABEL} label")
     elif value == config_name:
         config = ("mig-config", "PASS", f"{MIG_CONFIG_LABEL}={value}: the config this node restores")
+    elif idle:
+        why = POLICY_OFF if mig_manager_enabled is False and deploy != "false" else (
+            f"{OPERANDS_LABEL}=false" if labels.get(OPERANDS_LABEL) == "false" else f"{MIG_MANAGER_LABEL}=false")
+        config = ("mig-config", "NOTE", f"{MIG_CONFIG_LABEL}={value} acts on nothing here: no mig-manager of the "
+                  f"GPU Operator runs on this node ({why}); the operator sets {OPERATOR_DEFAULT_CONFIG} on every "
+                  "MIG-capable node without the label while migManager is enabled, and sets it again if removed")
     else:
         config = ("mig-config", "FAIL", f"{MIG_CONFIG_LABEL}={value} names a config other than ours "
                   f"({config_name}): a mig-manager of the GPU Operator would apply it over the restored layout; "
-                  f"remove the label (kubectl label node NODE {MIG_CONFIG_LABEL}-) or set it to {config_name}")
-    return [owner, config]
+                  f"removing the label does not last (the operator sets {OPERATOR_DEFAULT_CONFIG} again on a "
+                  f"MIG-capable node without it): label the node {MIG_MANAGER_LABEL}=false (the operator keeps "
+                  "a value that is set), or set migManager.enabled=false in the ClusterPolicy")
+    checks = [owner, config]
+    if node_labels:
+        missing = [f"{k}={v}" for k, v in node_labels if labels.get(k) != v]
+        if missing:
+            checks.append(("node-labels", missing_label, f"the node lacks {', '.join(missing)} "
+                           "(kubernetes.node_labels): kubelet sets them only when the node registers (delete the "
+                           "Node object and restart kubelet, or kubectl label it), and only where kubelet.layout "
+                           "matches how this node starts kubelet"))
+        else:
+            checks.append(("node-labels", "PASS", f"the node has {', '.join(f'{k}={v}' for k, v in node_labels)} "
+                           "(kubernetes.node_labels)"))
+    return checks
+
+
+def read_cluster_policy(path: Path) -> bool:
+    """``spec.migManager.enabled`` of a ClusterPolicy (``kubectl get clusterpolicy NAME -o json`` or ``-o yaml``;
+    a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``)."""
+    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    try:
+        text = data.decode("utf-8")
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise NodeJsonError(f"{path}: YAML aliases are not read")
+        doc = yaml.safe_load(text)  # JSON is YAML
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise NodeJsonError(f"{path}: not JSON or YAML: {err}") from err
+    if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        items = [i for i in doc["items"] if isinstance(i, dict) and i.get("kind") == "ClusterPolicy"]
+        doc = items[0] if len(items) == 1 else None
+    if not isinstance(doc, dict) or doc.get("kind") != "ClusterPolicy":
+        raise NodeJsonError(f"{path}: not one ClusterPolicy (kubectl get clusterpolicy NAME -o json)")
+    spec = doc.get("spec") or {}
+    mig = spec.get("migManager") if isinstance(spec, dict) else None
+    enabled = mig.get("enabled", True) if isinstance(mig, dict) else True
+    if not isinstance(enabled, bool):
+        raise NodeJsonError(f"{path}: spec.migManager.enabled is not true or false")
+    return enabled

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from migbake.gpu.catalog import PROFILE_NAME_RE
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG
 from migbake.migparted.config import config_yaml, entry_pci_ids, mig_parted_config, uses_device_filter
+from migbake.problems import MigbakeError
 from migbake.profile.nodeprofile import GpuGroup, MigStrategy, NodeProfile
 
 WHOLE_GPU = "nvidia.com/gpu"
@@ -131,13 +132,15 @@ def operator_config(profile: NodeProfile) -> dict[str, object]:
     return config
 
 
+def _configmap_body(name: str, config: dict[str, object]) -> list[str]:
+    # config.yaml as a literal block: the text is PyYAML's own output, so every line is safe inside it
+    return ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {json.dumps(name)}", "data:",
+            "  config.yaml: |", *(f"    {line}" if line else "" for line in config_yaml(config).splitlines())]
+
+
 def gpu_operator_configmap(profile: NodeProfile, header: str) -> str:
     """The layout as a GPU Operator mig-manager custom config (a ConfigMap with key ``config.yaml``)."""
-    config = config_yaml(operator_config(profile))
-    # config.yaml as a literal block: the text is PyYAML's own output, so every line is safe inside it
-    name = json.dumps(configmap_name(profile))
-    body = ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {name}", "data:", "  config.yaml: |",
-            *(f"    {line}" if line else "" for line in config.splitlines())]
+    body = _configmap_body(configmap_name(profile), operator_config(profile))
     ours = profile.restore.config_name
     label = f"{CONFIG_LABEL}={ours}"
     notes = [
@@ -151,3 +154,49 @@ def gpu_operator_configmap(profile: NodeProfile, header: str) -> str:
         f"  kubectl label node NODE {label}    # selects config {ours!r}",
     ]
     return "\n".join([header, *(f"# {n}" for n in notes), *body]) + "\n"
+
+
+MANY_CONFIGMAP = "migbake-mig-parted-config"
+DEFAULT_CONFIG_NAME = "current"  # restore.config_name's default: a profile that keeps it is named by its name
+
+
+class ConfigClashError(MigbakeError):
+    """Two profiles of one ConfigMap whose configs would have one name."""
+
+
+def operator_config_name(profile: NodeProfile) -> str:
+    """A profile's config in a shared ConfigMap: ``restore.config_name``, or the profile's name when it is the
+    default ``current`` (which every profile has unless it says otherwise)."""
+    ours = profile.restore.config_name
+    return profile.name if ours == DEFAULT_CONFIG_NAME else ours
+
+
+def gpu_operator_configmap_many(profiles: list[tuple[str, NodeProfile]],
+                                header: str) -> tuple[str, list[tuple[str, str]]]:
+    """One ConfigMap holding one config per profile (``(file, profile)`` pairs) and ``all-disabled``; and the
+    (config, profile name) pairs in order. ConfigClashError when two configs (or one and ``all-disabled``)
+    share a name."""
+    configs: dict[str, object] = {}
+    owners: dict[str, str] = {OPERATOR_DEFAULT_CONFIG: "the GPU Operator's default config"}
+    named: list[tuple[str, str]] = []
+    for file, profile in profiles:
+        key = operator_config_name(profile)
+        if key in owners:
+            raise ConfigClashError(f"{file}: its config would be named {key!r} (restore.config_name, or the "
+                                   f"profile's name), as {owners[key]}: give one profile another "
+                                   "restore.config_name; nothing exported")
+        owners[key] = f"{file} (profile {profile.name})"
+        configs.update(mig_parted_config(profile, key)["mig-configs"])
+        named.append((key, profile.name))
+    configs[OPERATOR_DEFAULT_CONFIG] = [{"devices": "all", "mig-enabled": False}]
+    body = _configmap_body(MANY_CONFIGMAP, {"version": "v1", "mig-configs": configs})
+    notes = [
+        "GPU Operator mig-manager custom config for several node profiles (the operator owns MIG on these",
+        "nodes: bake no restore unit into their image). Label each node with the config of its profile:",
+        *(f"  kubectl label node NODE {CONFIG_LABEL}={key}    # profile {name}" for key, name in named),
+        f"{OPERATOR_DEFAULT_CONFIG!r} is the operator's default (migManager.config.default), set on every",
+        "MIG-capable node without the label.",
+        "  kubectl apply -n gpu-operator -f THIS_FILE",
+        f"  helm ... --set migManager.config.name={MANY_CONFIGMAP}",
+    ]
+    return "\n".join([header, *(f"# {n}" for n in notes), *body]) + "\n", named

@@ -62,12 +62,13 @@ def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any
     return entry
 
 
-def mig_parted_config(profile: NodeProfile) -> dict[str, Any]:
-    """``{version: v1, mig-configs: {<config_name>: [entries]}}`` exactly as apply/assert read it."""
+def mig_parted_config(profile: NodeProfile, name: str = "") -> dict[str, Any]:
+    """``{version: v1, mig-configs: {<config_name>: [entries]}}`` exactly as apply/assert read it (``name``:
+    another key than ``restore.config_name``)."""
     models = profile.models
     with_filter = uses_device_filter(profile)
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
-    return {"version": "v1", "mig-configs": {_ConfigName(profile.restore.config_name): entries}}
+    return {"version": "v1", "mig-configs": {_ConfigName(name or profile.restore.config_name): entries}}
 
 
 class _ConfigName(str):

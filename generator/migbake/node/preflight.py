@@ -231,12 +231,13 @@ def check_names(profile: NodeProfile) -> list[str]:
     return ["nvidia-smi", "driver", "gpu-count", *(e.check for e in found), "coverage", "mig-state",
             *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
             *(["kubelet"] if profile.kubelet.present else []), *(f"consumer/{c.unit}" for c in profile.consumers),
-            "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else [])]
+            "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else []),
+            *(["node-labels"] if profile.kubelet.present and profile.kubernetes.node_labels else [])]
 
 
 def check_capture(profile: NodeProfile, capture: Capture | None,
                   labels: dict[str, str] | None = None, node_file: str = "",
-                  offers: DriverOffers | None = None) -> Preflight:
+                  offers: DriverOffers | None = None, mig_manager_enabled: bool | None = None) -> Preflight:
     """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP.
 
     With ``offers`` (a generate-config capture) a driver-offer row comes before mig-parted's.
@@ -245,12 +246,14 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
     if capture is not None:
         found.update((c.name, c) for c in hardware_checks(profile, capture.gpus))
     if labels is not None and profile.kubelet.present:
-        found.update((n, Check(n, s, d)) for n, s, d in label_checks(labels, profile.restore.config_name))
+        found.update((n, Check(n, s, d)) for n, s, d in label_checks(
+            labels, profile.restore.config_name, node_labels=profile.kubernetes.node_labels,
+            mig_manager_enabled=mig_manager_enabled))
     hardware = ("gpu-count", "coverage", "mig-state", "mig-mode")
     checks = []
     for name in check_names(profile):
         why = NO_CAPTURE if name in hardware or name.startswith("gpus/") else OFFLINE
-        why = NO_NODE_JSON if name in ("gpu-operator", "mig-config") else why
+        why = NO_NODE_JSON if name in ("gpu-operator", "mig-config", "node-labels") else why
         checks.append(found.get(name, Check(name, "SKIP", why)))
     if offers is not None:
         checks.insert(next(i for i, c in enumerate(checks) if c.name == "mig-parted"),

@@ -16,6 +16,7 @@ DeviceFilter = Literal["auto", "always", "never"]
 MigStrategy = Literal["single", "mixed"]
 OnResetRequired = Literal["reboot-once", "fail"]
 CdiRefresh = Literal["auto", "never"]
+KubeletLayout = Literal["generic", "kubeadm", "eks-al2023", "eks-al2"]
 
 
 
@@ -42,6 +43,7 @@ class Kubelet:
 
     present: bool = True
     unit: str = "kubelet.service"
+    layout: KubeletLayout = "generic"  # how kubelet is started: how node_labels reach it
 
 
 @dataclass(frozen=True)

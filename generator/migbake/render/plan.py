@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from migbake import __version__
+from migbake.kubernetes.kubelet import labels_apply, node_labels_flag
 from migbake.kubernetes.resources import verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import Expectation, expectations
@@ -96,10 +97,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     layouts = {tuple(sorted(g.layout)) for g in p.gpus if g.mig_enabled}
     per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
                                for lay in layouts)) or "MIG off"
-    k8s = p.kubernetes
-    flag = ""
-    if k8s.node_labels and k8s.kubelet_args_env and p.kubelet.present:
-        flag = "--node-labels=" + ",".join(f"{k}={v}" for k, v in k8s.node_labels)
+    flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says (render.tree)
     config = mig_parted_config(p)
     return RenderPlan(
         profile=p,

@@ -17,6 +17,7 @@ import jinja2
 
 from migbake import __version__
 from migbake.document.patterns import whole
+from migbake.kubernetes.kubelet import NODEADM_DROPIN, OUR_VARIABLE, kubeadm_exec_start, nodeadm_dropin
 from migbake.node.expectations import AFTER_RESET
 from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
@@ -208,9 +209,13 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
     p = plan.profile
     cfg, unit_rel, dropin_rel = plan.config_rel, plan.unit_rel, plan.dropin_rel
     persisting = plan.reset_models
-    labels_env = ""
-    if plan.node_label_flag:
+    labels_env = kubeadm_exec = ""
+    layout = p.kubelet.layout if plan.node_label_flag else "none"
+    if layout == "generic" and p.kubernetes.kubelet_args_env:
         labels_env = systemd_word(f"{p.kubernetes.kubelet_args_env}={plan.node_label_flag}")
+    elif layout == "kubeadm":
+        labels_env = systemd_word(f"{OUR_VARIABLE}={plan.node_label_flag}")
+        kubeadm_exec = kubeadm_exec_start()
     ctx: dict[str, Any] = {
         "plan": plan,
         "profile": p,
@@ -226,6 +231,10 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "reset_models": ", ".join(persisting),
         "reset_path": p.restore.on_reset_required if persisting else "none",
         "labels_env": labels_env,
+        "labels_layout": layout,
+        "kubeadm_exec": kubeadm_exec,
+        "our_variable": OUR_VARIABLE,
+        "nodeadm_path": NODEADM_DROPIN if layout == "eks-al2023" else "",
         "header": plan.header,
         "gpu_notes": list(plan.gpu_notes),
         "config_yaml": Block(plan.config_text.rstrip("\n")),
@@ -268,6 +277,9 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
     emit_rootfs("rootfs/etc/systemd/system/nvidia-mig-restore.service.j2", unit_rel)
     if p.kubelet.present:
         emit_rootfs("rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf.j2", dropin_rel)
+    if layout == "eks-al2023":
+        emit_rootfs("rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml.j2", NODEADM_DROPIN.lstrip("/"),
+                    {"nodeadm_text": nodeadm_dropin(p, plan.header)})
     for c in p.consumers:
         emit_rootfs("rootfs/etc/systemd/system/CONSUMER.service.d/20-mig-restore.conf.j2",
                     plan.consumer_dropin_rel(c.drop_in_dir), {"consumer": c})

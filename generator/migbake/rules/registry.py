@@ -91,7 +91,9 @@ _RULES = (
     ("pci-ids-unfiltered", "pci_device_ids on a config without a device-filter that would carry them"),
     ("driver-wait-timeout", "restore.driver_wait_seconds not below restore.timeout_seconds"),
     ("consumer-clash", "a consumer that is kubelet, the restore itself, or listed twice"),
-    ("node-labels-no-args-env", "kubernetes.node_labels without kubernetes.kubelet_args_env to carry them"),
+    ("node-labels-no-args-env", "kubernetes.node_labels with kubelet.layout generic and no kubelet_args_env"),
+    ("node-labels-env-file", "kubelet.layout generic: an EnvironmentFile= of kubelet may override kubelet_args_env"),
+    ("args-env-with-layout", "kubernetes.kubelet_args_env with a kubelet.layout other than generic"),
     ("node-labels-no-kubelet", "kubernetes.node_labels with kubelet.present: false"),
     ("node-label-restricted", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)"),
     ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
@@ -135,6 +137,7 @@ _CAPTURE = (
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
-    *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning"}),
+    *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
+                              "node-labels-env-file": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}

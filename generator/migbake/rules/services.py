@@ -98,12 +98,25 @@ def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
         yield loaded.problem("/kubernetes/node_labels", "node_labels cannot be expressed: kubelet.present is "
                              "false, so there is no kubelet to register the node with them", "node-labels-no-kubelet")
         return
-    if not isinstance(k8s.get("kubelet_args_env"), str):
+    layout = _mapping(d.get("kubelet")).get("layout", "generic")
+    env = k8s.get("kubelet_args_env")
+    if layout == "generic" and not isinstance(env, str):
         yield loaded.problem("/kubernetes/node_labels", "node_labels cannot be expressed without "
-                             "kubernetes.kubelet_args_env: migbake passes --node-labels through the environment "
-                             "variable that kubelet's ExecStart expands (e.g. KUBELET_EXTRA_ARGS with kubeadm's "
-                             "10-kubeadm.conf); set it, or set the labels at registration yourself (README: "
-                             "\"GPU Operator on the same cluster\")", "node-labels-no-args-env")
+                             "kubernetes.kubelet_args_env or kubelet.layout: with layout generic migbake passes "
+                             "--node-labels through the environment variable that kubelet's ExecStart expands; "
+                             "set kubelet.layout (kubeadm, eks-al2023, eks-al2) or kubelet_args_env, or set the "
+                             "labels at registration yourself (docs/kubernetes.md)", "node-labels-no-args-env")
+    elif layout == "generic":
+        yield loaded.problem("/kubernetes/kubelet_args_env", f"an EnvironmentFile= of kubelet's unit that sets {env} "
+                             "overrides the drop-in's Environment= (systemd applies EnvironmentFile= last), and "
+                             "the labels are lost: kubeadm's 10-kubeadm.conf reads /etc/default/kubelet or "
+                             "/etc/sysconfig/kubelet, where admins set KUBELET_EXTRA_ARGS; set kubelet.layout "
+                             "(kubeadm, eks-al2023, eks-al2) when the node is one of those, or name a variable no "
+                             "such file sets", "node-labels-env-file", severity="warning")
+    elif isinstance(env, str):
+        yield loaded.problem("/kubernetes/kubelet_args_env", f"kubelet_args_env applies to kubelet.layout generic "
+                             f"only; with layout {layout} migbake passes the labels its own way: remove it",
+                             "args-env-with-layout")
     config = _mapping(d.get("restore")).get("config_name", "current")
     for key, value in labels.items():
         ptr = join_pointer("/kubernetes/node_labels", key)

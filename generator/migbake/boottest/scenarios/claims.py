@@ -54,6 +54,8 @@ class BootContext:
     consumers: tuple[tuple[str, bool], ...] = ()  # the profile's other consumers: (unit, fail_closed)
     metrics_path: str = ""  # restore.metrics_textfile the profile promises ("" none)
     metrics: str | None = None  # that file as read back from the guest disk (None: missing)
+    kubelet_fixture: str = "plain"  # the guest's kubelet (boottest.scenarios.kubelet.FIXTURES)
+    node_labels: tuple[tuple[str, str], ...] = ()  # kubernetes.node_labels the profile promises
 
 
 def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:

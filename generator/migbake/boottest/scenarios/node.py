@@ -112,12 +112,15 @@ class Promises:
 
     consumers: tuple[tuple[str, bool], ...] = ()  # the other consumer units: (unit, fail_closed)
     metrics_textfile: str = ""  # restore.metrics_textfile; empty: no metrics file
+    kubelet_layout: str = "generic"  # kubelet.layout: which kubelet the guest gets (boottest.scenarios.kubelet)
+    node_labels: tuple[tuple[str, str], ...] = ()  # kubernetes.node_labels, which kubelet must get
 
 
 def promises_of(profile: NodeProfile) -> Promises:
     """The consumers (kubelet aside) and the metrics file of ``profile``."""
+    labels = profile.kubernetes.node_labels if profile.kubelet.present else ()
     return Promises(tuple((c.unit, c.fail_closed) for c in profile.consumers if c.unit != "kubelet.service"),
-                    profile.restore.metrics_textfile)
+                    profile.restore.metrics_textfile, profile.kubelet.layout, labels)
 
 
 def discover_promises(out_dir: Path) -> Promises:
@@ -132,8 +135,19 @@ def discover_promises(out_dir: Path) -> Promises:
         if line.startswith("metrics="):
             words = shlex.split(line.partition("=")[2])
             metrics = words[0] if len(words) == 1 else ""
-    return Promises(consumers, metrics)
+    layout, labels = _discover_layout(out_dir)
+    return Promises(consumers, metrics, layout, labels)
 
+
+def _discover_layout(out_dir: Path) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """kubelet.layout and the node labels of an output without its profile (its kubelet drop-in, nodeadm's)."""
+    nodeadm = out_dir / "rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml"
+    dropin = out_dir / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+    text = nodeadm.read_text() if nodeadm.is_file() else dropin.read_text() if dropin.is_file() else ""
+    layout = "eks-al2023" if nodeadm.is_file() else "kubeadm" if "$MIGBAKE_KUBELET_ARGS" in text else "generic"
+    flag = next((w for w in text.replace('"', " ").split() if "--node-labels=" in w), "")
+    pairs = flag.partition("--node-labels=")[2].split(",") if flag else []
+    return layout, tuple((k, v) for k, _, v in (p.partition("=") for p in pairs if p))
 
 def applies(scenario: Scenario, profile: NodeProfile) -> bool:
     """Whether ``all`` runs ``scenario`` for ``profile``."""

@@ -6,8 +6,9 @@ All three need NVIDIA's real nvidia-mig-parted over the simulated GPU (``simgpu.
   and reboots once; the change takes effect at that reboot and the second boot restores the layout.
 - ``ampere-pending-stuck``: the change stays pending after the reboot too (``pending-forever``): one
   reboot, then the restore fails closed and the VM powers off through the report, never rebooting again.
-- ``cdi``: a fake ``nvidia-cdi-refresh.service`` writes the CDI spec early at every boot; the restore must
-  regenerate it, so the spec written last lists the restored MIG devices.
+- ``cdi``: fake ``nvidia-cdi-refresh.service`` and ``.path`` as toolkit v1.20 has them (restart on failure, not
+  After=multi-user.target); the restore is ordered before the refresh, and restarts it for a refresh that
+  already ran (cloud-init's first boot): the spec written last lists the restored MIG devices.
 
 A guest that reboots itself ends its QEMU run (``-no-reboot``); the harness boots the same disk again,
 counts the boots and stops after ``MAX_BOOTS``. Each boot is recorded in the guest at its orderly
@@ -102,10 +103,10 @@ def prepare_image(rootfs: Path, scenario: str, out_dir: Path, log: Log) -> None:
         units.append("boot-record.service")
     else:
         write_guest(rootfs, "/usr/local/sbin/fake-cdi-refresh", (GUEST / "fake-cdi-refresh").read_text(), 0o755)
-        write_guest(rootfs, f"/{SYSTEM_UNITS}/nvidia-cdi-refresh.service",
-               (GUEST / "nvidia-cdi-refresh.service").read_text(), 0o644)
+        for unit in ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"):  # toolkit v1.20's units
+            write_guest(rootfs, f"/{SYSTEM_UNITS}/{unit}", (GUEST / unit).read_text(), 0o644)
         write_guest(rootfs, REPORT_DROP_IN.format(name="cdi"), _REPORT_AFTER_CDI, 0o644)
-        units.append("nvidia-cdi-refresh.service")
+        units += ["nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path"]
     run(["systemctl", "--quiet", f"--root={rootfs}", "enable", *units], log=log)
 
 

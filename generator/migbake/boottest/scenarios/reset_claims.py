@@ -20,6 +20,7 @@ from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.scenarios.claims import KUBELET, RESTORE, BootContext, Claim, evaluate
 
 _WRITE = re.compile(r"^=== write (\d+\.\d+) uptime (\S+)$", re.M)
+_MARK = re.compile(r"^=== ", re.M)  # a write, or a failed run of the fake refresh
 # claims.evaluate's claims about an injected fault that do not fit a pending mode change
 _FAULT_ONLY = {"stub-calls"}
 
@@ -159,8 +160,8 @@ def cdi_writes(log: str | None) -> list[tuple[float, str]]:
     if not log:
         return []
     marks = list(_WRITE.finditer(log))
-    return [(float(m.group(1)), log[m.end() + 1:marks[i + 1].start() if i + 1 < len(marks) else len(log)])
-            for i, m in enumerate(marks)]
+    ends = [m.start() for m in _MARK.finditer(log)] + [len(log)]  # a write's text ends at the next === line
+    return [(float(m.group(1)), log[m.end() + 1:next(e for e in ends if e > m.start())]) for m in marks]
 
 
 def cdi_devices(spec: str) -> dict[int, Counter[str]] | str:
@@ -184,10 +185,17 @@ def _cdi_claims(ev: Evidence, ctx: BootContext) -> list[Claim]:
     asserted = next((c.time for c in calls if c.event == "assert"), None)
     first = writes[0] if writes else None
     early_devices = cdi_devices(first[1]) if first else "no write"
-    early = Claim("cdi-written-early", "the fake toolkit wrote the CDI spec before the restore applied the "
-                  "layout, without MIG devices (as nvidia-cdi-refresh can at module load)",
-                  first is not None and apply is not None and first[0] < apply and early_devices == {},
-                  f"first write at {first[0] if first else '-'}, apply at {apply}; its MIG devices: {early_devices}")
+    if ctx.path == "cloud-init" and ctx.boot == 1:  # the restore unit arrives with cloud-init, after the refresh
+        early = Claim("cdi-written-early", "the fake toolkit wrote the CDI spec before the restore applied the "
+                      "layout, without MIG devices (cloud-init installs the restore after the boot's refresh ran)",
+                      first is not None and apply is not None and first[0] < apply and early_devices == {},
+                      f"first write at {first[0] if first else '-'}, apply at {apply}; its MIG devices: "
+                      f"{early_devices}")
+    else:  # Before=nvidia-cdi-refresh.service: the boot's first refresh waits for the restore
+        early = Claim("cdi-after-restore", "the boot's first CDI spec was written after the restore's assert "
+                      "(the restore unit is ordered before nvidia-cdi-refresh.service)",
+                      first is not None and asserted is not None and first[0] > asserted,
+                      f"first write at {first[0] if first else '-'}, assert at {asserted}; {len(writes)} write(s)")
     want = {i: Counter(dict(g.layout)) for i, g in enumerate(ctx.expected or ()) if g.mig_enabled and g.layout}
     last = writes[-1] if writes else None
     listed = cdi_devices(last[1]) if last else "no write"

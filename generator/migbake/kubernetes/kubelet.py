@@ -1,0 +1,88 @@
+"""How ``kubernetes.node_labels`` reach kubelet, per ``kubelet.layout``: the kubelet that starts the node.
+
+- ``generic``: ``Environment=VAR=--node-labels=...`` in our kubelet drop-in, ``VAR`` being
+  ``kubernetes.kubelet_args_env``. systemd applies ``EnvironmentFile=`` after ``Environment=``
+  (systemd.exec(5)), so a file of kubelet's unit that sets ``VAR`` overrides it: validation warns.
+- ``kubeadm``: kubeadm's packaged drop-in (kubernetes/release ``cmd/krel/templates/latest/kubeadm/10-kubeadm.conf``,
+  installed in the unit directory's ``kubelet.service.d/``) reads ``EnvironmentFile=-/etc/sysconfig/kubelet``
+  (rpm; the deb build rewrites it to ``/etc/default/kubelet``, ``kubeadm.spec``), where admins set their own
+  ``KUBELET_EXTRA_ARGS``. Our drop-in (20-, after 10-) resets ``ExecStart=`` and repeats kubeadm's command with
+  one more variable that no file of theirs sets, so their variables and ours all reach kubelet.
+- ``eks-al2023``: ``nodeadm-run.service`` reads ``--config-source file:///etc/eks/nodeadm.d/`` after user data
+  (amazon-eks-ami ``templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service``) and appends
+  ``spec.kubelet.flags`` of every source (``nodeadm/internal/api/merge.go``): a NodeConfig drop-in with
+  ``--node-labels`` adds to what user data gives.
+- ``eks-al2``: ``bootstrap.sh --kubelet-extra-args ARGS`` (amazon-eks-ami, ``templates/al2/runtime/bootstrap.sh``
+  before AL2 support was removed) writes them into a drop-in of its own; migbake can only print the argument.
+"""
+
+from __future__ import annotations
+
+import json
+
+from migbake.profile.nodeprofile import NodeProfile
+
+# kubeadm's ExecStart (10-kubeadm.conf, deb and rpm alike), and the variable migbake adds to it
+KUBEADM_VARIABLES = ("KUBELET_KUBECONFIG_ARGS", "KUBELET_CONFIG_ARGS", "KUBELET_KUBEADM_ARGS", "KUBELET_EXTRA_ARGS")
+KUBEADM_KUBELET = "/usr/bin/kubelet"
+OUR_VARIABLE = "MIGBAKE_KUBELET_ARGS"
+KUBEADM_ENV_FILES = {"deb": "/etc/default/kubelet", "rpm": "/etc/sysconfig/kubelet"}
+NODEADM_DROPIN = "/etc/eks/nodeadm.d/50-migbake-node-labels.yaml"
+
+
+def node_labels_flag(profile: NodeProfile) -> str:
+    """``--node-labels=k=v,...`` (the schema keeps keys and values to label characters: no quoting needed)."""
+    return "--node-labels=" + ",".join(f"{k}={v}" for k, v in profile.kubernetes.node_labels)
+
+
+def labels_apply(profile: NodeProfile) -> bool:
+    """Whether the profile asks kubelet for node labels at all."""
+    return bool(profile.kubernetes.node_labels) and profile.kubelet.present
+
+
+def kubeadm_exec_start() -> str:
+    """Our ExecStart= for kubeadm's kubelet: theirs, then ``$MIGBAKE_KUBELET_ARGS`` (last: its labels win)."""
+    return " ".join([KUBEADM_KUBELET, *(f"${v}" for v in KUBEADM_VARIABLES), f"${OUR_VARIABLE}"])
+
+
+def nodeadm_dropin(profile: NodeProfile, header: str) -> str:
+    """The NodeConfig drop-in for nodeadm (a partial NodeConfig, merged over user data)."""
+    flag = json.dumps(node_labels_flag(profile))
+    return "\n".join([
+        header,
+        "#",
+        "# kubernetes.node_labels for nodeadm (EKS AL2023): nodeadm-run.service merges every NodeConfig of",
+        "# /etc/eks/nodeadm.d/ over the one of user data, appending spec.kubelet.flags, so kubelet gets these",
+        "# labels besides the flags user data gives. Labels apply when the node registers.",
+        "apiVersion: node.eks.aws/v1alpha1",
+        "kind: NodeConfig",
+        "spec:",
+        "  kubelet:",
+        "    flags:",
+        f"      - {flag}",
+    ]) + "\n"
+
+
+def eks_al2_argument(profile: NodeProfile) -> str:
+    """What to pass to EKS AL2's bootstrap.sh (as a shell word): ``--kubelet-extra-args '--node-labels=...'``."""
+    return f"--kubelet-extra-args '{node_labels_flag(profile)}'"
+
+
+def layout_report(profile: NodeProfile) -> list[str]:
+    """Lines for ``migbake show``: how the node labels reach kubelet on this layout."""
+    if not labels_apply(profile):
+        return []
+    layout = profile.kubelet.layout
+    lines = [f"Node labels (kubelet.layout: {layout}): {node_labels_flag(profile)}"]
+    if layout == "generic":
+        lines.append(f"  through {profile.kubernetes.kubelet_args_env}= in the kubelet drop-in (an EnvironmentFile= "
+                     "of kubelet's unit that sets it overrides it)")
+    elif layout == "kubeadm":
+        lines.append(f"  through ${OUR_VARIABLE}, added to kubeadm's ExecStart= by the kubelet drop-in; "
+                     f"KUBELET_EXTRA_ARGS of {KUBEADM_ENV_FILES['deb']} or {KUBEADM_ENV_FILES['rpm']} still applies")
+    elif layout == "eks-al2023":
+        lines.append(f"  through the nodeadm NodeConfig drop-in {NODEADM_DROPIN} (spec.kubelet.flags)")
+    else:
+        lines.append("  migbake cannot set them on EKS AL2: pass this to /etc/eks/bootstrap.sh in user data:")
+        lines.append(f"    /etc/eks/bootstrap.sh CLUSTER {eks_al2_argument(profile)}")
+    return lines

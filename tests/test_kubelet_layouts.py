@@ -1,0 +1,191 @@
+"""kubelet.layout under real systemd (``systemd --test``): what kubelet's command line becomes on a kubeadm node.
+
+systemd parses our drop-in over a kubeadm package's own (written here from what kubernetes/release
+``cmd/krel/templates/latest/kubeadm/10-kubeadm.conf`` and ``kubeadm.spec`` install: the deb build reads
+/etc/default/kubelet, the rpm build /etc/sysconfig/kubelet) and an admin's KUBELET_EXTRA_ARGS there; its dump
+gives the unit's Environment=, EnvironmentFile= and the ExecStart= that wins. kubelet's argv follows from
+systemd.exec(5): Environment= in file order, then each EnvironmentFile= over it, then ``$VAR`` expanded
+into words. Today's ``generic`` drop-in (Environment=KUBELET_EXTRA_ARGS=...) loses the labels there; the
+``kubeadm`` layout keeps both. The VM boot test (scenario ``kubelet-layouts``) runs the same under systemd.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from realtools import SystemdTree, boot_jobs, unit_section
+from support import generate
+
+LABELS = "nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config=current"
+ADMIN = "--node-ip=10.0.3.17 --max-pods=250"
+ENV_FILES = {"deb": "/etc/default/kubelet", "rpm": "/etc/sysconfig/kubelet"}
+
+
+def kubeadm_dropin(env_file: str) -> str:
+    """kubeadm's packaged kubelet drop-in, as the package installs it (its settings, not its comments)."""
+    return ("[Service]\n"
+            'Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf '
+            '--kubeconfig=/etc/kubernetes/kubelet.conf"\n'
+            'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+            "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
+            f"EnvironmentFile=-{env_file}\n"
+            "ExecStart=\n"
+            "ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS "
+            "$KUBELET_EXTRA_ARGS\n")
+
+
+def profile(layout: str) -> str:
+    extra = "  kubelet_args_env: KUBELET_EXTRA_ARGS\n" if layout == "generic" else ""
+    return ("version: 1\nname: kubeadm-node\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
+            f"kubelet: {{layout: {layout}}}\nkubernetes:\n{extra}"
+            "  node_labels: {nvidia.com/gpu.deploy.mig-manager: 'false', nvidia.com/mig.config: current}\n")
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines as systemd reads them (# comments, optional double quotes)."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith("#"):
+            out[key] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+    return out
+
+
+def kubelet_argv(section: str, root: Path) -> list[str]:
+    """kubelet's argv from systemd's dump of the unit, with the environment files of ``root``."""
+    env: dict[str, str] = {}
+    files: list[str] = []
+    command = ""
+    for line in section.splitlines():
+        if line.startswith("Environment: "):  # one assignment a line, as written (spaces and all)
+            key, _, value = line[len("Environment: "):].partition("=")
+            env[key] = value
+        elif line.startswith("EnvironmentFile: "):
+            files.append(line[len("EnvironmentFile: "):])
+        elif line.startswith("Command Line: "):
+            command = line[len("Command Line: "):]  # the last ExecStart= (after ExecStart= resets)
+    for f in files:
+        path = root / f.lstrip("-").lstrip("/")
+        if path.is_file():
+            env.update(_env_file(path))
+        elif not f.startswith("-"):
+            raise AssertionError(f"{f} is missing and not optional: kubelet would not start")
+    argv: list[str] = []
+    for word in shlex.split(command):
+        if word.startswith("\\$"):  # the dump's "\$VAR": $VAR unbraced, expanded and split at whitespace
+            argv += env.get(word[2:], "").split()
+        else:
+            argv.append(word)
+    return argv
+
+
+@pytest.fixture
+def tree() -> Iterator[SystemdTree]:
+    t = SystemdTree(stubs=("kubelet",))
+    yield t
+    t.cleanup()
+
+
+def kubeadm_node(t: SystemdTree, tmp_path: Path, layout: str, package: str) -> tuple[list[str], str]:
+    """kubelet's argv and systemd's dump on a kubeadm node of ``package`` with migbake's ``layout`` drop-in."""
+    dropins = t.root / "usr/lib/systemd/system/kubelet.service.d"
+    dropins.mkdir(parents=True)
+    (dropins / "10-kubeadm.conf").write_text(kubeadm_dropin(ENV_FILES[package]))
+    admin = t.root / ENV_FILES[package].lstrip("/")
+    admin.parent.mkdir(parents=True, exist_ok=True)
+    admin.write_text(f"KUBELET_EXTRA_ARGS={ADMIN}\n")
+    flags = t.root / "var/lib/kubelet/kubeadm-flags.env"
+    flags.parent.mkdir(parents=True)
+    flags.write_text('KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"\n')
+    t.install_rootfs(generate(profile(layout), tmp_path / "out") / "rootfs")
+    graph = t.boot_graph()
+    assert graph.rc == 0 and "ordering cycle" not in graph.err, graph.text
+    return kubelet_argv(unit_section(graph.out, "kubelet.service"), t.root), graph.out
+
+
+def labels_and_admin_flags(argv: list[str]) -> bool:
+    return f"--node-labels={LABELS}" in argv and all(f in argv for f in ADMIN.split())
+
+
+@pytest.mark.parametrize("package", ["deb", "rpm"])
+def test_kubeadm_layout_keeps_the_labels_and_the_admins_flags(tree: SystemdTree, tmp_path: Path,
+                                                              package: str) -> None:
+    argv, _ = kubeadm_node(tree, tmp_path, "kubeadm", package)
+    assert labels_and_admin_flags(argv), argv
+    assert argv[0] == "/usr/bin/kubelet"
+    assert "--config=/var/lib/kubelet/config.yaml" in argv and "--kubeconfig=/etc/kubernetes/kubelet.conf" in argv
+    assert "--container-runtime-endpoint=unix:///run/containerd/containerd.sock" in argv
+    assert argv[-1] == f"--node-labels={LABELS}"  # last: its values win over the same keys elsewhere
+
+
+@pytest.mark.parametrize("package", ["deb", "rpm"])
+def test_todays_generic_drop_in_loses_the_labels_on_kubeadm(tree: SystemdTree, tmp_path: Path, package: str) -> None:
+    """The check above fails on the generic drop-in: the admin's EnvironmentFile= replaces the variable."""
+    argv, _ = kubeadm_node(tree, tmp_path, "generic", package)
+    assert not labels_and_admin_flags(argv)
+    assert not any(a.startswith("--node-labels") for a in argv) and "--node-ip=10.0.3.17" in argv, argv
+
+
+def test_argv_model_reads_an_environment_file_over_environment(tree: SystemdTree) -> None:
+    """The model's own rule, against systemd's dump of a unit with both (a self-test of kubelet_argv)."""
+    section = ("Environment: A=from-env\nEnvironment: B=kept\n"
+               "EnvironmentFile: -/etc/a.env\nEnvironmentFile: -/etc/none.env\n"
+               'Command Line: /bin/x "\\$A" "\\$B" "\\$C"')
+    (tree.root / "etc/a.env").write_text('# admin\nA="from file"\n')
+    assert kubelet_argv(section, tree.root) == ["/bin/x", "from", "file", "kept"]
+
+
+# the container toolkit's v1.20 units (deployments/systemd/ of NVIDIA/nvidia-container-toolkit), their
+# ordering settings: neither has DefaultDependencies=no, so the path unit is Before=paths.target
+TOOLKIT_UNITS = {
+    "nvidia-cdi-refresh.service": "[Unit]\nDescription=CDI refresh (test fixture)\nStartLimitBurst=5\n"
+                                  "StartLimitIntervalSec=10s\n[Service]\nType=oneshot\nExecStart=/usr/bin/true\n"
+                                  "Restart=on-failure\nRestartSec=1s\n[Install]\nWantedBy=multi-user.target\n",
+    "nvidia-cdi-refresh.path": "[Unit]\nDescription=CDI refresh trigger (test fixture)\n[Path]\n"
+                               "PathChanged=/lib/modules/%v/modules.dep\n[Install]\nWantedBy=multi-user.target\n",
+}
+
+
+@pytest.mark.parametrize(("setting", "ordered"), [("auto", True), ("never", False)])
+def test_restore_runs_before_the_cdi_refresh(tree: SystemdTree, tmp_path: Path, setting: str, ordered: bool) -> None:
+    for name, text in TOOLKIT_UNITS.items():
+        (tree.root / "usr/lib/systemd/system" / name).write_text(text)
+    assert tree.systemctl("enable", *TOOLKIT_UNITS).rc == 0
+    text = profile("kubeadm") + f"restore: {{cdi_refresh: {setting}}}\n"
+    tree.install_rootfs(generate(text, tmp_path / "out") / "rootfs")
+    tree.systemctl("enable", "nvidia-mig-restore.service")
+    graph = tree.boot_graph()
+    # Before= the path unit too would be a cycle (path < paths.target < basic.target < restore): systemd then
+    # deletes a start job, and the VM showed it was the restore's
+    assert graph.rc == 0 and "ordering cycle" not in graph.err, graph.err
+    assert {"nvidia-mig-restore.service", *TOOLKIT_UNITS} <= set(boot_jobs(graph.out))
+    section = unit_section(graph.out, "nvidia-mig-restore.service")
+    assert ("Before: nvidia-cdi-refresh.service (origin-file)" in section) is ordered, section
+    assert "Before: nvidia-cdi-refresh.path" not in section
+
+
+def test_the_cycle_check_sees_a_restore_ordered_before_the_path_unit(tree: SystemdTree, tmp_path: Path) -> None:
+    """What the test above would see had the restore unit Before=nvidia-cdi-refresh.path (a self-test)."""
+    for name, text in TOOLKIT_UNITS.items():
+        (tree.root / "usr/lib/systemd/system" / name).write_text(text)
+    tree.systemctl("enable", *TOOLKIT_UNITS)
+    out = generate(profile("kubeadm"), tmp_path / "out")
+    unit = out / "rootfs/etc/systemd/system/nvidia-mig-restore.service"
+    unit.write_text(unit.read_text().replace("Before=nvidia-cdi-refresh.service",
+                                             "Before=nvidia-cdi-refresh.service nvidia-cdi-refresh.path"))
+    tree.install_rootfs(out / "rootfs")
+    tree.systemctl("enable", "nvidia-mig-restore.service")
+    assert "ordering cycle" in tree.boot_graph().err
+
+
+def test_eks_al2023_node_config_drop_in(tmp_path: Path) -> None:
+    out = generate(profile("eks-al2023"), tmp_path / "out")
+    doc = yaml.safe_load((out / "rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml").read_text())
+    assert doc == {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+                   "spec": {"kubelet": {"flags": [f"--node-labels={LABELS}"]}}}
+    dropin = (out / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf").read_text()
+    assert "Environment=" not in dropin and "ExecStart" not in dropin
