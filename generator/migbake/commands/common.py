@@ -43,10 +43,13 @@ def check_profile(profile: Path | str) -> Checked:
     return check_file(Path(profile))
 
 
-def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
-    """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid."""
+def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False) -> NodeProfile:
+    """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid.
+
+    ``strict``: a warning is an error too (``--strict``).
+    """
     checked = check_profile(profile)
-    if checked.profile is None:
+    if checked.profile is None or (strict and checked.problems):
         raise ProfileError(profile_name(profile), checked.problems, consequence)
     for p in checked.problems:
         click.echo(p.format(), err=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import GpuModelType, write_or_print
+from migbake.commands.common import STDIN_NAME, GpuModelType, write_or_print
 from migbake.gpu.catalog import GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
@@ -38,9 +38,9 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
     if model is not None and xml_file is not None:
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
     capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
-    display = "-" if str(source) == "-" else str(source)
-    with click.open_file(display, "rb") as fh:
+    with click.open_file(str(source), "rb") as fh:
         data = fh.read(1024 * 1024)
+    display = STDIN_NAME if str(source) == "-" else str(source)
     result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
     for p in result.warnings:
         click.echo(p.format(), err=True)
