@@ -21,8 +21,8 @@ from migbake.problems import RenderError
 from migbake.profile.nodeprofile import GPU_CLIENTS, GPU_RESET_TARGET, NodeProfile
 from migbake.render.firstboot import commands as first_boot_commands
 from migbake.render.plan import RESTORE_SCRIPT, RenderPlan, make_plan
-from migbake.resources import templates_dir
 from migbake.render.slurm import GRES_CONF, NODE_CONF, gres_conf, node_conf, slurm_applies
+from migbake.resources import templates_dir
 
 REBOOT_MARKER = "/var/lib/migbake/reboot-attempted"
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
