@@ -186,7 +186,9 @@ def run_boot_test(
     for index in range(1, boots + 1):
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
                           kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus,
-                          consumers=promises.consumers, metrics_path=promises.metrics_textfile)
+                          consumers=promises.consumers, metrics_path=promises.metrics_textfile,
+                          real_slurmd="slurmd.service" in consumers
+                          and (assets.rootfs.path / fixtures.REAL_SLURMD_UNIT).is_file())
         with _timed(timings, f"boot-{index}"):
             outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
     result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings, actor)

@@ -54,6 +54,7 @@ class BootContext:
     consumers: tuple[tuple[str, bool], ...] = ()  # the profile's other consumers: (unit, fail_closed)
     metrics_path: str = ""  # restore.metrics_textfile the profile promises ("" none)
     metrics: str | None = None  # that file as read back from the guest disk (None: missing)
+    real_slurmd: bool = False  # the consumer slurmd.service is Debian's own (the rootfs has the package)
 
 
 def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:

@@ -26,7 +26,7 @@ def node_claims(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
     checks: list[Callable[[GuestReport, BootContext], Claim]] = []
     if ctx.metrics_path:
         checks.append(_metrics)
-    if ("slurmd.service", True) in ctx.consumers and ctx.scenario not in FAILING:
+    if ctx.real_slurmd and ctx.scenario not in FAILING:
         checks.append(_slurmd_real)
     checks += {"driver-late": [_driver_waited], "driver-too-late": [_driver_wait_bounded],
                "gpu-client": [_client_after_restore, _client_holds_gpu],
