@@ -227,8 +227,10 @@ def real_slurmd(rootfs: Path) -> None:
     _write(rootfs, "/etc/slurm/cgroup.conf", "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n", 0o644)
     _write(rootfs, "/etc/default/slurmd", f"SLURMD_OPTIONS='-N {SLURM_NODE}'\n", 0o644)
     _write(rootfs, f"/{SYSTEM_UNITS}/slurmd.service.d/10-boottest-log.conf",
-           "# Test fixture for boot tests ONLY: log the start of the real slurmd; slurmd resolves the\n"
-           "# machine's own host name, which the test image's /etc/hosts lacks.\n[Service]\n"
+           "# Test fixture for boot tests ONLY: log the start of the real slurmd. slurmd resolves the\n"
+           "# machine's own host name, which the test image's /etc/hosts lacks, and asks getaddrinfo with\n"
+           "# AI_ADDRCONFIG, which finds nothing on a VM without a network: give lo a second address.\n[Service]\n"
+           "ExecStartPre=-/sbin/ip link set lo up\nExecStartPre=-/sbin/ip addr add 10.254.0.1/32 dev lo\n"
            "ExecStartPre=/bin/sh -c 'grep -qw \"$(hostname)\" /etc/hosts || "
            "echo \"127.0.1.1 $(hostname)\" >>/etc/hosts'\n"
            f"ExecStartPre=/bin/sh -c 'echo \"$(date +%%s.%%N) slurmd ExecStartPre\" >>{STUB_LOG}'\n", 0o644)
