@@ -89,10 +89,18 @@ def test_a_command_ends_with_the_code_it_returns(add_command: Callable[[Callable
     assert cli("boom") == (code, "", "")
 
 
-def test_click_usage_errors_stay_click_s(add_command: Callable[[Callable[[], object]], None]) -> None:
+def test_click_usage_errors_are_worded_like_every_other_error(
+        add_command: Callable[[Callable[[], object]], None]) -> None:
     add_command(_raise(click.UsageError("give one of --a or --b")))
     code, _, err = cli("boom")
-    assert code == EXIT_USAGE and err.endswith("Error: give one of --a or --b\n")
+    assert code == EXIT_USAGE and err.endswith("\nmigbake: error: give one of --a or --b\n")
+    assert "Error:" not in err and "Usage: " in err
+
+
+def test_a_bad_option_is_a_usage_error_worded_like_every_other_error() -> None:
+    code, out, err = cli("validate", "--no-such-option", "x.yaml")
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "\nmigbake: error: No such option" in err and "validate -h' for help" in err
 
 
 def test_every_error_class_has_an_exit_code_of_the_table() -> None:

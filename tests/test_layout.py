@@ -293,7 +293,7 @@ A30_MAP = """\
 +-------+---+...+
 |2g.12gb|1g~|fr~|
 +-------+---+...+
-A30-24GB: 2 instances, memory slices 3/4 used, compute slices 3/4 used, free memory slices: 3
+A30-24GB: 2 instances, memory slices 3/4 used, compute slices 3/4 used, memory slice 3 free
 """
 
 

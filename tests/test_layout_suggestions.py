@@ -58,7 +58,7 @@ def test_the_h200_example_reports_compute_and_memory_and_the_nearest_layouts() -
     text = PROFILE.format(model="NVIDIA H200", layout="{4g.71gb: 1, 3g.71gb: 1, 1g.18gb: 1}")
     (problem,) = check_bytes(text.encode(), "p.yaml").problems
     assert problem.rule == "compute-slices"
-    assert "needs 8 compute slices and 9 memory slices; a H200-SXM5-141GB has 7 and 8" in problem.message
+    assert "needs 8 compute slices and 9 memory slices; an H200-SXM5-141GB has 7 and 8" in problem.message
     # the same instances with one removed (most compute kept first), then a maximal layout keeping two
     assert ("layouts that fit: {4g.71gb: 1, 3g.71gb: 1}, {4g.71gb: 1, 1g.18gb: 1}, "
             "{4g.71gb: 1, 2g.35gb: 1, 1g.18gb: 1}") in problem.message

@@ -49,7 +49,7 @@ def _two(first: str, second: str, extra: str = "") -> str:
 def test_uncovered_message_says_what_happens_at_boot() -> None:
     checked = check_bytes(_two("[0, 1, 2, 3]", "all", "gpu_count: 8\n").encode(), "p.yaml")
     (problem,) = checked.problems
-    assert "GPU 4-7" in problem.message and "not all GPUs match" in problem.message
+    assert "GPUs 4-7" in problem.message and "not all GPUs match" in problem.message
     assert "device_filter: never" in problem.message
 
 

@@ -118,6 +118,9 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(files: list[str], tmp
     no_color = subprocess.run([sys.executable, "-c", script, files[1]], capture_output=True, text=True,
                               env={**env, "NO_COLOR": "1"}, check=False)
     assert "error" in no_color.stdout and "\x1b[" not in no_color.stdout
+    empty = subprocess.run([sys.executable, "-c", script, files[1]], capture_output=True, text=True,
+                           env={**env, "NO_COLOR": ""}, check=False)
+    assert "\x1b[1;31merror\x1b[0m" in empty.stdout  # no-color.org: only a non-empty NO_COLOR turns it off
 
 
 def test_user_data_gzip_and_mime(tmp_path: Path) -> None:

@@ -127,5 +127,5 @@ def die_of_sigterm() -> None:
 
 
 def color_wanted() -> bool:
-    """Colour in text output: only on a terminal, and never with NO_COLOR."""
-    return sys.stdout is not None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    """Colour in text output: only on a terminal, and never with NO_COLOR set to a non-empty value."""
+    return sys.stdout is not None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")  # no-color.org

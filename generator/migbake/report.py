@@ -30,11 +30,12 @@ class FileResult:
         return sum(p.severity == "error" for p in self.problems)
 
 
-def exit_code(results: Sequence[FileResult]) -> int:
-    """``validate``'s exit code: 2 when a file cannot be read at all, else 1 when any is invalid, else 0."""
+def exit_code(results: Sequence[FileResult], *, strict: bool = False) -> int:
+    """``validate``'s exit code: 2 when a file cannot be read at all, else 1 when any is invalid (with
+    ``strict``: has any problem, warnings too), else 0."""
     if any(unreadable(r.problems) for r in results):
         return EXIT_USAGE
-    return EXIT_INVALID if any(r.errors for r in results) else 0
+    return EXIT_INVALID if any(r.errors or (strict and r.problems) for r in results) else 0
 
 
 def summary(results: Sequence[FileResult]) -> str:

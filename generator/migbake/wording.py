@@ -49,3 +49,28 @@ def instances(layout: Mapping[str, object]) -> str:
 def tally(names: Iterable[str]) -> str:
     """``["2g", "2g", "3g"]`` -> ``"2g x2 + 3g"`` (first-seen order): instances one by one, counted."""
     return " + ".join(name if n == 1 else f"{name} x{n}" for name, n in Counter(names).items())
+
+
+_AN_LETTERS = frozenset("aefhilmnorsx")  # letters whose names start with a vowel sound: "an H", "an L"
+
+
+def article(word: str) -> str:
+    """``a B200``, ``an A100``, ``an H200``, ``an h100-80gb``: the article as the word is read aloud.
+
+    A model name's leading letter is read by its name (H100: "aitch"); other words by their first vowel.
+    """
+    w = word.strip()
+    if not w:
+        return "a"
+    first = w[0].lower()
+    if w[0].isdigit():
+        return "an" if w.startswith(("8", "11", "18")) else "a"
+    if len(w) > 1 and (w[1].isdigit() or w[:2].isupper()):  # a model name or acronym: letter by letter
+        return "an" if first in _AN_LETTERS else "a"
+    return "an" if first in "aeiou" else "a"
+
+
+def gpus(indices: Iterable[int]) -> str:
+    """``GPU 4`` or ``GPUs 4-7``: GPU indices with the noun in the right number."""
+    ix = list(indices)
+    return f"GPU{'' if len(ix) == 1 else 's'} {index_list(ix)}"

@@ -33,7 +33,7 @@ from support import REPO, shared_file
 pytestmark = pytest.mark.vm
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 IMAGE = REPO / "images" / "h100-slurm"
-CONSUMER_OK = {"restore-before-slurmd", "slurmd-active", "slurmd-started-once", "metrics-success",
+CONSUMER_OK = {"restore-before-slurmd", "slurmd-active", "slurmd-started-once", "slurmd-real", "metrics-success",
                "restore-active", "exported-layout", "gpu-count", "mig-manager-never-ran"}
 
 

@@ -5,6 +5,7 @@ Over reports recorded from real boots (NVIDIA's mig-parted over the simulated GP
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -207,3 +208,15 @@ def test_recorded_gpu_client_boot_and_a_client_that_started_first() -> None:
     released = parse_report(text.replace("=== simgpu-knobs\nin-use=\n", "=== simgpu-knobs\n"))
     assert [c.id for c in node_claims(released, ctx("gpu-client", metrics=metrics)) if not c.passed] == [
         "gpu-client-holds-gpu"]
+
+
+def test_recorded_boot_with_debians_own_slurmd() -> None:
+    """A Packer boot of images/h100-slurm whose consumer was Debian's slurmd package (unit file and binary)."""
+    real = dataclasses.replace(ctx(metrics=(DATA / "metrics-slurm-real-ok.prom").read_text()), real_slurmd=True)
+    got = verdicts("report-slurm-real-ok.txt", real)
+    assert got["slurmd-real"] and got["slurmd-active"] and got["restore-before-slurmd"]
+    assert [i for i, ok in got.items() if not ok] == []
+    text = (DATA / "report-slurm-real-ok.txt").read_text()
+    fake = text.replace("slurmd: slurmd version 22.05.8 started\n", "")  # what the fake consumer's journal says
+    parsed = parse_report(fake)
+    assert not {c.id: c.passed for c in node_claims(parsed, real)}["slurmd-real"]

@@ -19,12 +19,23 @@ def no_log(_: str) -> None:
     """A ``log`` callback that drops every message."""
 
 
+# the Debian package of each host tool the boot test runs (the rest come with every Debian system)
+TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs", "mkfs.vfat": "dosfstools", "mcopy": "mtools",
+                 "debootstrap": "debootstrap", "qemu-system-x86_64": "qemu-system-x86", "sshd": "openssh-server",
+                 "/usr/sbin/sshd": "openssh-server", "ssh-keygen": "openssh-client", "ssh": "openssh-client",
+                 "packer": "packer", "gcc": "gcc", "depmod": "kmod", "modprobe": "kmod", "cpio": "cpio",
+                 "mount": "util-linux", "umount": "util-linux"}
+
+
 def require_tools(*names: str) -> None:
-    """Raise BootTestError naming every host tool of ``names`` that is not on PATH (or sbin)."""
+    """Raise BootTestError naming every host tool of ``names`` that is not on PATH (or sbin), and its package."""
     path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
     missing = [n for n in names if shutil.which(n, path=path) is None]
     if missing:
-        raise BootTestError(f"missing host tools: {', '.join(missing)} (see real-tool-recipes §0)")
+        packages = sorted({TOOL_PACKAGES[n] for n in missing if n in TOOL_PACKAGES})
+        how = (f"on Debian: apt-get install -y --no-install-recommends {' '.join(packages)}; " if packages else "")
+        raise BootTestError(f"missing host tools: {', '.join(missing)} ({how}`sudo bash .ci/run` installs "
+                            "every tool the tests use)")
 
 
 def run(

@@ -191,7 +191,9 @@ def run_boot_test(
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
                           kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus,
                           consumers=promises.consumers, metrics_path=promises.metrics_textfile,
-                          kubelet_fixture=fixture, node_labels=promises.node_labels)
+                          kubelet_fixture=fixture, node_labels=promises.node_labels,
+                          real_slurmd="slurmd.service" in consumers
+                          and (assets.rootfs.path / fixtures.REAL_SLURMD_UNIT).is_file())
         with _timed(timings, f"boot-{index}"):
             outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
     result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings, actor)

@@ -118,6 +118,26 @@ class MigbakeGroup(click.Group):
         command.epilog = exit_codes_text()  # every command's --help ends with the one table
         return command
 
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """click's main, with its usage errors worded like every other error: ``migbake: error: ...`` (exit 2)."""
+        run: Any = super().main  # click types main() by overloads on standalone_mode
+        if not standalone_mode:
+            return run(*args, standalone_mode=False, **kwargs)
+        try:
+            code = run(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            if e.ctx is not None:
+                hint = ""
+                if e.ctx.command.get_help_option(e.ctx) is not None:
+                    hint = f"Try '{e.ctx.command_path} {e.ctx.help_option_names[0]}' for help.\n"
+                click.echo(f"{e.ctx.get_usage()}\n{hint}", err=True)
+            _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False)
+        except click.ClickException as e:
+            _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False)
+        except click.Abort:
+            _end(["migbake: interrupted"], EXIT_INTERRUPTED, traceback=False)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         catch_sigterm()  # a cleanup (the writer's temporary folder) runs on SIGTERM too
         try:

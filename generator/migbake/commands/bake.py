@@ -10,7 +10,7 @@ import click
 
 from migbake.bake import packer
 from migbake.commands.common import NonEmptyPath, valid_profile
-from migbake.commands.generate import artifacts_for
+from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.problems import PackerError
 from migbake.render.write import Origin, check_out, read_origin, write_tree
 
@@ -99,6 +99,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         return
     binary = packer.find_packer(packer_bin)
     write_tree(artifacts, out_dir, force=force, origin=origin)
+    warn_sizes(artifacts, origin.user_data_gzip)
     click.echo(f"wrote {len(artifacts)} files to {out_dir} (profile {prof.name} from {profile})")
     with tempfile.TemporaryDirectory(prefix="migbake-bake-") as tmp:
         extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []

@@ -59,13 +59,14 @@ def check_profile(profile: Path | str) -> Checked:
     return check_file(Path(profile))
 
 
-def valid_profile(profile: Path, consequence: str = "") -> NodeProfile:
+def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False) -> NodeProfile:
     """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid.
 
     A profile that cannot be read at all is ``UnreadableProfile`` (exit 2, as the exit-code table says).
+    ``strict``: a warning is an error too (``--strict``).
     """
     checked = check_profile(profile)
-    if checked.profile is None:
+    if checked.profile is None or (strict and checked.problems):
         error = UnreadableProfile if unreadable(checked.problems) else ProfileError
         raise error(profile_name(profile), checked.problems, consequence)
     for p in checked.problems:

@@ -37,15 +37,16 @@ from migbake.wording import plural
               help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
                    "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
                    "not tell) first, then migbake's cloud-config merged onto it.")
+@click.option("--strict", is_flag=True, help="Warnings count as errors: a profile with one is refused (exit 1).")
 def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
-             mime_part: str | None) -> int:
+             mime_part: str | None, strict: bool) -> int:
     """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
 
     PROFILE may be `-` (standard input). Nothing is written when the profile is invalid (exit 1). The
     tree is built beside OUT and swapped in at once, so OUT is never half-written. OUT records the
     profile (path, name, sha256) and these options; generating another profile into it needs --force.
     """
-    prof = valid_profile(profile, "nothing written")
+    prof = valid_profile(profile, "nothing written", strict=strict)
     origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
                        user_data_mime=mime_part or "")
     recorded = read_origin(out) if check and not (user_data_gzip or mime_part) else None
@@ -59,6 +60,7 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
         return 0
     write_tree(artifacts, out, force=force, origin=origin)
     click.echo(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
+    warn_sizes(artifacts, origin.user_data_gzip)
     return 0
 
 
@@ -110,8 +112,14 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
         extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
-    for name, data in [("cloud-init/user-data", text.encode())] + [(a.path, a.data) for a in extra]:
-        if userdata.too_big_for_ec2(data) and not (gzipped and name == "cloud-init/user-data"):
-            click.echo(f"migbake: warning: {name} is {len(data)} bytes, above EC2's 16 KB user-data limit "
-                       "(use --user-data-gzip)", err=True)
     return extra
+
+
+def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
+    """Warn about user-data above EC2's limit: only once the files are written (not under --check)."""
+    for a in artifacts:
+        if not a.path.startswith("cloud-init/user-data") or a.path.endswith(".gz"):
+            continue
+        if userdata.too_big_for_ec2(a.data) and not (gzipped and a.path == "cloud-init/user-data"):
+            click.echo(f"migbake: warning: {a.path} is {len(a.data)} bytes, above EC2's 16 KB user-data limit "
+                       "(use --user-data-gzip)", err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import NonEmptyPath
-from migbake.commands.generate import artifacts_for, report_diff
+from migbake.commands.generate import artifacts_for, report_diff, warn_sizes
 from migbake.exits import EXIT_INVALID
 from migbake.render.write import Origin, read_origin, write_tree
 from migbake.rules.validate import check_file
@@ -48,6 +48,7 @@ def images(images_dir: Path, check: bool) -> int:
                 click.echo(f"{out}: up to date")
         else:
             write_tree(artifacts, out, origin=origin)
+            warn_sizes(artifacts, origin.user_data_gzip)
             click.echo(f"wrote {plural(len(artifacts), 'file')} to {out}")
     if failed:
         what = "stale or invalid" if check else "invalid"

@@ -39,11 +39,12 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
     if model is not None and xml_file is not None:
         raise click.UsageError("give --model or --nvidia-smi-xml, not both")
     capture = read_capture(xml_file, "nvidia-smi-xml") if xml_file is not None else None
-    display = "-" if str(source) == "-" else str(source)
+    from_stdin = str(source) == "-"
     limit = 1024 * 1024  # a mig-parted config is a few KiB; a larger input is refused, never cut short
-    data = read_stdin(limit) if display == "-" else read_bounded(source, limit, UsageError)
+    data = read_stdin(limit) if from_stdin else read_bounded(source, limit, UsageError)
     if len(data) > limit:
         raise UsageError(f"{STDIN_NAME}: larger than 1 MiB")
+    display = STDIN_NAME if from_stdin else str(source)
     result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
     for p in result.warnings:
         click.echo(p.format(), err=True)

@@ -20,13 +20,23 @@ SORTS = ("instances", "compute", "memory")
 def _summary(m: GpuModel, lay: dict[str, int]) -> dict[str, Any]:
     """The added --json fields of one layout: instances, slices, memory, media extension."""
     profiles = {name: m.profile(name) for name in lay}
+    slices = sum(memory_slices_of(p) * n for name, n in lay.items() if (p := profiles[name]))
     return {
         "instances": sum(lay.values()),
         "compute_slices": sum(p.compute_slices * n for name, n in lay.items() if (p := profiles[name])),
-        "memory_slices": sum(memory_slices_of(p) * n for name, n in lay.items() if (p := profiles[name])),
-        "memory_gb": sum(int(match["gb"]) * n for name, n in lay.items() if (match := PROFILE_NAME_RE.match(name))),
+        "memory_slices": slices,
+        "memory_gb": _memory_gb(m, lay, slices),
         "media_extension": any(p.media_extension for p in profiles.values() if p),
     }
+
+
+def _memory_gb(m: GpuModel, lay: dict[str, int], slices: int) -> int:
+    """The GPU's memory in the slices the layout uses (rounded half up), not the sum of the names' GB: the
+    names round each instance (4g.71gb + 3g.71gb is 142 on a 141 GB H200). Names only for a model without
+    a memory size."""
+    if m.memory_gb and m.total_memory_slices:
+        return (2 * slices * m.memory_gb + m.total_memory_slices) // (2 * m.total_memory_slices)
+    return sum(int(match["gb"]) * n for name, n in lay.items() if (match := PROFILE_NAME_RE.match(name)))
 
 
 @click.command()
@@ -62,7 +72,7 @@ def layouts(model: GpuModel | None, as_json: bool, no_media: bool, sort_by: str)
     rows.sort(key=order)  # stable: ties keep the enumeration's order (most memory, then compute, first)
     click.echo(f"{m.key} ({m.display_name}): {plural(len(found), 'maximal layout')}; compute = compute slices "
                f"used of {m.total_compute_slices}, memory = memory slices used of {m.total_memory_slices}, GB = "
-               "memory of the instances, +me = has a media-extension instance")
+               "the GPU's memory in those slices, +me = has a media-extension instance")
     shown = [flow(lay) for lay, _ in rows]
     width = max((len(s) for s in shown), default=6)
     click.echo(f"  {'layout':<{width}}  instances  compute  memory     GB  +me")

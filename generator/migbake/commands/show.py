@@ -1,4 +1,4 @@
-"""``migbake show``: a profile's GPUs drawn slice by slice, what the restore runs before, its Kubernetes resources."""
+"""``migbake show``: each GPU drawn slice by slice, what the restore runs before, its Kubernetes and Slurm resources."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.kubelet import layout_report
 from migbake.kubernetes.resources import resource_report
 from migbake.render.plan import gpu_notes
+from migbake.render.slurm import show_lines, slurm_applies
 from migbake.wording import instances
 
 
@@ -40,7 +41,14 @@ def show(profile: Path) -> None:
             continue
         click.echo(f"  {instances(layout)}")
         click.echo(render_slice_map(m, fit(m, layout).placements))
-    for line in resource_report(prof):
-        click.echo(line)
-    for line in layout_report(prof):
-        click.echo(line)
+    slurm = slurm_applies(prof)
+    if slurm:
+        for line in show_lines(prof):
+            click.echo(line)
+    if prof.kubelet.present or not slurm:
+        if slurm:
+            click.echo()
+        for line in resource_report(prof):
+            click.echo(line)
+        for line in layout_report(prof):
+            click.echo(line)

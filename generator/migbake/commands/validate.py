@@ -25,14 +25,16 @@ def _expand(paths: tuple[str, ...]) -> list[Path]:
               help="text: one line per problem; json; github: Actions annotations; sarif: SARIF 2.1.0; "
                    "junit: JUnit XML.")
 @click.option("-q", "--quiet", is_flag=True, help="Text format: problems only, no summary line.")
-def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> int:
+@click.option("--strict", is_flag=True, help="Warnings count as errors: exit 1 when any profile has one.")
+def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool) -> int:
     """Check node profiles: schema, GPU models, MIG profile names, counts and placement.
 
     PROFILE is a file, a directory searched for node-profile.yaml and *.profile.yaml, or `-` for
     standard input (named <stdin> in messages). In text
     format every problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule], then a
     count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
-    (warnings allowed), 1 when any is invalid, 2 when one cannot be read at all (missing, no permission).
+    (warnings allowed, unless --strict), 1 when any is invalid, 2 when one cannot be read at all (missing,
+    no permission).
     """
     files = _expand(profiles)
     if any(is_stdin(f) for f in files):
@@ -44,4 +46,4 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> int:
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
         click.echo(summary(results), err=True)
-    return exit_code(results)
+    return exit_code(results, strict=strict)

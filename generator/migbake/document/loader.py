@@ -213,6 +213,13 @@ class _Builder:
             return text
 
 
+def _tab_at(text: str, index: int) -> bool:
+    """Whether the parser stopped at a tab that is part of a line's leading whitespace."""
+    start = text.rfind("\n", 0, index) + 1
+    lead = text[start:index + 1]
+    return "\t" in lead and not lead.strip(" \t")
+
+
 def _plainly_shallow(text: str) -> bool:
     """True when the text can hold no alias and no nesting deeper than MAX_PARSE_DEPTH.
 
@@ -271,6 +278,8 @@ def load_profile_bytes(data: bytes, file: str) -> tuple[LoadedProfile, list[Prob
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         what = " ".join(x for x in (e.context, e.problem) if x)
+        if mark and _tab_at(text, mark.index):
+            what = "a tab character in the indentation; YAML indents with spaces only"
         return fail(line, col, f"YAML syntax error: {what}", "yaml-syntax")
     except yaml.reader.ReaderError as e:
         char = chr(e.character) if isinstance(e.character, int) else str(e.character)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -86,13 +87,23 @@ def _allowed(schema: dict[str, Any]) -> str:
     return str(schema.get("description", ""))
 
 
+# a MIG profile name with its dots, case or "gb" off: 1g10gb, 1G.10GB, 1g.10, 1c3g40gb
+_LOOSE_PROFILE = re.compile(r"(?:(\d+)c\.?)?(\d+)g\.?(\d+)(?:gb?)?([+-].*)?", re.IGNORECASE)
+
+
 def _did_you_mean(value: object, schema: dict[str, Any]) -> str:
-    """``; did you mean 'kubelet.service'?`` when adding the suffix a pattern asks for makes the value valid."""
+    """``; did you mean 'kubelet.service'?`` (or ``'1g.10gb'``) when the obvious fix makes the value valid."""
     pattern = schema.get("pattern")
-    if not isinstance(value, str) or not isinstance(pattern, str) or not pattern.endswith(r"\.service$"):
+    if not isinstance(value, str) or not isinstance(pattern, str):
         return ""
-    fixed = value.strip() + ".service"
-    return f"; did you mean {fixed!r}?" if _Validator(schema).is_valid(fixed) else ""
+    if pattern.endswith(r"\.service$"):
+        fixed = value.strip() + ".service"
+    elif (m := _LOOSE_PROFILE.fullmatch(value.strip())) and "gb" in pattern:
+        c, g, gb, rest = m.groups()
+        fixed = f"{c + 'c.' if c else ''}{g}g.{gb}gb{(rest or '').lower()}"
+    else:
+        return ""
+    return f"; did you mean {fixed!r}?" if fixed != value and _Validator(schema).is_valid(fixed) else ""
 
 
 def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Problem]:

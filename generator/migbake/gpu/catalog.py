@@ -123,7 +123,9 @@ class Resolution:
     non_mig: GpuModel | None = None  # a GPU without MIG of that name
 
 
-_PCI_ID = whole(r"^(0[xX])?[0-9a-fA-F]{8}$")
+# 0x233010DE (mig-parted's device-filter, nvidia-smi's pci.device_id) or 10de:2330 (lspci -nn: vendor:device)
+_PCI_ID = whole(r"^(?:(0[xX])?[0-9a-fA-F]{8}|[0-9a-fA-F]{4}:[0-9a-fA-F]{4})$")
+_LSPCI_ID = whole(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per process
@@ -274,8 +276,11 @@ def gpu_instance_name(name: str) -> str | None:
 
 
 def canonical_pci_id(pci_id: str) -> str:
-    """``0x233510de`` -> ``0x233510DE`` (mig-parted's device-filter form)."""
+    """``0x233510de`` or lspci's ``10de:2335`` -> ``0x233510DE`` (mig-parted's device-filter form)."""
     s = pci_id.strip()
+    lspci = _LSPCI_ID.match(s)
+    if lspci:
+        return "0x" + (lspci[2] + lspci[1]).upper()
     if s[:2].lower() == "0x":
         s = s[2:]
     return "0x" + s.upper()

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from migbake.gpu.catalog import GpuModel
 from migbake.gpu.placement import PlacedInstance
+from migbake.wording import slice_ranges
 
 
 def render_slice_map(
@@ -54,7 +55,7 @@ def render_slice_map(
         f"{model.display_name}: {len(placements)} instance{'' if len(placements) == 1 else 's'}, "
         f"memory slices {used}/{n} used, "
         f"compute slices {compute}/{model.total_compute_slices} used"
-        + (f", free memory slices: {', '.join(map(str, free))}" if free else "")
+        + (f", memory slice{'s' if len(free) > 1 else ''} {slice_ranges(free)} free" if free else "")
     )
     return "\n".join(line.rstrip() for line in (ruler, edge, middle, edge, legend)) + "\n"
 

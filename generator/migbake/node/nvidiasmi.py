@@ -19,6 +19,8 @@ from migbake.problems import MigbakeError, read_bounded
 
 CaptureFormat = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
 QUERY_FIELDS = ("index", "name", "pci.device_id", "mig.mode.current")
+# what a capture may leave out, as the README's own --query-gpu=name,pci.device_id does
+OPTIONAL_FIELDS = ("index", "mig.mode.current")
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024
 _INDEX = re.compile(r"[0-9]{1,6}")  # a GPU index as nvidia-smi prints it: ASCII digits (not "²"), a few
 
@@ -112,21 +114,24 @@ def parse_csv(text: str, file: str) -> Capture:
     if not rows:
         raise CaptureError(f"{file}: empty; expected the CSV of "
                            f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)}")
-    if "index" in rows[0]:  # a header line (a GPU line never has a field called index)
+    header_line = "index" in rows[0] or ("name" in rows[0] and "pci.device_id" in rows[0])
+    if header_line:  # a GPU line never has a field called index (or both name and pci.device_id)
         header = [re.sub(r"\s*\[.*\]$", "", f) for f in rows.pop(0)]
-        absent = [f for f in QUERY_FIELDS if f not in header]
+        absent = [f for f in QUERY_FIELDS if f not in header and f not in OPTIONAL_FIELDS]
         if absent:
             raise CaptureError(f"{file}: the header has no column {', '.join(absent)}")
-        pos = [header.index(f) for f in QUERY_FIELDS]
+        pos = [header.index(f) if f in header else -1 for f in QUERY_FIELDS]
     else:
         header, pos = list(QUERY_FIELDS), [0, 1, 2, 3]
     gpus = []
     for n, row in enumerate(rows, start=1):
-        if len(row) != len(header) or not _INDEX.fullmatch(row[pos[0]]):
+        if len(row) != len(header) or (pos[0] >= 0 and not _INDEX.fullmatch(row[pos[0]])):
             raise CaptureError(f"{file}: GPU line {n} is not 'index, name, pci.device_id, mig.mode.current' "
                                f"({len(row)} fields): {', '.join(row)}")
-        idx, name, pci, mode = (row[p] for p in pos)
-        gpus.append(Gpu(int(idx), name, canonical_pci_id(pci), mode))
+        # without an index column the lines are in index order (nvidia-smi prints them so); without
+        # mig.mode.current the mode is unknown ("")
+        idx, name, pci, mode = (row[p] if p >= 0 else "" for p in pos)
+        gpus.append(Gpu(int(idx) if idx else n - 1, name, canonical_pci_id(pci), mode))
     return Capture("nvidia-smi-csv", file, tuple(gpus))
 
 

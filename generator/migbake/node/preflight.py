@@ -126,6 +126,8 @@ def _coverage(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
 
 
 def _have(g: Gpu) -> str:
+    if not g.mig_mode:
+        return "MIG mode not in the capture"
     if g.mig_mode != "Enabled":
         return f"MIG {g.mig_mode}"
     if g.mig_devices is not None:
@@ -137,6 +139,8 @@ def _have(g: Gpu) -> str:
 
 def _same(g: Gpu, e: Expectation) -> bool | None:
     """Whether the GPU already has the entry's MIG state; None when the capture cannot tell."""
+    if not g.mig_mode:
+        return None
     if g.mig_mode != e.want_mode:
         return False
     if g.mig_mode != "Enabled":
@@ -165,6 +169,9 @@ def _mig_state(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check
         text = "; ".join(f"GPU {_ids(ix)}: {state}" for state, ix in differ.items())
         return Check("mig-state", "NOTE", f"{text}; the next boot's restore replaces this")
     if unknown:
+        if not any(g.mig_mode for g in gpus if g.index in unknown):  # a capture without mig.mode.current
+            return Check("mig-state", "SKIP", f"GPU {_ids(unknown)}: the capture has no MIG mode (run {SCRIPT} "
+                         "on the node to compare the MIG state)")
         return Check("mig-state", "SKIP", f"GPU {_ids(unknown)}: MIG Enabled, but the capture does not name "
                      f"the MIG devices' profiles (run {SCRIPT} on the node to compare them)")
     return Check("mig-state", "PASS", "every GPU already has the profile's MIG state")

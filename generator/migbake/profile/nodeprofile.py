@@ -86,6 +86,19 @@ class Kubernetes:
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
 
 
+GresTypes = Literal["typed", "untyped"]
+
+
+@dataclass(frozen=True)
+class Slurm:
+    """The ``slurm`` section: how the generated gres.conf and slurm.conf.node describe the node."""
+
+    present: bool = False  # the profile has a slurm section (a slurmd consumer also makes migbake write them)
+    node_name: str = ""  # empty: the profile's name
+    autodetect: bool = True
+    gres_types: GresTypes = "typed"
+
+
 @dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
@@ -115,6 +128,7 @@ class NodeProfile:
     device_filter: DeviceFilter = "auto"
     kubernetes: Kubernetes = Kubernetes()
     consumers: tuple[Consumer, ...] = ()
+    slurm: Slurm = Slurm()
     source_sha256: str = ""
 
     @property
@@ -187,5 +201,6 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         kubernetes=Kubernetes(**k8s),
         consumers=tuple(Consumer(str(c["unit"]), bool(c.get("fail_closed", True)))
                         for c in data.get("consumers", [])),
+        slurm=Slurm(present=True, **data["slurm"]) if "slurm" in data else Slurm(),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

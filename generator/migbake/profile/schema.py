@@ -7,6 +7,8 @@ the schema (``migbake.profile.fastschema``); only a profile whose shape is wrong
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from functools import lru_cache
 
 from migbake.document.loader import LoadedProfile
@@ -26,4 +28,25 @@ def schema_problems(loaded: LoadedProfile) -> list[Problem]:
         return []
     from migbake.document.schema_messages import shape_problems  # jsonschema: only for a profile that needs it
 
-    return shape_problems(loaded)
+    return [_with_model_names(p, loaded) for p in shape_problems(loaded)]
+
+
+_LAYOUT = re.compile(r"/gpus/(\d+)/mig/layout")
+_GENERIC_NAMES = "a MIG profile name such as 1g.18gb, 1g.18gb+me or 1c.3g.71gb"  # the schema's x-allowed
+
+
+def _with_model_names(problem: Problem, loaded: LoadedProfile) -> Problem:
+    """A layout name the schema refuses: the names of that entry's own GPU model instead of the schema's examples."""
+    m = _LAYOUT.fullmatch(problem.pointer)
+    gpus = loaded.data.get("gpus") if isinstance(loaded.data, dict) else None
+    if m is None or _GENERIC_NAMES not in problem.message or not isinstance(gpus, list) or int(m[1]) >= len(gpus):
+        return problem
+    entry = gpus[int(m[1])]
+    name = entry.get("model") if isinstance(entry, dict) else None
+    from migbake.gpu.catalog import load_catalog  # only for a layout name the schema refused
+
+    model = load_catalog().find(name) if isinstance(name, str) else None
+    if model is None or not model.profiles:
+        return problem
+    names = f"a MIG profile name of {model.display_name} ({model.key}): {', '.join(model.profile_names)}"
+    return dataclasses.replace(problem, message=problem.message.replace(_GENERIC_NAMES, names))

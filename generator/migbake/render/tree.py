@@ -26,6 +26,7 @@ from migbake.render.firstboot import commands as first_boot_commands
 from migbake.render.guard import Block, Quoted, guard, language
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan, make_plan
+from migbake.render.slurm import GRES_CONF, NODE_CONF, gres_conf, node_conf, slurm_applies
 from migbake.resources import templates_dir
 
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
@@ -302,6 +303,9 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         emit(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
     emit("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
          _preflight_context(plan))
+    if slurm_applies(p):
+        out.append(Artifact(GRES_CONF, gres_conf(p, plan.header), 0o644))
+        out.append(Artifact(NODE_CONF, node_conf(p, plan.header), 0o644))
     _check_paths(out)
     return sorted(out, key=lambda a: a.path)
 

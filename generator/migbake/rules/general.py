@@ -24,7 +24,7 @@ from migbake.rules.layouts import (
 )
 from migbake.rules.services import rule_consumers, rule_driver_wait, rule_node_labels
 from migbake.rules.units import rule_kubelet_args_env, rule_paths, rule_restore_unit_name, rule_unit_ordering
-from migbake.wording import index_list, instances
+from migbake.wording import article, gpus, index_list, instances
 
 
 def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
@@ -177,9 +177,11 @@ def rule_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iter
     for key, members in by_model.items():
         gaps = sorted(every - _covered(members, every))
         if gaps:
-            yield loaded.problem(f"{members[0][0]}/devices", f"the {key} entries leave GPU {index_list(gaps)} "
-                                 "uncovered: each entry filters by model, so on a node whose GPU "
-                                 f"{index_list(gaps)} is a {key} no entry matches it and {fails} (a node that "
+            one = len(gaps) == 1
+            yield loaded.problem(f"{members[0][0]}/devices", f"the {key} entries leave {gpus(gaps)} "
+                                 "uncovered: each entry filters by model, so on a node whose "
+                                 f"{gpus(gaps)} {'is ' + article(key) if one else 'are'} {key} no entry matches "
+                                 f"{'it' if one else 'them'} and {fails} (a node that "
                                  "mixes models at fixed indices: set device_filter: never and list each "
                                  "entry's devices)", "model-uncovered")
 
@@ -224,7 +226,7 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
     if as_mapping(as_mapping(data).get("kubernetes")).get("mig_strategy") != "single":
         return
     for key, members in _strategy_kinds(data, catalog).items():
-        node = f" of a {key} node" if key else ""
+        node = f" of {article(key)} {key} node" if key else ""
         first: tuple[str, dict[str, Any]] | None = None
         for ptr, g in members:
             found = _single_problem(ptr, g, node)

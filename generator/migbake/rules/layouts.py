@@ -14,6 +14,7 @@ from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel
 from migbake.gpu.placement import fit
 from migbake.gpu.suggestions import flow, nearest_layouts
 from migbake.problems import Problem
+from migbake.wording import article
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,9 @@ def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
             continue
         compute, memory = result.compute_slices, result.memory_slices
         if compute > model.total_compute_slices or memory > model.total_memory_slices:
-            text = (f"the layout needs {compute} compute slices and {memory} memory slices; a "
-                    f"{model.display_name} has {model.total_compute_slices} and {model.total_memory_slices}")
+            text = (f"the layout needs {compute} compute slices and {memory} memory slices; "
+                    f"{article(model.display_name)} {model.display_name} has {model.total_compute_slices} and "
+                    f"{model.total_memory_slices}")
             rule = "compute-slices" if compute > model.total_compute_slices else "placement"
         else:
             unplaced = ", ".join(result.unplaced)

@@ -56,6 +56,7 @@ class BootContext:
     metrics: str | None = None  # that file as read back from the guest disk (None: missing)
     kubelet_fixture: str = "plain"  # the guest's kubelet (boottest.scenarios.kubelet.FIXTURES)
     node_labels: tuple[tuple[str, str], ...] = ()  # kubernetes.node_labels the profile promises
+    real_slurmd: bool = False  # the consumer slurmd.service is Debian's own (the rootfs has the package)
 
 
 def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:

@@ -26,6 +26,8 @@ def node_claims(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
     checks: list[Callable[[GuestReport, BootContext], Claim]] = []
     if ctx.metrics_path:
         checks.append(_metrics)
+    if ctx.real_slurmd and ctx.scenario not in FAILING:
+        checks.append(_slurmd_real)
     checks += {"driver-late": [_driver_waited], "driver-too-late": [_driver_wait_bounded],
                "gpu-client": [_client_after_restore, _client_holds_gpu],
                "manager-reenabled": [_upgrade_ran]}.get(ctx.scenario, [])
@@ -57,6 +59,12 @@ def _metrics(report: GuestReport, ctx: BootContext) -> Claim:
     ok, evidence = metrics_verdict(ctx.metrics, want)
     return Claim("metrics-success", f"{ctx.metrics_path} says {SUCCESS} {want} (Prometheus text format)",
                  ok, evidence)
+
+
+def _slurmd_real(report: GuestReport, ctx: BootContext) -> Claim:
+    said = [line for line in report.section("journal slurmd.service") if "slurmd version" in line]
+    return Claim("slurmd-real", "the consumer is Debian's own slurmd: its journal says it started",
+                 any(line.endswith("started") for line in said), f"{said[:1] or 'no slurmd version line'}")
 
 
 def _smi_before_apply(report: GuestReport) -> list[float]:

@@ -177,7 +177,10 @@ def install_fixtures(
     for unit in consumers:
         if not _UNIT_NAME.fullmatch(unit):
             raise BootTestError(f"unsupported consumer unit name {unit!r}")
-        _write(rootfs, f"/{SYSTEM_UNITS}/{unit}", consumer_unit(unit), 0o644)
+        if unit == "slurmd.service" and (rootfs / REAL_SLURMD_UNIT).is_file():
+            real_slurmd(rootfs)
+        else:
+            _write(rootfs, f"/{SYSTEM_UNITS}/{unit}", consumer_unit(unit), 0o644)
     report = report.replace("@CONSUMERS@", " ".join(consumers))
     if consumers:  # the report waits for them too
         _write(rootfs, f"/{SYSTEM_UNITS}/test-report.service.d/consumers.conf",
@@ -201,6 +204,36 @@ def consumer_unit(unit: str) -> str:
             f"[Unit]\nDescription=Fake {name} (boot test fixture)\n\n[Service]\n"
             f"ExecStartPre=/bin/sh -c 'echo \"$(date +%%s.%%N) {name} ExecStartPre\" >>{STUB_LOG}'\n"
             "ExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n")
+
+
+REAL_SLURMD_UNIT = "lib/systemd/system/slurmd.service"  # Debian's package (the rootfs includes slurmd)
+SLURM_NODE = "boottest"
+
+
+def real_slurmd(rootfs: Path) -> None:
+    """Debian's own slurmd as the consumer: its unit file and binary unchanged, a minimal slurm.conf.
+
+    Without a controller or munge key in reach it starts, says "slurmd version ... started" and keeps
+    retrying to register, as a fresh node does. A test drop-in logs its start like the fake consumers.
+    """
+    _write(rootfs, "/etc/slurm/slurm.conf",
+           "# Test fixture for boot tests ONLY: a node that needs no controller to start.\n"
+           "ClusterName=boottest\nSlurmctldHost=localhost(127.0.0.1)\n"
+           f"NodeName={SLURM_NODE} NodeAddr=127.0.0.1 CPUs=1\n"
+           "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSlurmdSpoolDir=/var/lib/slurm/slurmd\n"
+           "SlurmdLogFile=/var/log/slurm/slurmd.log\n"
+           f"PartitionName=boottest Nodes={SLURM_NODE} Default=YES\n", 0o644)
+    # the guest has no D-Bus daemon: slurmd's cgroup/v2 plugin makes its scope itself (22.05's IgnoreSystemd)
+    _write(rootfs, "/etc/slurm/cgroup.conf", "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n", 0o644)
+    _write(rootfs, "/etc/default/slurmd", f"SLURMD_OPTIONS='-N {SLURM_NODE}'\n", 0o644)
+    _write(rootfs, f"/{SYSTEM_UNITS}/slurmd.service.d/10-boottest-log.conf",
+           "# Test fixture for boot tests ONLY: log the start of the real slurmd. slurmd resolves the\n"
+           "# machine's own host name, which the test image's /etc/hosts lacks, and asks getaddrinfo with\n"
+           "# AI_ADDRCONFIG, which finds nothing on a VM without a network: give lo a second address.\n[Service]\n"
+           "ExecStartPre=-/sbin/ip link set lo up\nExecStartPre=-/sbin/ip addr add 10.254.0.1/32 dev lo\n"
+           "ExecStartPre=/bin/sh -c 'grep -qw \"$(hostname)\" /etc/hosts || "
+           "echo \"127.0.1.1 $(hostname)\" >>/etc/hosts'\n"
+           f"ExecStartPre=/bin/sh -c 'echo \"$(date +%%s.%%N) slurmd ExecStartPre\" >>{STUB_LOG}'\n", 0o644)
 
 
 def disable_cloud_init(rootfs: Path) -> None:

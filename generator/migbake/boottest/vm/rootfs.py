@@ -13,9 +13,11 @@ from migbake.boottest.hostrun import Log, no_log, require_tools, run
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 # python3-cffi-backend: debootstrap does not resolve the virtual package python3-cryptography needs.
-INCLUDE = ("systemd-sysv", "cloud-init", "python3-cffi-backend")
+# slurmd: Debian's own Slurm node daemon (and munge), the real consumer of images/h100-slurm's boots; on
+# other boots its unit stays down (ConditionPathExists=/etc/slurm/slurm.conf, which only that fixture writes).
+INCLUDE = ("systemd-sysv", "cloud-init", "python3-cffi-backend", "slurmd")
 # Bump when the build or the trim changes: the cache entry's name changes with it.
-RECIPE = 1
+RECIPE = 2
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,235 @@
+"""The Slurm view of a profile: ``slurm/gres.conf`` and the node's ``Gres=`` counts (``slurm/slurm.conf.node``).
+
+How slurmd names a MIG device when ``gres.conf`` says ``AutoDetect=nvml`` (SchedMD/slurm
+``src/plugins/gpu/nvml/gpu_nvml.c``, ``_get_system_gpu_list_nvml`` and ``_handle_mig``): the parent
+GPU's NVML name, lowercased with spaces made ``_`` (``gpu_common_underscorify_tolower``) and cut at
+its first ``-``, then ``_<slices>g.<GiB>gb`` where ``<slices>`` is the GPU instance's slice count and
+``<GiB>`` is the MIG device's memory in MiB divided by 1024 and rounded half away from zero
+(``roundl``). The memory is the driver's, not the number in the profile's name: an H200's ``1g.18gb``
+has 16384 MiB, so slurmd calls it ``nvidia_h200_1g.16gb``.
+
+``slurm.conf`` need not repeat the board's part: slurmd cuts a detected type down to a configured type
+that is a substring of it (``_normalize_sys_gres_types`` in ``src/plugins/gres/gpu/gres_gpu.c``;
+doc/html/gres.shtml: "This type must be a substring of the MIG Profile string"). migbake writes the
+``<slices>g.<GiB>gb`` part, which is the same on every board of a model (SXM, PCIe, ...), and only
+where it knows the memory NVML reports for every profile of the node (``GI_MEMORY_MIB``); elsewhere
+the counts are untyped (``gpu:N``), which Slurm documents as the plain form for MIG devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
+from migbake.gpu.placement import fit
+from migbake.kubernetes.resources import node_kinds
+from migbake.profile.nodeprofile import NodeProfile
+
+GRES_CONF = "slurm/gres.conf"
+NODE_CONF = "slurm/slurm.conf.node"
+
+# GPU-instance memory in MiB as NVML reports it, per model and GPU-instance profile (a +me profile has
+# its plain profile's memory: the real H200 lists both at 16384). Sizes are multiples of 256 MiB, so
+# the two decimals nvidia-smi prints in GiB give them exactly.
+GI_MEMORY_MIB: dict[str, dict[str, int]] = {
+    # a real H200, driver 580.159.04: nvmlDeviceGetGpuInstanceProfileInfo memorySizeMB
+    # (tests/fixtures/h200/nvml-gpu-instance-profiles.txt; nvidia-smi mig -lgip: 16.00, 32.50, 69.75, 140.00 GiB)
+    "h200-141gb": {"1g.18gb": 16384, "1g.35gb": 33280, "2g.35gb": 33280, "3g.71gb": 71424, "4g.71gb": 71424,
+                   "7g.141gb": 143360},
+    # H100 80GB HBM3 (132 SMs), nvidia-smi mig -lgip: 9.75, 19.62, 19.62, 39.50, 39.50, 79.25 GiB
+    # (https://jbarrow.ai/field_notes/nvidia-mig/); clusters request nvidia_h100_80gb_hbm3_3g.40gb and _2g.20gb
+    "h100-80gb": {"1g.10gb": 9984, "1g.20gb": 20096, "2g.20gb": 20096, "3g.40gb": 40448, "4g.40gb": 40448,
+                  "7g.80gb": 81152},
+    # A100 40GB, nvidia-smi mig -lgip: 4.75, 9.75, 19.62, 19.62, 39.50 GiB
+    # (https://forums.developer.nvidia.com/t/why-mig-instances-can-only-sum-up-to-98-sms-instead-of-the-108-sms-available/170488)
+    "a100-40gb": {"1g.5gb": 4864, "2g.10gb": 9984, "3g.20gb": 20096, "4g.20gb": 20096, "7g.40gb": 40448},
+}
+
+# the driver's MIG capability minors (/proc/driver/nvidia-caps/mig-minors): config 1, monitor 2, then per
+# GPU 15 GPU instances, each its access minor followed by eight compute-instance minors
+_CAPS_FIRST, _PER_GI, _GIS = 3, 9, 15
+
+
+def slurm_applies(profile: NodeProfile) -> bool:
+    """A ``slurm`` section, or slurmd among the consumers: generate writes the ``slurm/`` files."""
+    return profile.slurm.present or any(_is_slurmd(c.unit) for c in profile.consumers)
+
+
+def _is_slurmd(unit: str) -> bool:
+    return unit == "slurmd.service" or unit.startswith("slurmd@")
+
+
+def nvml_gib(mib: int) -> int:
+    """``roundl(MiB / 1024)``: half away from zero, in integers (16384 -> 16, 33280 -> 33)."""
+    return (2 * mib + 1024) // 2048
+
+
+def mig_type(model: GpuModel, name: str) -> str | None:
+    """The ``<slices>g.<GiB>gb`` part of slurmd's type for a MIG device of layout name ``name``; None if unknown."""
+    m = PROFILE_NAME_RE.match(name)
+    if m is None:
+        return None
+    mib = GI_MEMORY_MIB.get(model.key, {}).get(f"{int(m['g'])}g.{int(m['gb'])}gb")
+    return None if mib is None else f"{int(m['g'])}g.{nvml_gib(mib)}gb"
+
+
+def nvml_prefix(nvidia_smi_name: str) -> str:
+    """The board's part of slurmd's MIG type: ``NVIDIA H100 80GB HBM3`` -> ``nvidia_h100_80gb_hbm3``."""
+    return nvidia_smi_name.lower().replace(" ", "_").split("-")[0]
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One kind of node: its label, GPUs, the Gres counts (type -> count; None: untyped) and why untyped."""
+
+    label: str
+    gpus: int | None
+    counts: dict[str | None, int]
+    why_untyped: str
+
+    @property
+    def total(self) -> int:
+        """Every GPU-like device slurmd counts: MIG devices, and whole GPUs with MIG off."""
+        return sum(self.counts.values())
+
+    def gres(self) -> str:
+        """``gpu:3g.40gb:8`` or ``gpu:8`` (empty when there is nothing)."""
+        if not self.total:
+            return ""
+        if None in self.counts:
+            return f"gpu:{self.total}"
+        return ",".join(f"gpu:{t}:{n}" for t, n in self.counts.items())
+
+
+def slurm_nodes(profile: NodeProfile) -> list[SlurmNode]:
+    """Per kind of node (one per GPU model when the image serves several), what slurmd will count."""
+    models = profile.models
+    out = []
+    for kind in node_kinds(profile):
+        counts: dict[str | None, int] = {}
+        unknown: list[str] = []
+        whole = False
+        gpus: int | None = 0
+        for i, n in zip(kind.groups, kind.gpus):
+            group, model = profile.gpus[i], models[i]
+            gpus = None if n is None or gpus is None else gpus + n
+            per_gpu: dict[str | None, int] = {None: 1} if not group.mig_enabled else {}
+            whole = whole or not group.mig_enabled
+            for name, count in group.layout if group.mig_enabled else ():
+                t = mig_type(model, name)
+                if t is None:
+                    unknown.append(f"{model.key} {name}")
+                per_gpu[t] = per_gpu.get(t, 0) + count
+            for t, c in per_gpu.items():
+                counts[t] = counts.get(t, 0) + c * (n or 0)
+        why = ""
+        if profile.slurm.gres_types == "untyped":
+            why = "slurm.gres_types is untyped"
+        elif whole:
+            why = "a GPU with MIG off is named after its board, which differs between a model's boards"
+        elif unknown:
+            why = f"migbake does not know the memory NVML reports for {', '.join(sorted(set(unknown)))}"
+        if why:
+            counts = {None: sum(counts.values())}
+        out.append(SlurmNode(kind.label, gpus, counts, why))
+    return out
+
+
+def _node_line(profile: NodeProfile, node: SlurmNode) -> str:
+    name = profile.slurm.node_name or profile.name
+    return f"NodeName={name} Gres={node.gres()}" if node.total else f"NodeName={name}"
+
+
+def node_conf(profile: NodeProfile, header: str) -> str:
+    """``slurm/slurm.conf.node``: the node's ``Gres=`` for slurm.conf, with the GresTypes it needs."""
+    nodes = slurm_nodes(profile)
+    lines = [header,
+             "# The node's line for slurm.conf: merge Gres= into your NodeName line (CPUs, RealMemory, ...)",
+             "# and keep GresTypes=gpu. slurmctld drains a node that reports fewer GPUs than Gres= says.",
+             "GresTypes=gpu"]
+    if len(nodes) > 1:
+        lines.append("# This image serves several GPU models: each kind of node has its own line below; give each")
+        lines.append("# its own NodeName (set slurm.node_name, or edit).")
+    for node in nodes:
+        lines.append(f"# {node.label}" + (f" ({node.gpus} GPUs)" if node.gpus is not None else ""))
+        if node.gpus is None:
+            lines.append("# the GPU count is unknown: set gpu_count in the profile for the Gres= counts")
+            continue
+        if node.why_untyped and node.total:
+            lines.append(f"# untyped: {node.why_untyped}")
+        lines.append(_node_line(profile, node))
+    return "\n".join(lines) + "\n"
+
+
+def gres_conf(profile: NodeProfile, header: str) -> str:
+    """``slurm/gres.conf``: ``AutoDetect=nvml``, or explicit MIG device lines with ``slurm.autodetect: false``."""
+    lines = [header]
+    if profile.slurm.autodetect:
+        lines += ["# slurmd reads the MIG devices from NVML when it starts, which is after the MIG restore",
+                  "# (its unit is ordered after it). Install as /etc/slurm/gres.conf.", "AutoDetect=nvml"]
+        return "\n".join(lines) + "\n"
+    lines += ["# Explicit MIG devices (slurm.autodetect: false): one line per MIG device, its parent GPU's",
+              "# /dev/nvidiaN and the capability files of its GPU and compute instance. Computed from where",
+              "# migbake places the instances (GPU instance id from the placement, compute instance 0) and",
+              "# GPU index = device minor: check once against nvidia-smi mig -lgi and",
+              "# /proc/driver/nvidia-caps/mig-minors on a node. AutoDetect=nvml needs none of this.",
+              "AutoDetect=off"]
+    lines += list(_explicit_lines(profile))
+    return "\n".join(lines) + "\n"
+
+
+def gi_id(start: int, size: int, total_slices: int) -> int:
+    """The GPU instance id the driver gives a placement: 0 for the whole GPU, then halves, quarters, ..."""
+    return total_slices // size - 1 + start // size
+
+
+def _explicit_lines(profile: NodeProfile) -> Iterator[str]:
+    nodes = slurm_nodes(profile)
+    models = profile.models
+    for kind, node in zip(node_kinds(profile), nodes):
+        if len(nodes) > 1:
+            yield f"# {kind.label}"
+        index = 0
+        for i, n in zip(kind.groups, kind.gpus):
+            group, model = profile.gpus[i], models[i]
+            indices = range(index, index + (n or 0)) if group.devices == "all" else group.devices
+            index += n or 0
+            for gpu in indices:
+                yield from _gpu_lines(group.mig_enabled, group.layout_dict, model, gpu, node)
+
+
+def _gpu_lines(mig: bool, layout: dict[str, int], model: GpuModel, gpu: int, node: SlurmNode) -> Iterator[str]:
+    untyped = None in node.counts
+    if not mig:
+        yield f"Name=gpu File=/dev/nvidia{gpu}"
+        return
+    for placed in fit(model, layout).placements:
+        t = "" if untyped else f" Type={mig_type(model, placed.profile)}"
+        gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_id(placed.start, placed.size, model.total_memory_slices) * _PER_GI
+        yield (f"Name=gpu{t} MultipleFiles=/dev/nvidia{gpu},/dev/nvidia-caps/nvidia-cap{gi},"
+               f"/dev/nvidia-caps/nvidia-cap{gi + 1}")
+
+
+def show_lines(profile: NodeProfile) -> list[str]:
+    """Lines for ``migbake show``: what slurmd will count, per kind of node."""
+    how = "AutoDetect=nvml" if profile.slurm.autodetect else "explicit MIG device lines"
+    lines = [f"Slurm GRES (slurm/gres.conf: {how}; slurm/slurm.conf.node):"]
+    nodes = slurm_nodes(profile)
+    for node in nodes:
+        if node.gpus is None:
+            lines.append(f"  {node.label}: the GPU count is unknown (set gpu_count for the Gres= counts)")
+            continue
+        lines.append(f"  {node.label} ({node.gpus} GPUs): Gres={node.gres() or '(no GPU devices)'}")
+        if node.why_untyped and node.total:
+            lines.append(f"    untyped: {node.why_untyped}")
+    models = profile.models
+    typed = [(t, models[kind.groups[0]]) for node, kind in zip(nodes, node_kinds(profile))
+             for t in node.counts if t and models[kind.groups[0]].nvidia_smi_names][:1]
+    if typed:
+        t, m = typed[0]
+        board = m.nvidia_smi_names[0]
+        lines.append(f"  slurmd's own type names start with the board's NVML name ({nvml_prefix(board)}_{t} on "
+                     f"{board}); Gres= names the part after it, which slurmd matches as a substring")
+    return lines
+

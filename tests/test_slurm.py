@@ -1,0 +1,176 @@
+"""Slurm: slurm/gres.conf and slurm/slurm.conf.node for every example image, the counts checked against
+the mig-parted config migbake writes (read back as YAML, counted here), the type names against a real
+H200's NVML memory sizes, and both files against Debian's real slurmd (``slurmd -G``)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from realtools import require
+from support import H200_FIXTURES, IMAGES, cli, generate
+
+SLURM_SECTION = "slurm:\n  node_name: gpu-[01-04]\n"
+
+
+def _profile_text(image: Path, extra: str = "") -> str:
+    text = (image / "node-profile.yaml").read_text()
+    if "\nslurm:" not in text:
+        text += SLURM_SECTION  # the Kubernetes images: the same layout seen by slurmd
+    return text + extra
+
+
+def _gres_lines(out: Path) -> list[tuple[str, dict[str, int]]]:
+    """Each NodeName line of slurm.conf.node: (name, {type or '': count})."""
+    found = []
+    for line in (out / "slurm/slurm.conf.node").read_text().splitlines():
+        m = re.fullmatch(r"NodeName=(\S+) Gres=(\S+)", line)
+        if m:
+            counts: dict[str, int] = {}
+            for item in m[2].split(","):
+                parts = item.split(":")
+                assert parts[0] == "gpu", line
+                counts[parts[1] if len(parts) == 3 else ""] = int(parts[-1])
+            found.append((m[1], counts))
+    return found
+
+
+def _expected_from_mig_parted(out: Path, gpu_count: int) -> list[Counter[str]]:
+    """Per kind of node (one per device-filter), MIG devices per GPU-instance slice count, from config.yaml."""
+    config = yaml.safe_load((out / "rootfs/etc/nvidia-mig/config.yaml").read_text())
+    kinds: dict[str, Counter[str]] = {}
+    for entry in config["mig-configs"]["current"]:
+        n = gpu_count if entry["devices"] == "all" else len(entry["devices"])
+        key = str(entry.get("device-filter", ""))
+        kind = kinds.setdefault(key, Counter())
+        for name, count in entry.get("mig-devices", {}).items():
+            g = re.match(r"(?:\d+c\.)?(\d+)g\.", name)
+            assert g, name
+            kind[f"{g[1]}g"] += count * n
+    return list(kinds.values())
+
+
+@pytest.mark.parametrize("image", IMAGES, ids=lambda p: p.name)
+def test_gres_counts_match_the_mig_parted_layout(image: Path, tmp_path: Path) -> None:
+    text = _profile_text(image)
+    out = generate(text, tmp_path / "out")
+    gpu_count = yaml.safe_load(text)["gpu_count"]
+    lines = _gres_lines(out)
+    expected = _expected_from_mig_parted(out, gpu_count)
+    assert len(lines) == len(expected) >= 1
+    for (_, counts), want in zip(lines, expected):
+        assert sum(counts.values()) == sum(want.values())
+        if "" not in counts:  # typed: each type's slice count agrees with the layout's
+            by_slices: Counter[str] = Counter()
+            for t, c in counts.items():
+                by_slices[t.split(".")[0]] += c
+            assert by_slices == want
+    assert (out / "slurm/gres.conf").read_text().splitlines()[-1] == "AutoDetect=nvml"
+
+
+def _h200_nvml_types() -> dict[str, str]:
+    """profile name -> the <slices>g.<GiB>gb that slurmd computes from the real H200's memorySizeMB."""
+    types = {}
+    for line in (H200_FIXTURES / "nvml-gpu-instance-profiles.txt").read_text().splitlines():
+        if line.startswith("gip "):
+            info = line.split(" ", 2)[2]
+            if info.startswith("{"):
+                d = ast.literal_eval(info)
+                gib = int(d["memorySizeMB"] / 1024 + 0.5)  # C roundl: half away from zero
+                types[d["name"].removeprefix("MIG ")] = f"{d['sliceCount']}g.{gib}gb"
+    return types
+
+
+def test_h200_type_names_are_what_slurmd_computes_from_nvml() -> None:
+    real = _h200_nvml_types()
+    assert real["1g.18gb"] == "1g.16gb" and real["2g.35gb"] == "2g.33gb"  # the driver's memory, not the name
+    from migbake.gpu.catalog import load_catalog
+    from migbake.render.slurm import mig_type
+
+    h200 = load_catalog().by_key("h200-141gb")
+    assert {name: mig_type(h200, name) for name in real} == real
+
+
+def test_show_prints_the_slurm_view_and_no_kubernetes_for_a_slurm_node() -> None:
+    rc, out, _ = cli("show", str(IMAGES[[p.name for p in IMAGES].index("h100-slurm")] / "node-profile.yaml"))
+    assert rc == 0
+    assert "  the node (4 GPUs): Gres=gpu:3g.40gb:8\n" in out
+    assert "Kubernetes" not in out
+
+
+def test_unknown_memory_gives_untyped_counts_and_says_why(tmp_path: Path) -> None:
+    image = next(p for p in IMAGES if p.name == "a100-80gb-mixed")
+    out = generate(_profile_text(image), tmp_path / "out")
+    text = (out / "slurm/slurm.conf.node").read_text()
+    assert "NodeName=gpu-[01-04] Gres=gpu:44\n" in text
+    assert "# untyped: migbake does not know the memory NVML reports for a100-80gb 1g.10gb" in text
+
+
+def _slurmd_gres(out: Path, tmp_path: Path, node: str) -> Ran:
+    """``slurmd -G`` on a minimal slurm.conf holding slurm.conf.node, with gres.conf beside it; the device
+    files it names exist as character devices in a private /dev (a mount namespace of our own)."""
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    (tmp_path / "spool").mkdir()
+    node_conf = (out / "slurm/slurm.conf.node").read_text()
+    (conf / "slurm.conf").write_text(
+        "ClusterName=judge\nSlurmctldHost=localhost\n"
+        f"SlurmdSpoolDir={tmp_path}/spool\nSlurmdPidFile={tmp_path}/slurmd.pid\n"
+        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+        + node_conf + f"PartitionName=p Nodes={node} Default=YES\n")
+    gres = (out / "slurm/gres.conf").read_text()
+    (conf / "gres.conf").write_text(gres)
+    files = sorted({f for line in gres.splitlines() for f in re.findall(r"/dev/(\S+?)(?:,|$)", line)})
+    script = ["set -e", 'nd="$(mktemp -d)"', 'mount -t tmpfs tmpfs "$nd"',
+              'for f in null zero urandom random; do touch "$nd/$f"; mount --bind "/dev/$f" "$nd/$f"; done',
+              'mkdir -p "$nd/nvidia-caps"']
+    script += [f'mknod "$nd/{f}" c 1 3' for f in files]  # any character device: slurmd checks the type only
+    script += ['mount --bind "$nd" /dev', f'exec slurmd -G -f {conf}/slurm.conf -N {node}']
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(script)],
+                       capture_output=True, text=True, timeout=60)
+    return Ran(p.returncode, p.stdout, p.stderr)
+
+
+class Ran:
+    def __init__(self, rc: int, out: str, err: str) -> None:
+        self.rc, self.text = rc, out + err
+
+
+def _needs_root_and_slurmd() -> None:
+    require("slurmd")
+    require("unshare")
+    if os.geteuid() != 0:
+        pytest.skip("slurmd -G in a private /dev needs root (CI runs as root)")
+
+
+@pytest.mark.parametrize("image", [p for p in IMAGES if p.name != "h100-h200-inference"], ids=lambda p: p.name)
+def test_real_slurmd_reads_explicit_lines_that_add_up_to_gres(image: Path, tmp_path: Path) -> None:
+    _needs_root_and_slurmd()
+    out = generate(_profile_text(image, "  autodetect: false\n"), tmp_path / "out")
+    lines = _gres_lines(out)
+    node_conf = out / "slurm/slurm.conf.node"
+    assert len(lines) == 1  # one kind of node (the image for two models has one line per model)
+    counts = lines[0][1]
+    got = _slurmd_gres(out, tmp_path, "gpu-01")
+    assert got.rc == 0, got.text
+    assert "error" not in got.text, got.text
+    seen: Counter[str] = Counter()
+    for t, c in re.findall(r"Gres Name=gpu Type=(\S+) Count=(\d+)", got.text):
+        seen["" if t == "(null)" else t] += int(c)
+    assert dict(seen) == counts, (node_conf.read_text(), got.text)
+
+
+def test_real_slurmd_accepts_autodetect_nvml(tmp_path: Path) -> None:
+    _needs_root_and_slurmd()
+    image = next(p for p in IMAGES if p.name == "h100-slurm")
+    out = generate(_profile_text(image), tmp_path / "out")
+    got = _slurmd_gres(out, tmp_path, "gpu-01")
+    assert got.rc == 0, got.text
+    # Debian builds slurmd without the NVML plugin: it says so, and parses everything else
+    assert "configured with nvml functionality" in got.text and "fatal" not in got.text, got.text
