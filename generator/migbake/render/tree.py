@@ -20,6 +20,7 @@ from migbake.node.expectations import AFTER_RESET
 from migbake.problems import RenderError
 from migbake.profile.nodeprofile import GPU_CLIENTS, GPU_RESET_TARGET, NodeProfile
 from migbake.render.firstboot import commands as first_boot_commands
+from migbake.render.fleet import emit_fleet
 from migbake.render.plan import RESTORE_SCRIPT, RenderPlan, make_plan
 from migbake.resources import templates_dir
 
@@ -270,6 +271,8 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         emit(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
     emit("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
          _preflight_context(plan))
+    rendered = {a.path: a.content for a in out if isinstance(a.content, str)}
+    emit_fleet(emit, lambda path, text, mode: out.append(Artifact(path, text, mode)), p, rootfs, rendered)
     _check_paths(out)
     return sorted(out, key=lambda a: a.path)
 
