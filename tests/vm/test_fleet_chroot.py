@@ -57,8 +57,8 @@ def _node_root(base: BaseRootfs, dest: Path, out: Path, *, tools: bool = True) -
     fixtures.disable_cloud_init(root)
     if tools:
         unit = yaml.safe_load((out.parent / "node-profile.yaml").read_text()).get("restore", {})
-        commands = fixtures.restore_commands_from_unit(
-            (out / "rootfs/etc/systemd/system" / unit.get("unit", "nvidia-mig-restore.service")).read_text())
+        commands = fixtures.restore_commands(  # the simulated tools at the paths restore.sh calls
+            out, "rootfs/etc/systemd/system/" + unit.get("unit", "nvidia-mig-restore.service"))
         consumers = tuple(p.parent.name.removesuffix(".d") for p in (out / "rootfs/etc/systemd/system").glob(
             "*.service.d/20-mig-restore.conf") if p.parent.name != "kubelet.service.d")
         fixtures.install_fixtures(root, gpu=fixtures.SIMULATED_GPUS["hopper"], commands=commands,
