@@ -24,9 +24,9 @@ from pykickstart.parser import KickstartParser
 from pykickstart.version import makeVersion
 from vm_support import require_vm_host
 
-from migbake.boottest import fixtures
-from migbake.boottest.packer_chroot import build_into_rootfs
-from migbake.boottest.rootfs import BaseRootfs, ensure_rootfs
+from migbake.boottest.scenarios import scenario as fixtures
+from migbake.boottest.vm.packer_chroot import build_into_rootfs
+from migbake.boottest.vm.rootfs import BaseRootfs, ensure_rootfs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py
 from realtools import require, run
