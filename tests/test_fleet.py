@@ -16,8 +16,8 @@ from pykickstart.version import makeVersion
 from realtools import require, run
 from support import IMAGES
 
-from migbake.render.fleet import ROLE, heredoc_body
 from migbake.problems import RenderError
+from migbake.render.fleet import ROLE, heredoc_body
 from migbake.render.tree import render
 from migbake.rules.validate import check_file
 

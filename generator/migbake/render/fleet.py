@@ -13,8 +13,8 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from migbake.profile.nodeprofile import NodeProfile
 from migbake.problems import RenderError
+from migbake.profile.nodeprofile import NodeProfile
 
 ROLE = "ansible/roles/mig_restore"
 SLURM_UNIT = "slurmd.service"
