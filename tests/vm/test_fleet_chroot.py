@@ -44,6 +44,27 @@ def base() -> BaseRootfs:
     return ensure_rootfs(log=print)
 
 
+Tree = dict[str, tuple[int, int, int, bytes]]
+
+
+@pytest.fixture(scope="module")
+def baked(base: BaseRootfs) -> Iterator[dict[Path, Tree]]:
+    """The tree a real ``packer build`` of an image's output gives on a fresh root, built once per image."""
+    folder = Path(tempfile.mkdtemp(prefix="migbake-fleet-bake-", dir="/var/tmp"))
+
+    class Bakes(dict[Path, Tree]):
+        def __missing__(self, image: Path) -> Tree:
+            out = image / "generated"
+            root = _node_root(base, folder / image.name / "root", out)
+            build_into_rootfs(out / "packer", root, workdir=folder / image.name / "sshd", log=print)
+            self[image] = _tree(root)
+            subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=False)
+            return self[image]
+
+    yield Bakes()
+    subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
+
+
 @pytest.fixture
 def work() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="migbake-fleet-", dir="/var/tmp"))
@@ -67,7 +88,7 @@ def _node_root(base: BaseRootfs, dest: Path, out: Path, *, tools: bool = True) -
     return root
 
 
-def _tree(root: Path) -> dict[str, tuple[int, int, int, bytes]]:
+def _tree(root: Path) -> Tree:
     """Every path under ``root`` (but logs and temporary files): mode, owner, group, content or link."""
     found = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -81,7 +102,7 @@ def _tree(root: Path) -> dict[str, tuple[int, int, int, bytes]]:
     return found
 
 
-def _differences(a: dict[str, tuple[int, int, int, bytes]], b: dict[str, tuple[int, int, int, bytes]]) -> list[str]:
+def _differences(a: Tree, b: Tree) -> list[str]:
     return sorted([f"only in the bake: {p}" for p in a.keys() - b.keys()]
                   + [f"only here: {p}" for p in b.keys() - a.keys()]
                   + [f"differs: {p} {a[p][:3]} {b[p][:3]}" for p in a.keys() & b.keys() if a[p] != b[p]])
@@ -106,10 +127,9 @@ def _recap(output: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("image", IMAGES, ids=[p.name for p in IMAGES])
-def test_install_over_the_chroot_connection_is_the_bake(image: Path, base: BaseRootfs, work: Path) -> None:
+def test_install_over_the_chroot_connection_is_the_bake(image: Path, base: BaseRootfs, work: Path,
+                                                        baked: dict[Path, Tree]) -> None:
     out = image / "generated"
-    baked = _node_root(base, work / "baked", out)
-    build_into_rootfs(out / "packer", baked, workdir=work / "sshd", log=print)
     root = _node_root(base, work / "ansible", out)
     before = _tree(root)
 
@@ -122,13 +142,14 @@ def test_install_over_the_chroot_connection_is_the_bake(image: Path, base: BaseR
     print(f"install.yml over the chroot connection, first run: {took:.1f} s")
     assert first.returncode == 0, first.stdout + first.stderr
     assert _recap(first.stdout)["changed"] > 0 and _recap(first.stdout)["failed"] == 0
-    assert "Reload systemd" not in first.stdout or "skipping" in first.stdout  # no daemon-reload in a chroot
+    # files changed, so the handler ran, and skipped daemon-reload: the target is a chroot
+    assert re.search(r"RUNNING HANDLER \[mig_restore : Reload systemd\] \**\nskipping: ", first.stdout), first.stdout
     second, took = _playbook(out, root, work)
     print(f"install.yml over the chroot connection, second run: {took:.1f} s")
     assert second.returncode == 0, second.stdout + second.stderr
     assert _recap(second.stdout) == {**_recap(second.stdout), "changed": 0, "failed": 0}, second.stdout
 
-    assert _differences(_tree(baked), _tree(root)) == []
+    assert _differences(baked[image], _tree(root)) == []
     profile = yaml.safe_load((image / "node-profile.yaml").read_text())
     restore = profile.get("restore", {}).get("unit", "nvidia-mig-restore.service")
     manager = profile.get("conflicting_manager", {}).get("unit", "nvidia-mig-manager.service")
@@ -149,10 +170,8 @@ def test_a_node_without_the_tools_fails_before_anything_is_installed(base: BaseR
     assert _differences(before, _tree(root)) == [], "a failed check installed something"
 
 
-def test_kickstart_post_in_a_chroot_is_the_bake(base: BaseRootfs, work: Path) -> None:
+def test_kickstart_post_in_a_chroot_is_the_bake(base: BaseRootfs, work: Path, baked: dict[Path, Tree]) -> None:
     out = IMAGES[0] / "generated"
-    baked = _node_root(base, work / "baked", out)
-    build_into_rootfs(out / "packer", baked, workdir=work / "sshd", log=print)
     root = _node_root(base, work / "kickstart", out)
     parser = KickstartParser(makeVersion("RHEL9"))
     parser.readKickstart(str(out / "kickstart/mig-restore.ks"))
@@ -164,4 +183,47 @@ def test_kickstart_post_in_a_chroot_is_the_bake(base: BaseRootfs, work: Path) ->
     assert ran.rc == 0, ran.text
     assert "enabled nvidia-mig-restore.service for the next boot" in ran.out and "masked" in ran.out, ran.text
     assert not (root / "tmp/migbake-kickstart").exists(), "the staging folder was left behind"
-    assert _differences(_tree(baked), _tree(root)) == []
+    assert _differences(baked[IMAGES[0]], _tree(root)) == []
+
+
+KUBECTL = """#!/bin/sh
+# fake kubectl of the control host: records each call, in order
+printf '%s\\n' "$*" >>"$KUBECTL_LOG"
+echo "node/$2 done"
+"""
+
+
+def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseRootfs, work: Path) -> None:
+    """activate.yml over the chroot connection: the reboot cannot happen in a chroot, so node1 fails there.
+
+    Real Ansible, real delegation to the control host, a fake kubectl that records its calls: node1 is
+    cordoned and drained, never uncordoned, the play fails naming it, and node2 (serial 1,
+    max_fail_percentage 0) is never touched. The passing path needs the VM (not in this file).
+    """
+    out = IMAGES[0] / "generated"
+    root = _node_root(base, work / "node", out)
+    install, _ = _playbook(out, root, work)
+    assert install.returncode == 0, install.stdout
+    kubectl = work / "kubectl"
+    kubectl.write_text(KUBECTL)
+    kubectl.chmod(0o755)
+    log = work / "kubectl.log"
+    inventory = work / "inventory.ini"
+    inventory.write_text(
+        f"[gpu_nodes]\nnode1 ansible_host={root}\nnode2 ansible_host={root}\n\n"
+        "[gpu_nodes:vars]\nansible_connection=community.general.chroot\nansible_python_interpreter=/usr/bin/python3\n\n"
+        f"[control]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
+           "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), "KUBECTL_LOG": str(log)}
+    proc = subprocess.run([require("ansible-playbook"), "-i", str(inventory), str(out / "ansible/activate.yml"),
+                           "-e", f"mig_restore_kubectl={kubectl}", "-e", "mig_restore_reboot_timeout=60"],
+                          capture_output=True, text=True, env=env, timeout=600, check=False,
+                          stdin=subprocess.DEVNULL)
+    said = proc.stdout + proc.stderr
+    print(said[-4000:])
+    assert proc.returncode == 2, said
+    assert log.read_text().splitlines() == [
+        "cordon node1", "drain node1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"], said
+    assert "node1 stays drained (not uncordoned, not resumed)" in said, said
+    assert "node2" not in said, "the rollout went on after a failing node"
+    assert re.search(r"^node1\s*:.*failed=1", said, re.M), said
