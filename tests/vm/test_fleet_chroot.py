@@ -227,3 +227,17 @@ def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseR
     assert "node1 stays drained (not uncordoned, not resumed)" in said, said
     assert "node2" not in said, "the rollout went on after a failing node"
     assert re.search(r"^node1\s*:.*failed=1", said, re.M), said
+
+
+def test_a_failed_preflight_fails_the_host_before_anything_is_installed(base: BaseRootfs, work: Path) -> None:
+    """As a running node (mig_restore_offline=false) the generated preflight runs: no host driver, a FAIL."""
+    out = IMAGES[0] / "generated"
+    root = _node_root(base, work / "node", out)
+    before = _tree(root)
+    failed, _ = _playbook(out, root, work, "-e", "mig_restore_offline=false")
+    said = failed.stdout
+    assert failed.returncode == 2 and _recap(said)["failed"] == 1, said
+    assert "preflight of profile h200-inference failed on" in said, said
+    assert "driver: no NVIDIA kernel driver on the host" in said, said
+    assert "mig-manager:" not in said, "the role masks the manager itself: that FAIL is ignored"
+    assert _differences(before, _tree(root)) == [], "a failed preflight installed something"
