@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migbake.problems import RenderError
-from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.plan import RenderPlan
 
 ROLE = "ansible/roles/mig_restore"
 SLURM_UNIT = "slurmd.service"
@@ -28,26 +28,27 @@ Copy = Callable[[str, str, int], None]
 RootfsFile = tuple[str, str, int]  # (path inside rootfs/, text, mode)
 
 
-def _role_context(profile: NodeProfile, rootfs: Sequence[RootfsFile]) -> dict[str, Any]:
-    """What the role's templates print: the render's file list and the profile's units and tools."""
-    p = profile
+def _role_context(plan: RenderPlan, rootfs: Sequence[RootfsFile]) -> dict[str, Any]:
+    """What the role's templates print: the render's file list, and the plan's units and tools."""
+    p = plan.profile
     files = [{"src": rel, "dest": "/" + rel, "mode": f"{mode:04o}"} for rel, _, mode in rootfs]
     dirs = sorted({posixpath.dirname(f["dest"]) for f in files})
-    required_units = ([p.kubelet.unit] if p.kubelet.present else []) + list(p.held_units)
-    tools = [p.tools.nvidia_smi, p.tools.nvidia_mig_parted]
+    # the base-image checks of the bake: the tools, kubelet's unit and every fail-closed consumer's
+    required_units = ([p.kubelet.unit] if p.kubelet.present else []) + [c.unit for c in plan.consumers
+                                                                        if c.fail_closed]
     unit_wait = p.restore.timeout_seconds + p.restore.driver_wait_seconds + 60
     return {"role": {
-        "files": files, "dirs": dirs, "tools": tools, "required_units": list(dict.fromkeys(required_units)),
-        "unit_dirs": list(UNIT_DIRS), "kubernetes": p.kubelet.present,
-        "slurm": any(c.unit == SLURM_UNIT for c in p.consumers), "unit_wait": unit_wait,
-        "consumers": [c.unit for c in p.all_consumers],
+        "files": files, "dirs": dirs, "tools": [p.tools.nvidia_smi, p.tools.nvidia_mig_parted],
+        "required_units": list(dict.fromkeys(required_units)), "unit_dirs": list(UNIT_DIRS),
+        "kubernetes": p.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
+        "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
     }}
 
 
-def emit_fleet(emit: Emit, copy: Copy, profile: NodeProfile, rootfs: Sequence[RootfsFile],
+def emit_fleet(emit: Emit, copy: Copy, plan: RenderPlan, rootfs: Sequence[RootfsFile],
                scripts: dict[str, str]) -> None:
     """Emit OUT/ansible/ and OUT/kickstart/ (``scripts``: the rendered texts by OUT-relative path)."""
-    ctx = _role_context(profile, rootfs)
+    ctx = _role_context(plan, rootfs)
     for rel, text, mode in rootfs:
         copy(f"{ROLE}/files/{rel}", text, mode)
     for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):

@@ -272,7 +272,7 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
     emit("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
          _preflight_context(plan))
     rendered = {a.path: a.content for a in out if isinstance(a.content, str)}
-    emit_fleet(emit, lambda path, text, mode: out.append(Artifact(path, text, mode)), p, rootfs, rendered)
+    emit_fleet(emit, lambda path, text, mode: out.append(Artifact(path, text, mode)), plan, rootfs, rendered)
     _check_paths(out)
     return sorted(out, key=lambda a: a.path)
 
