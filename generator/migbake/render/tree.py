@@ -23,6 +23,7 @@ from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 from migbake.render.firstboot import commands as first_boot_commands
+from migbake.render.fleet import emit_fleet
 from migbake.render.guard import Block, Quoted, guard, language
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan, make_plan
@@ -306,6 +307,8 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
     if slurm_applies(p):
         out.append(Artifact(GRES_CONF, gres_conf(p, plan.header), 0o644))
         out.append(Artifact(NODE_CONF, node_conf(p, plan.header), 0o644))
+    rendered = {a.path: a.content for a in out if isinstance(a.content, str)}
+    emit_fleet(emit, lambda path, text, mode: out.append(Artifact(path, text, mode)), plan, rootfs, rendered)
     _check_paths(out)
     return sorted(out, key=lambda a: a.path)
 

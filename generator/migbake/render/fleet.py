@@ -1,0 +1,82 @@
+"""The fleet targets: an Ansible role and playbooks, and a Kickstart %post, from the render's own files.
+
+Nothing here re-derives what a node gets: the role's ``files/`` are the bytes of the rendered rootfs/
+tree (with the modes the Packer provisioner sets), its scripts are the rendered preflight and verify
+scripts, and the Kickstart %post carries the rendered Packer provisioner scripts themselves, so the
+base-image checks of the bake run there unchanged. The profile reaches the YAML only through
+``yaml_scalar``; the %post embeds files as quoted here-documents, guarded below.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from migbake.problems import RenderError
+from migbake.render.plan import RenderPlan
+
+ROLE = "ansible/roles/mig_restore"
+SLURM_UNIT = "slurmd.service"
+# where systemd looks for unit files a package or an admin installs (merged /usr: /lib is /usr/lib)
+UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+HEREDOC_END = "MIGBAKE_EOF"
+KS_STAGING = "/tmp/migbake-kickstart"
+
+Emit = Callable[[str, str, int, "dict[str, Any] | None"], str]
+Copy = Callable[[str, str, int], None]
+RootfsFile = tuple[str, str, int]  # (path inside rootfs/, text, mode)
+
+
+def _role_context(plan: RenderPlan, rootfs: Sequence[RootfsFile]) -> dict[str, Any]:
+    """What the role's templates print: the render's file list, and the plan's units and tools."""
+    p = plan.profile
+    files = [{"src": rel, "dest": "/" + rel, "mode": f"{mode:04o}"} for rel, _, mode in rootfs]
+    dirs = sorted({posixpath.dirname(f["dest"]) for f in files})
+    # the base-image checks of the bake: the tools, kubelet's unit and every fail-closed consumer's
+    required_units = ([p.kubelet.unit] if p.kubelet.present else []) + [c.unit for c in plan.consumers
+                                                                        if c.fail_closed]
+    unit_wait = p.restore.timeout_seconds + p.restore.driver_wait_seconds + 60
+    return {"role": {
+        "files": files, "dirs": dirs, "tools": [p.tools.nvidia_smi, p.tools.nvidia_mig_parted],
+        "required_units": list(dict.fromkeys(required_units)), "unit_dirs": list(UNIT_DIRS),
+        "kubernetes": p.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
+        "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
+    }}
+
+
+def emit_fleet(emit: Emit, copy: Copy, plan: RenderPlan, rootfs: Sequence[RootfsFile],
+               scripts: dict[str, str]) -> None:
+    """Emit OUT/ansible/ and OUT/kickstart/ (``scripts``: the rendered texts by OUT-relative path)."""
+    ctx = _role_context(plan, rootfs)
+    for rel, text, mode in rootfs:
+        copy(f"{ROLE}/files/{rel}", text, mode)
+    for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):
+        copy(f"{ROLE}/files/{name}", scripts[f"scripts/{name}"], 0o755)
+    for name in ("tasks/main.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
+                 "handlers/main.yml", "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml",
+                 "README.md"):
+        emit(f"{ROLE}/{name}.j2", f"{ROLE}/{name}", 0o644, ctx)
+    for name in ("install.yml", "activate.yml", ".ansible-lint"):
+        emit(f"ansible/{name}.j2", f"ansible/{name}", 0o644, ctx)
+    embedded = [{"path": f"rootfs/{rel}", "text": heredoc_body(f"rootfs/{rel}", text)} for rel, text, _ in rootfs]
+    embedded += [{"path": f"scripts/{name}", "text": heredoc_body(name, scripts[f"packer/scripts/{name}"])}
+                 for name in ("disable-mig-manager.sh", "install-mig-restore.sh")]
+    for e in embedded:
+        e["dir"] = posixpath.dirname(e["path"])
+    emit("kickstart/mig-restore.ks.j2", "kickstart/mig-restore.ks", 0o644,
+         {"embedded": embedded, "staging": KS_STAGING, "heredoc_end": HEREDOC_END})
+
+
+def heredoc_body(name: str, text: str) -> str:
+    """``text`` as the body of a quoted here-document inside a Kickstart %post, or a RenderError.
+
+    Anaconda ends a section at a line starting with ``%`` (``%end``), and the shell at the delimiter;
+    the here-document adds the final newline back, so the text must end with one.
+    """
+    if not text.endswith("\n"):
+        raise RenderError(f"{name}: a file embedded in the Kickstart %post must end with a newline")
+    for line in text.splitlines():
+        if line.lstrip().startswith("%") or line == HEREDOC_END:
+            raise RenderError(f"{name}: the line {line!r} would end the Kickstart %post or its here-document")
+    return text.rstrip("\n")

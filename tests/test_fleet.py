@@ -1,0 +1,183 @@
+"""The fleet targets judged by their real tools: the Ansible role and playbooks, the Kickstart %post.
+
+ansible-playbook --syntax-check and ansible-lint (production profile) on every example image's
+ansible/ tree; ksvalidator (pykickstart) on a minimal kickstart that %includes the %post; the role's
+files/ are the render's own rootfs files with their modes. The real runs (chroot, VM) are in tests/vm.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pykickstart.parser import KickstartParser
+from pykickstart.version import makeVersion
+from realtools import require, run
+from support import IMAGES
+
+from migbake.problems import RenderError
+from migbake.render.fleet import ROLE, heredoc_body
+from migbake.render.tree import render
+from migbake.rules.validate import check_file
+
+MINIMAL_KS = """\
+text
+lang en_US.UTF-8
+keyboard us
+timezone UTC --utc
+rootpw --lock
+bootloader --location=mbr
+clearpart --all --initlabel
+autopart
+reboot
+%packages
+@^minimal-environment
+%end
+%include {include}
+"""
+
+
+def _ansible_env(tmp_path: Path) -> dict[str, str]:
+    return {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+            "ANSIBLE_HOME": str(tmp_path / "ansible-home"), "NO_COLOR": "1"}
+
+
+def minimal_kickstart(include: Path, dest: Path) -> Path:
+    """A minimal RHEL 9 kickstart that %includes ``include``."""
+    dest.write_text(MINIMAL_KS.format(include=include))
+    return dest
+
+
+@pytest.mark.realtool
+def test_playbooks_pass_syntax_check(image_dir: Path, tmp_path: Path) -> None:
+    ansible = image_dir / "generated/ansible"
+    result = run([require("ansible-playbook"), "--syntax-check", "-i", "localhost,", "install.yml", "activate.yml"],
+                 cwd=ansible, env=_ansible_env(tmp_path))
+    assert result.rc == 0, result.text
+    assert "playbook: install.yml" in result.out and "playbook: activate.yml" in result.out
+
+
+@pytest.mark.realtool
+def test_syntax_check_rejects_a_broken_playbook(tmp_path: Path) -> None:
+    ansible = tmp_path / "ansible"
+    src = IMAGES[0] / "generated/ansible"
+    run(["cp", "-a", str(src), str(ansible)])
+    text = (ansible / "activate.yml").read_text()
+    (ansible / "activate.yml").write_text(text.replace("  tasks:\n", "  taskz:\n"))
+    result = run([require("ansible-playbook"), "--syntax-check", "-i", "localhost,", "activate.yml"],
+                 cwd=ansible, env=_ansible_env(tmp_path))
+    assert result.rc != 0 and "taskz" in result.text, result.text
+
+
+@pytest.mark.realtool
+def test_ansible_lint_production_profile_is_clean(image_dir: Path, tmp_path: Path) -> None:
+    ansible = image_dir / "generated/ansible"
+    config = yaml.safe_load((ansible / ".ansible-lint").read_text())
+    assert config["profile"] == "production"
+    assert set(config) == {"profile", "offline", "exclude_paths"}, "no skip_list, warn_list or enable_list"
+    assert config["exclude_paths"] == [f"{ROLE.removeprefix('ansible/')}/files/"], "only the node's files"
+    for path in ansible.rglob("*"):
+        if path.is_file() and "files" not in path.relative_to(ansible).parts:
+            text = path.read_text()
+            assert "noqa" not in text and "skip_ansible_lint" not in text, path
+    result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
+                 cwd=ansible, env=_ansible_env(tmp_path), timeout=300)
+    assert result.rc == 0, result.text
+    assert "0 failure(s), 0 warning(s)" in result.text and "Profile 'production' was required, and it passed" \
+        in result.text, result.text
+
+
+@pytest.mark.realtool
+def test_ansible_lint_finds_a_planted_mistake(tmp_path: Path) -> None:
+    ansible = tmp_path / "ansible"
+    run(["cp", "-a", str(IMAGES[0] / "generated/ansible"), str(ansible)])
+    tasks = ansible / "roles/mig_restore/tasks/install.yml"
+    tasks.write_text(tasks.read_text().replace("ansible.builtin.systemd_service:", "systemd_service:", 1))
+    result = run([require("ansible-lint"), "--nocolor", "--offline", "."], cwd=ansible, env=_ansible_env(tmp_path),
+                 timeout=300)
+    assert result.rc != 0 and "fqcn" in result.text, result.text
+
+
+def test_role_files_are_the_rootfs_files_with_their_modes(image_dir: Path) -> None:
+    checked = check_file(image_dir / "node-profile.yaml")
+    assert checked.profile is not None
+    artifacts = {a.path: a for a in render(checked.profile)}
+    rootfs = {p.removeprefix("rootfs/"): a for p, a in artifacts.items() if p.startswith("rootfs/")}
+    files = {p.removeprefix(f"{ROLE}/files/"): a for p, a in artifacts.items() if p.startswith(f"{ROLE}/files/")}
+    assert {p: a.data for p, a in files.items() if p.startswith("etc/")} == {p: a.data for p, a in rootfs.items()}
+    for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):
+        assert files[name].data == artifacts[f"scripts/{name}"].data
+    install = yaml.safe_load(artifacts[f"{ROLE}/tasks/install.yml"].data)
+    copy = next(t for t in install if "ansible.builtin.copy" in t)
+    listed = {i["src"]: (i["dest"], i["mode"]) for i in copy["loop"]}
+    assert listed == {p: ("/" + p, f"{a.mode:04o}") for p, a in rootfs.items()}
+    # the modes the Packer provisioner sets, from the same list
+    packer = artifacts["packer/scripts/install-mig-restore.sh"].content
+    assert isinstance(packer, str)
+    for p, a in rootfs.items():
+        assert f"install_file '{p}' '{a.mode:04o}'" in packer
+
+
+def test_playbook_defaults(image_dir: Path) -> None:
+    activate = yaml.safe_load((image_dir / "generated/ansible/activate.yml").read_text())
+    play = activate[0]
+    assert play["serial"] == "{{ mig_restore_serial | default(1) }}"
+    assert play["max_fail_percentage"] == "{{ mig_restore_max_fail_percentage | default(0) }}"
+    assert play["hosts"] == "{{ mig_restore_hosts | default('gpu_nodes') }}"
+    profile = yaml.safe_load((image_dir / "node-profile.yaml").read_text())
+    defaults = yaml.safe_load((image_dir / f"generated/{ROLE}/defaults/main.yml").read_text())
+    assert defaults["mig_restore_kubernetes"] is profile.get("kubelet", {}).get("present", True)
+    slurm = any(c["unit"] == "slurmd.service" for c in profile.get("consumers", []))
+    assert defaults["mig_restore_slurm"] is slurm
+    specs = yaml.safe_load((image_dir / f"generated/{ROLE}/meta/argument_specs.yml").read_text())["argument_specs"]
+    documented = set(specs["main"]["options"]) | set(specs["activate"]["options"])
+    assert documented == set(defaults), "every default is in meta/argument_specs.yml"
+    readme = (image_dir / f"generated/{ROLE}/README.md").read_text()
+    for name in documented | {"mig_restore_serial", "mig_restore_max_fail_percentage", "mig_restore_hosts"}:
+        assert f"`{name}`" in readme, name
+    tasks = (image_dir / f"generated/{ROLE}/tasks/install.yml").read_text()
+    assert "state: started" not in tasks and "state: restarted" not in tasks, "the restore is never started"
+
+
+@pytest.mark.realtool
+def test_ksvalidator_accepts_the_post_included(image_dir: Path, tmp_path: Path) -> None:
+    ks = minimal_kickstart(image_dir / "generated/kickstart/mig-restore.ks", tmp_path / "node.ks")
+    result = run([require("ksvalidator"), "-e", "-i", "-v", "RHEL9", str(ks)])
+    assert result.rc == 0 and "error" not in result.text.lower(), result.text
+
+
+@pytest.mark.realtool
+def test_ksvalidator_follows_the_include(tmp_path: Path) -> None:
+    post = tmp_path / "mig-restore.ks"
+    text = (IMAGES[0] / "generated/kickstart/mig-restore.ks").read_text()
+    post.write_text(text.replace("%post --interpreter", "%post --interpretr", 1))
+    result = run([require("ksvalidator"), "-e", "-i", "-v", "RHEL9", str(minimal_kickstart(post, tmp_path / "a.ks"))])
+    assert result.rc != 0 and "interpretr" in result.text, result.text
+    missing = run([require("ksvalidator"), "-i", "-v", "RHEL9",
+                   str(minimal_kickstart(tmp_path / "none.ks", tmp_path / "b.ks"))])
+    assert missing.rc != 0, missing.text
+
+
+def test_kickstart_post_runs_the_bakes_own_scripts(image_dir: Path) -> None:
+    generated = image_dir / "generated"
+    parser = KickstartParser(makeVersion("RHEL9"))
+    parser.readKickstart(str(generated / "kickstart/mig-restore.ks"))
+    (post,) = parser.handler.scripts
+    assert post.errorOnFail and post.interp == "/bin/bash" and post.inChroot
+    for name in ("disable-mig-manager.sh", "install-mig-restore.sh"):
+        assert (generated / "packer/scripts" / name).read_text() in post.script + "\n", name
+    for path in (generated / "rootfs").rglob("*"):
+        if path.is_file():
+            assert path.read_text() in post.script + "\n", path
+
+
+@pytest.mark.parametrize("text", ["a\n%end\n", "a\n  %post\n", "MIGBAKE_EOF\n", "no newline"],
+                         ids=["end", "indented-section", "delimiter", "no-final-newline"])
+def test_heredoc_guard_refuses_what_would_break_the_post(text: str) -> None:
+    with pytest.raises(RenderError, match="Kickstart"):
+        heredoc_body("x", text)
+
+
+def test_heredoc_guard_keeps_ordinary_text() -> None:
+    assert heredoc_body("x", "echo 100%\n# %s\n") == "echo 100%\n# %s"
