@@ -216,6 +216,8 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                 fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,
                                           consumers=consumers)
                 fixtures.inject_fault(rootfs, scenario)
+                if scenario == fixtures.PROVIDED_LATER_MISSING:  # before the bake, which must not check it
+                    (rootfs / commands.nvidia_mig_parted.lstrip("/")).unlink()
             else:
                 mig_parted, node = sim
                 fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,

@@ -31,7 +31,8 @@ from migbake.wording import plural
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
                    "the --user-data-* options OUT was generated with, unless given).")
 @click.option("--user-data-gzip", is_flag=True,
-              help="Also write cloud-init/user-data.gz (cloud-init inflates it; for EC2's 16 KB limit).")
+              help="Also write cloud-init/user-data.gz, and with --user-data-mime user-data.mime.gz (cloud-init "
+                   "inflates them; for EC2's 16 KB limit).")
 @click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
               help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
                    "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
@@ -105,8 +106,10 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
         extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
-    for name, data in [("cloud-init/user-data", text.encode())] + [(a.path, a.data) for a in extra]:
-        if userdata.too_big_for_ec2(data) and not (gzipped and name == "cloud-init/user-data"):
-            click.echo(f"migbake: warning: {name} is {len(data)} bytes, above EC2's 16 KB user-data limit "
-                       "(use --user-data-gzip)", err=True)
+        if gzipped:
+            extra.append(Artifact("cloud-init/user-data.mime.gz", userdata.gzip_user_data(mime), 0o644))
+    sent = extra[-1] if extra else next(a for a in artifacts if a.path == "cloud-init/user-data")
+    warning = userdata.size_warning(sent.path, sent.data, gzipped=gzipped)
+    if warning:
+        click.echo(f"migbake: warning: {warning}", err=True)
     return extra

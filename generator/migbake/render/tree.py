@@ -24,6 +24,8 @@ from migbake.render.plan import RESTORE_SCRIPT, RenderPlan, make_plan
 from migbake.resources import templates_dir
 
 REBOOT_MARKER = "/var/lib/migbake/reboot-attempted"
+# the Packer plugins of the templates' sources (null is built into Packer); packer.SOURCES names each one's
+PACKER_PLUGINS = ("amazon", "qemu", "googlecompute", "azure")
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
 # Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
 # as root directly, else through sudo; the staging directory is the script's first argument
@@ -157,6 +159,10 @@ def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[
         env.handle_exception()
 
 
+def _and_list(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + (" and " + names[-1] if names else "")
+
+
 def _indent(text: str, spaces: int) -> str:
     pad = " " * spaces
     return "\n".join([(pad + line) if line else "" for line in text.rstrip("\n").split("\n")])
@@ -224,6 +230,10 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "image_description": hcl_string(f"MIG restore of node profile {p.name} (sha256 {p.source_sha256[:16]}), "
                                         f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
+        "bake_pieces": p.base_pieces_at("bake"),
+        "boot_pieces": p.base_pieces_at("boot"),
+        "bake_pieces_text": _and_list([x.name for x in p.base_pieces_at("bake")]) or "nothing",
+        "boot_pieces_text": _and_list([x.name for x in p.base_pieces_at("boot")]),
     }
 
     out: list[Artifact] = []
@@ -262,7 +272,9 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
     install_files = [{"rel": rel, "mode": f"{mode:04o}"} for rel, _, mode in rootfs]
     for name in ("variables", "sources", "build"):
         emit(f"packer/{name}.pkr.hcl.j2", f"packer/{name}.pkr.hcl", 0o644)
-    emit("packer/plugins/required-plugins.pkr.hcl.j2", "packer/plugins/required-plugins.pkr.hcl", 0o644)
+    for plugin in PACKER_PLUGINS:  # one folder each: `packer init` installs only the chosen sources' plugins
+        emit("packer/plugins/PLUGIN.pkr.hcl.j2", f"packer/plugins/{plugin}/required-plugins.pkr.hcl", 0o644,
+             {"plugin": plugin})
     emit("packer/scripts/install-mig-restore.sh.j2", "packer/scripts/install-mig-restore.sh", 0o755,
          {"install_files": install_files})
     emit("packer/scripts/disable-mig-manager.sh.j2", "packer/scripts/disable-mig-manager.sh", 0o755)

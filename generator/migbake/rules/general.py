@@ -22,7 +22,7 @@ from migbake.rules.layouts import (
     rule_layout_fits,
     rule_layout_profiles,
 )
-from migbake.rules.services import rule_consumers, rule_driver_wait, rule_node_labels
+from migbake.rules.services import rule_consumers, rule_driver_wait, rule_node_labels, rule_provided_later
 from migbake.wording import index_list, instances
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
@@ -253,7 +253,8 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
 Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
-                           rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels)
+                           rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
+                           rule_provided_later)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:
