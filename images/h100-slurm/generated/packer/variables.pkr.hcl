@@ -133,7 +133,7 @@ variable "kms_key_id" {
 variable "region_kms_key_ids" {
   type        = map(string)
   default     = {}
-  description = "KMS key per region of ami_regions (region = key), for the encrypted copies; empty: each region's default EBS key. Packer wants one for every region of ami_regions once kms_key_id is set."
+  description = "KMS key per region of ami_regions (region = key), for the encrypted copies; empty: each region's default EBS key."
 }
 
 variable "ami_regions" {
