@@ -106,7 +106,7 @@ def test_the_cli_names_every_node_scenario() -> None:
     from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
     from migbake.boottest.scenarios.scenario import Scenario
 
-    every = {"ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS}
+    every = {"ok", "fail-apply", "fail-assert", "provided-later-missing", *NODE_SCENARIOS, *RESET_SCENARIOS}
     assert set(typing.get_args(Scenario)) == every
     choices = next(p.type for p in boot_test.boot_test.params if p.name == "scenario")
     assert isinstance(choices, click.Choice) and set(choices.choices) == every | {"all"}
@@ -185,3 +185,10 @@ def test_recorded_gpu_client_boot_and_a_client_that_started_first() -> None:
     released = parse_report(text.replace("=== simgpu-knobs\nin-use=\n", "=== simgpu-knobs\n"))
     assert [c.id for c in node_claims(released, ctx("gpu-client", metrics=metrics)) if not c.passed] == [
         "gpu-client-holds-gpu"]
+
+
+def test_provided_later_missing_needs_a_profile_that_lists_mig_parted() -> None:
+    run = subprocess.run([sys.executable, "-m", "migbake", "boot-test", "images/h200-inference/node-profile.yaml",
+                          "--scenario", "provided-later-missing"], capture_output=True, text=True, check=False,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "generator")})
+    assert run.returncode == 2 and "image.provided_later lists nvidia-mig-parted" in run.stderr, run.stderr

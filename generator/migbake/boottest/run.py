@@ -216,8 +216,6 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                 fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,
                                           consumers=consumers)
                 fixtures.inject_fault(rootfs, scenario)
-                if scenario == fixtures.PROVIDED_LATER_MISSING:  # before the bake, which must not check it
-                    (rootfs / commands.nvidia_mig_parted.lstrip("/")).unlink()
             else:
                 mig_parted, node = sim
                 fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=kubelet, log=log,
@@ -231,6 +229,8 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                 if scenario in scenarios_reset.SCENARIOS:
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
                 scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
+            if scenario == fixtures.PROVIDED_LATER_MISSING:  # before the delivery, which must not check it
+                (rootfs / commands.nvidia_mig_parted.lstrip("/")).unlink()
         seed = None
         if path == "packer":
             fixtures.disable_cloud_init(rootfs)

@@ -15,7 +15,7 @@ import shlex
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import yaml
 
@@ -34,7 +34,7 @@ Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too
                    "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi", "provided-later-missing"]
 # the base image lacks nvidia-mig-parted, which the output's image.provided_later leaves to a later
 # provisioner that never ran: the bake passes, the restore fails closed at boot naming it
-PROVIDED_LATER_MISSING = "provided-later-missing"
+PROVIDED_LATER_MISSING: Final = "provided-later-missing"
 
 
 @dataclass(frozen=True)
