@@ -230,10 +230,10 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "image_description": hcl_string(f"MIG restore of node profile {p.name} (sha256 {p.source_sha256[:16]}), "
                                         f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
-        "bake_pieces": p.base_pieces_at("bake"),
-        "boot_pieces": p.base_pieces_at("boot"),
-        "bake_pieces_text": _and_list([x.name for x in p.base_pieces_at("bake")]) or "nothing",
-        "boot_pieces_text": _and_list([x.name for x in p.base_pieces_at("boot")]),
+        "bake_pieces": plan.bake_pieces,
+        "boot_pieces": plan.boot_pieces,
+        "bake_pieces_text": _and_list([x.name for x in plan.bake_pieces]) or "nothing",
+        "boot_pieces_text": _and_list([x.name for x in plan.boot_pieces]),
     }
 
     out: list[Artifact] = []
