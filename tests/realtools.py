@@ -135,6 +135,8 @@ EXAMPLE_VARS = {
     "gcp_project_id": "example-project",
     "azure_subscription_id": "00000000-0000-0000-0000-000000000000",
     "azure_managed_image_resource_group": "images-rg",
+    "qemu_base_image": "https://images.example.com/gpu-base.qcow2",  # never fetched: the checksum is given
+    "qemu_base_image_checksum": f"sha256:{'0' * 64}",
 }
 
 
@@ -151,7 +153,7 @@ def packer_validate(packer_dir: Path, only: str = "", *, required: bool = True) 
         args += [f"-var={v}={EXAMPLE_VARS[v]}" for s in SOURCES if s.name == only or not only for v in s.required]
     if only in ("", "qemu.image"):
         seed = Path(tempfile.mkdtemp(prefix="migbake-seed-"))
-        args += [f"-var=qemu_base_image_checksum=sha256:{'0' * 64}", *(f"-var={v}" for v in qemu_seed(seed))]
+        args += [f"-var={v}" for v in qemu_seed(seed)]
         try:
             return packer([*args, str(packer_dir)])
         finally:

@@ -337,6 +337,18 @@ needs_root = pytest.mark.skipif(  # in CI (root) these always run; a non-root CI
 )
 
 
+def _base_image(target: Path, *, skip: tuple[str, ...] = ()) -> None:
+    """What install-mig-restore.sh checks for: both tools at their default paths and kubelet's unit."""
+    for tool in ("nvidia-mig-parted", "nvidia-smi"):
+        if tool not in skip:
+            (target / "usr/bin").mkdir(parents=True, exist_ok=True)
+            (target / "usr/bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+            (target / "usr/bin" / tool).chmod(0o755)
+    if "kubelet.service" not in skip:
+        (target / "usr/lib/systemd/system").mkdir(parents=True, exist_ok=True)
+        (target / "usr/lib/systemd/system/kubelet.service").write_text("[Service]\nExecStart=/bin/true\n")
+
+
 @needs_root
 @pytest.mark.parametrize("manager", ["enabled", "disabled", "absent"])
 @pytest.mark.parametrize("action", ["disable", "mask"])
@@ -356,6 +368,7 @@ conflicting_manager: {{action: {action}}}
     target = tmp_path / "image"
     (target / "etc/systemd/system").mkdir(parents=True)
     (target / "usr/lib/systemd/system").mkdir(parents=True)
+    _base_image(target)
     if manager != "absent":
         (target / "usr/lib/systemd/system/nvidia-mig-manager.service").write_text(FAKE_MANAGER)
     if manager == "enabled":

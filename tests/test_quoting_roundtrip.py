@@ -342,6 +342,18 @@ def test_user_data_reads_back_and_its_commands_get_exact_argv(
 
     bin_dir, log = _fake_bin(tmp_path)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log)}
+    # the base-image check first: this host has none of the nasty paths, so it names each, exactly as the
+    # profile wrote it (and the unit through `systemctl show`, whose fake answers an empty FragmentPath);
+    # the rest of the script then runs as on a node that has them
+    script = data["runcmd"][-1][2]
+    check, sep, rest = script.partition('if [ -n "$m" ]; then ok=no; elif ')
+    assert sep and check.startswith("m=''; "), script
+    checked = run(["sh", "-c", check + 'printf "%s" "$m"'], env={**env, "LOG": str(tmp_path / "check.log")})
+    assert checked.rc == 0, checked.text
+    named = [f"nvidia-mig-parted (no executable {s['mig']})", f"nvidia-smi (no executable {s['smi']})",
+             *([f"{s['kubelet']} (no unit file)"] if s["kubelet_present"] else [])]
+    assert checked.out == "".join(f", {n}" for n in named), checked.out
+    data["runcmd"][-1][2] = "m=''; " + sep + rest
     for argv in data["bootcmd"] + data["runcmd"]:
         assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
         ran = run(argv, env=env)

@@ -188,7 +188,8 @@ def test_packer_fmt_and_validate(out: tuple[Path, dict[str, object]]) -> None:
     pk = out[0] / "packer"
     fmt = packer(["fmt", "-check", str(pk)])
     assert fmt.rc == 0, fmt.text
-    assert packer(["fmt", "-check", str(pk / "plugins")]).rc == 0
+    for plugin in (pk / "plugins").iterdir():
+        assert packer(["fmt", "-check", str(plugin)]).rc == 0, plugin
     val = packer_validate(pk)
     assert val.rc == 0 and val.text.strip() == "", val.text
     for only in SOURCE_NAMES:
@@ -200,7 +201,8 @@ def test_packer_fmt_and_validate(out: tuple[Path, dict[str, object]]) -> None:
     ("null.ssh", "a Host must be specified"),
     ("googlecompute.golden", "a project_id must be specified"),
     ("azure-arm.golden", "managed_image_resource_group_name must be specified"),
-], ids=["null-ssh", "googlecompute", "azure-arm"])
+    ("qemu.image", "One of iso_url or iso_urls must be specified"),  # no plain-distribution default
+], ids=["null-ssh", "googlecompute", "azure-arm", "qemu"])
 def test_packer_refuses_a_source_without_its_required_variables(source: str, says: str) -> None:
     """No source falls back to the build machine itself or to some account: Packer refuses it unset."""
     pk = generate(H200, Path(tempfile.mkdtemp(prefix="migbake-req-")) / "out") / "packer"
@@ -217,8 +219,8 @@ def test_every_source_is_in_the_build_and_the_plugins_cover_the_clouds(
     build = (pk / "build.pkr.hcl").read_text()
     for name in SOURCE_NAMES:
         assert f'"source.{name}",' in build, name
-    plugins = (pk / "plugins/required-plugins.pkr.hcl").read_text()
     for plugin in ("amazon", "qemu", "googlecompute", "azure"):
+        plugins = (pk / f"plugins/{plugin}/required-plugins.pkr.hcl").read_text()
         assert f'source  = "github.com/hashicorp/{plugin}"' in plugins, plugin
 
 
@@ -227,7 +229,7 @@ def test_packer_templates_parse_as_hcl2(out: tuple[Path, dict[str, object]]) -> 
     build = hcl_parse(pk / "build.pkr.hcl")
     sources = hcl_parse(pk / "sources.pkr.hcl")
     variables = hcl_parse(pk / "variables.pkr.hcl")
-    plugins = hcl_parse(pk / "plugins/required-plugins.pkr.hcl")
+    plugins = hcl_parse(pk / "plugins/amazon/required-plugins.pkr.hcl")
     text = repr(build)
     assert "disable-mig-manager.sh" in text and "install-mig-restore.sh" in text
     assert "manifest" in text

@@ -134,6 +134,8 @@ def test_user_data_gzip_and_mime(tmp_path: Path) -> None:
     assert code == 0, err
     plain = (out / "cloud-init/user-data").read_bytes()
     assert gzip.decompress((out / "cloud-init/user-data.gz").read_bytes()) == plain
+    mime_gz = (out / "cloud-init/user-data.mime.gz").read_bytes()
+    assert gzip.decompress(mime_gz) == (out / "cloud-init/user-data.mime").read_bytes()
     msg = email.message_from_bytes((out / "cloud-init/user-data.mime").read_bytes())
     parts = [p for p in msg.walk() if not p.is_multipart()]
     assert [p.get_content_type() for p in parts] == ["text/x-shellscript", "text/cloud-config"]
@@ -178,7 +180,7 @@ def test_ec2_size_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert not userdata.too_big_for_ec2(b"x" * 16384) and userdata.too_big_for_ec2(b"x" * 16385)
     monkeypatch.setattr(userdata, "EC2_USER_DATA_LIMIT", 6000)  # plain 14.6 KB, gzip 4.4 KB
     code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "o"))
-    assert code == 0 and "above EC2's 16 KB user-data limit (use --user-data-gzip)" in err
+    assert code == 0 and "above EC2's 16 KB user-data limit (use --user-data-gzip: gzipped it fits)" in err
     code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "o"),
                        "--user-data-gzip")
     assert code == 0 and "above EC2" not in err

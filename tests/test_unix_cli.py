@@ -138,7 +138,8 @@ def test_bake_without_only_refuses_and_lists_the_sources(tmp_path: Path) -> None
 @pytest.mark.parametrize(("source", "needs"), [
     ("null.ssh", ["ssh_host"]), ("googlecompute.golden", ["gcp_project_id"]),
     ("azure-arm.golden", ["azure_subscription_id", "azure_managed_image_resource_group"]),
-], ids=["null-ssh", "googlecompute", "azure-arm"])
+    ("qemu.image", ["qemu_base_image", "qemu_base_image_checksum"]),
+], ids=["null-ssh", "googlecompute", "azure-arm", "qemu"])
 def test_bake_refuses_a_source_without_its_required_variables(source: str, needs: list[str], tmp_path: Path) -> None:
     code, _, err = cli("bake", str(PROFILE), "-o", str(tmp_path / "o"), "--only", source, "--dry-run")
     assert code == 2
@@ -146,7 +147,8 @@ def test_bake_refuses_a_source_without_its_required_variables(source: str, needs
         assert f"--var {v}=..." in err
     # a variables file counts too
     varfile = tmp_path / "v.pkrvars.hcl"
-    varfile.write_text("".join(f'{v} = "x"\n' for v in needs))
+    values = {"qemu_base_image": "https://images.example.com/gpu.qcow2", "qemu_base_image_checksum": "none"}
+    varfile.write_text("".join(f'{v} = "{values.get(v, "x")}"\n' for v in needs))
     code, _, err = cli("bake", str(PROFILE), "-o", str(tmp_path / "o"), "--only", source, "--dry-run",
                        "--var-file", str(varfile))
     assert code == 0, err
@@ -160,7 +162,9 @@ def test_bake_dry_run_writes_nothing_and_says_where_it_would(tmp_path: Path) -> 
     before = sorted(p.name for p in folder.iterdir())
     outs = []
     for name in ("a.yaml", "b.profile.yaml"):
-        code, out, err = cli("bake", str(folder / name), "--only", "qemu.image", "--dry-run")
+        code, out, err = cli("bake", str(folder / name), "--only", "qemu.image", "--dry-run",
+                             "--var", "qemu_base_image=https://images.example.com/gpu.qcow2",
+                             "--var", f"qemu_base_image_checksum=sha256:{'0' * 64}")
         assert code == 0, err
         first = out.splitlines()[0]
         assert first.startswith("dry run, nothing written: would write ") and str(folder / name) in first

@@ -147,3 +147,41 @@ def test_bake_dry_run_and_a_failing_bake(tmp_path: Path) -> None:
                              env={**os.environ, "MIGBAKE_PACKER": "/nonexistent/packer"})
     assert missing.returncode == 1 and "install Packer" in missing.stderr
     assert not (tmp_path / "o2").exists()  # nothing written when Packer is missing
+
+
+def test_a_bare_debian_root_fails_the_bake_naming_every_missing_piece(rootfs: Path, tmp_path: Path) -> None:
+    """A real Packer build into a debootstrap'ed Debian with neither the NVIDIA tools nor kubelet nor slurmd."""
+    image = REPO / "images/h200-inference"
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text((image / "node-profile.yaml").read_text() + "consumers:\n  - unit: slurmd.service\n")
+    before = _snapshot(rootfs)
+    baked = _bake(profile, tmp_path / "out", rootfs, tmp_path / "sshd")
+    assert baked.returncode == 1, baked.stdout + baked.stderr
+    said = [line for line in baked.stdout.splitlines() if "install-mig-restore: error:" in line]
+    assert len(said) == 1, baked.stdout
+    for piece in ("nvidia-mig-parted (no executable /usr/bin/nvidia-mig-parted)",
+                  "nvidia-smi (no executable /usr/bin/nvidia-smi)", "kubelet.service (no unit file)",
+                  "slurmd.service (no unit file)"):
+        assert piece in said[0], said[0]
+    assert "migbake: error: packer build failed" in baked.stderr, baked.stderr
+    # nothing was installed: the build stopped at the check (Packer's staging upload is removed below)
+    subprocess.run(["rm", "-rf", str(rootfs / "tmp/migbake-rootfs")], check=True)
+    assert _snapshot(rootfs) == before
+    assert not (rootfs / "etc/nvidia-mig").exists()
+    manager = run(["systemctl", f"--root={rootfs}", "is-enabled", "nvidia-mig-manager.service"])
+    assert "masked" not in manager.out
+
+    # what image.provided_later leaves to a later provisioner is not checked: only the rest is named
+    profile.write_text(profile.read_text() + "image:\n  provided_later: [nvidia-mig-parted, slurmd.service]\n")
+    baked = _bake(profile, tmp_path / "out2", rootfs, tmp_path / "sshd2")
+    assert baked.returncode == 1
+    said = next(line for line in baked.stdout.splitlines() if "install-mig-restore: error:" in line)
+    assert "nvidia-smi (no executable" in said and "kubelet.service (no unit file)" in said, said
+    assert "nvidia-mig-parted" not in said and "slurmd" not in said, said
+
+    # and with the pieces there (the simulated tools, the fake kubelet and slurmd), the same bake passes
+    fixtures.install_fixtures(rootfs, gpu=fixtures.SIMULATED_GPUS["hopper"], kubelet=True,
+                              consumers=("slurmd.service",))
+    baked = _bake(profile, tmp_path / "out3", rootfs, tmp_path / "sshd3")
+    assert baked.returncode == 0, baked.stdout + baked.stderr
+    assert run(["systemctl", f"--root={rootfs}", "is-enabled", "nvidia-mig-restore.service"]).out.strip() == "enabled"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ import pytest
 
 from migbake.boottest import BootAssets, BootTestError, BootTestResult, run_boot_test
 from migbake.boottest.scenarios.node import discover_promises
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
+from support import REPO, generate
 
 pytestmark = pytest.mark.vm
 
@@ -130,3 +134,14 @@ def test_claims_catch_a_user_data_that_starts_kubelet_early(out_dir: Path, boot_
     print(result.summary())
     failed = {c.id for _, c in result.failed_claims()}
     assert {"mig-manager-never-ran", "restore-before-kubelet"} <= failed, failed
+
+
+def test_provided_later_moves_the_check_to_the_boot(boot_assets: BootAssets, tmp_path: Path) -> None:
+    """image.provided_later: [nvidia-mig-parted], and the later provisioner never installed it: the bake
+    (a real Packer build into an image without it) passes, the restore fails closed at boot naming it."""
+    profile = REPO / "images/h200-inference/node-profile.yaml"
+    out = generate(profile.read_text() + "image:\n  provided_later: [nvidia-mig-parted]\n", tmp_path / "out")
+    result = passing_run(out, path="packer", scenario="provided-later-missing", boots=1, assets=boot_assets)
+    assert claim_ids(result, 1) == FAIL_CLAIMS
+    visible = next(c for c in result.boots[0].claims if c.id == "failure-visible")
+    assert "which image.provided_later says a later provisioner of the build installs" in visible.evidence

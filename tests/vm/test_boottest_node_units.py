@@ -129,7 +129,7 @@ def test_the_cli_names_every_node_scenario() -> None:
     from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
     from migbake.boottest.scenarios.scenario import Scenario
 
-    every = {"ok", "fail-apply", "fail-assert", *NODE_SCENARIOS, *RESET_SCENARIOS}
+    every = {"ok", "fail-apply", "fail-assert", "provided-later-missing", *NODE_SCENARIOS, *RESET_SCENARIOS}
     assert set(typing.get_args(Scenario)) == every
     choices = next(p.type for p in boot_test.boot_test.params if p.name == "scenario")
     assert isinstance(choices, click.Choice) and set(choices.choices) == every | {"all"}
@@ -220,3 +220,10 @@ def test_recorded_boot_with_debians_own_slurmd() -> None:
     fake = text.replace("slurmd: slurmd version 22.05.8 started\n", "")  # what the fake consumer's journal says
     parsed = parse_report(fake)
     assert not {c.id: c.passed for c in node_claims(parsed, real)}["slurmd-real"]
+
+
+def test_provided_later_missing_needs_a_profile_that_lists_mig_parted() -> None:
+    run = subprocess.run([sys.executable, "-m", "migbake", "boot-test", "images/h200-inference/node-profile.yaml",
+                          "--scenario", "provided-later-missing"], capture_output=True, text=True, check=False,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "generator")})
+    assert run.returncode == 2 and "image.provided_later lists nvidia-mig-parted" in run.stderr, run.stderr

@@ -1,14 +1,16 @@
 """A small typed wrapper around the Packer binary: plan the steps, run them, map failures to errors.
 
 Packer is driven through ``subprocess`` (argv lists, never shell strings) and its output is streamed
-line by line to a callback. ``packer init`` runs only where Packer supports it (>= 1.7) and only on
-the ``plugins/`` folder, which Packer 1.6 would reject. ``SOURCES`` is the one list of the generated
-templates' sources and the variables each needs (no source defaults to the build machine itself).
+line by line to a callback. ``packer init`` runs only where Packer supports it (>= 1.7), and only on
+the ``plugins/PLUGIN`` folders of the chosen sources (Packer 1.6 would reject them). ``SOURCES`` is the
+one list of the generated templates' sources, the variables each needs (no source defaults to the
+build machine itself) and its plugin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 import shlex
@@ -34,17 +36,19 @@ class Source(NamedTuple):
     name: str
     what: str
     required: tuple[str, ...]
+    plugin: str  # the folder under packer/plugins/ that `packer init` installs it from ("": built in)
 
 
 SOURCES = (
-    Source("amazon-ebs.golden", "an AMI (AWS credentials from the usual environment)", ()),
+    Source("amazon-ebs.golden", "an AMI (AWS credentials from the usual environment)", (), "amazon"),
     Source("null.ssh", "any machine reachable over SSH (a VM from your base image, a bare-metal host)",
-           ("ssh_host",)),
-    Source("qemu.image", "a qcow2 from a cloud image, for bare metal and on-prem hypervisors", ()),
+           ("ssh_host",), ""),
+    Source("qemu.image", "a qcow2 from your GPU base cloud image, for bare metal and on-prem hypervisors",
+           ("qemu_base_image", "qemu_base_image_checksum"), "qemu"),
     Source("googlecompute.golden", "a Compute Engine image (gcloud application-default credentials)",
-           ("gcp_project_id",)),
+           ("gcp_project_id",), "googlecompute"),
     Source("azure-arm.golden", "an Azure managed image (az login, or a service principal)",
-           ("azure_subscription_id", "azure_managed_image_resource_group")),
+           ("azure_subscription_id", "azure_managed_image_resource_group"), "azure"),
 )
 SOURCE_NAMES = tuple(s.name for s in SOURCES)
 
@@ -56,13 +60,29 @@ def sources_text() -> str:
 
 
 def missing_vars(only: Sequence[str], variables: Sequence[str], var_files: Sequence[Path] = ()) -> list[str]:
-    """The variables the chosen sources need that neither ``--var`` nor a variables file sets."""
+    """The variables the chosen sources need that neither ``--var``, a variables file nor PKR_VAR_NAME sets."""
     given = {v.split("=", 1)[0] for v in variables if "=" in v and v.split("=", 1)[1] != ""}
+    given |= {k[len("PKR_VAR_"):] for k, v in os.environ.items() if k.startswith("PKR_VAR_") and v != ""}
     for f in var_files:
         with contextlib.suppress(OSError, UnicodeDecodeError):  # Packer reports an unreadable file itself
             given |= set(_VAR_FILE_LINE.findall(f.read_text(encoding="utf-8")))
     needed = [v for s in SOURCES if s.name in only for v in s.required]
     return [v for v in dict.fromkeys(needed) if v not in given]
+
+
+_DECLARED = re.compile(r'^variable "([A-Za-z_][A-Za-z0-9_-]*)" \{', re.M)
+
+
+def unknown_vars(variables: Sequence[str], variables_hcl: str) -> list[str]:
+    """A message for each ``--var`` whose name the templates do not declare (Packer refuses those)."""
+    declared = _DECLARED.findall(variables_hcl)
+    out = []
+    for v in variables:
+        name = v.split("=", 1)[0]
+        if name not in declared:
+            near = difflib.get_close_matches(name, declared, n=1)
+            out.append(f"{name!r} is not a variable of the templates" + (f" (did you mean {near[0]}?)" if near else ""))
+    return out
 
 
 def qemu_seed(directory: Path, *, username: str = "") -> list[str]:
@@ -135,8 +155,9 @@ def plan_bake(packer_dir: Path, *, binary: str, version: tuple[int, int, int], o
     selection = [f"-only={','.join(only)}"] if only else []
     var_args = [f"-var={v}" for v in variables] + [f"-var-file={f}" for f in var_files]
     steps = []
-    if version >= (1, 7, 0):
-        steps.append(PackerStep("init", (binary, "init", str(packer_dir / "plugins"))))
+    if version >= (1, 7, 0):  # the chosen sources' plugins only
+        for plugin in dict.fromkeys(s.plugin for s in SOURCES if s.name in only and s.plugin):
+            steps.append(PackerStep("init", (binary, "init", str(packer_dir / "plugins" / plugin))))
     steps.append(PackerStep("fmt", (binary, "fmt", "-check", "-diff", target)))
     steps.append(PackerStep("validate", (binary, "validate", *selection, *var_args, target)))
     steps.append(PackerStep("build", (binary, "build", "-color=false", *selection, *var_args, target)))
@@ -154,15 +175,16 @@ def run_steps(steps: Sequence[PackerStep], *, on_line: Callable[[str], None],
                                     stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         except OSError as e:
             raise PackerError(f"cannot run {step.argv[0]}: {e}; {INSTALL_HINT}", step=step.name) from e
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                on_line(line.rstrip("\n"))
-        except BaseException:  # the reader went away (a closed pipe, Ctrl-C): do not leave Packer running
-            proc.terminate()
-            proc.wait()
-            raise
-        rc = proc.wait()
+        with proc:  # closes the pipe
+            assert proc.stdout is not None
+            try:
+                for line in proc.stdout:
+                    on_line(line.rstrip("\n"))
+            except BaseException:  # the reader went away (a closed pipe, Ctrl-C): do not leave Packer running
+                proc.terminate()
+                proc.wait()
+                raise
+            rc = proc.wait()
         if rc != 0:
             why = {"fmt": "the templates are not in `packer fmt` form (were they edited by hand?)",
                    "validate": "Packer rejected the templates or variables",

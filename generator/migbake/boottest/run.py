@@ -238,6 +238,8 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
                 scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
             kubelet_fixtures.install(rootfs, fixture, log)
+            if scenario == fixtures.PROVIDED_LATER_MISSING:  # before the delivery, which must not check it
+                (rootfs / commands.nvidia_mig_parted.lstrip("/")).unlink()
         seed = None
         if path == "packer":
             fixtures.disable_cloud_init(rootfs)

@@ -19,7 +19,7 @@ from migbake.boottest.run import BootTestResult, prepare_assets, run_boot_test
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
 from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
-from migbake.boottest.scenarios.scenario import IMITATION, Scenario
+from migbake.boottest.scenarios.scenario import IMITATION, PROVIDED_LATER_MISSING, Scenario
 from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
@@ -29,7 +29,7 @@ from migbake.render.write import write_tree
 BootPath = Literal["packer", "cloud-init"]
 BASE_SCENARIOS: tuple[Scenario, ...] = ("ok", "fail-apply", "fail-assert")
 NEEDS_MIG_PARTED = (*NODE_SCENARIOS, *RESET_SCENARIOS)
-SCENARIO_CHOICES = (*BASE_SCENARIOS, *NEEDS_MIG_PARTED, "all")
+SCENARIO_CHOICES = (*BASE_SCENARIOS, PROVIDED_LATER_MISSING, *NEEDS_MIG_PARTED, "all")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,11 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
         "ampere" if all(m.mig_mode_persists for m in profile.models if m.has_mig) else "hopper")
     candidates: list[Scenario] = list(BASE_SCENARIOS)
     note = ""
+    if "nvidia-mig-parted" in profile.image.provided_later:  # baked into an image without it
+        candidates.append(PROVIDED_LATER_MISSING)
+    elif scenario == PROVIDED_LATER_MISSING:
+        raise UsageError(f"--scenario {scenario} needs a profile whose image.provided_later lists "
+                         f"nvidia-mig-parted; {profile.name}'s does not")
     if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
         candidates += [s for s in NODE_SCENARIOS if applies(s, profile)]
         candidates += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]

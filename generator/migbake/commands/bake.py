@@ -12,6 +12,7 @@ from migbake.bake import packer
 from migbake.commands.common import NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.problems import PackerError
+from migbake.render.tree import Artifact
 from migbake.render.write import Origin, check_out, read_origin, write_tree
 
 _PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
@@ -45,8 +46,27 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
     missing = packer.missing_vars(only, variables, var_files)
     if missing:
         raise click.UsageError(f"{', '.join(only)} needs {', '.join(f'--var {v}=...' for v in missing)} "
+                               f"(or PKR_VAR_{missing[0]}=... in the environment) "
                                "(no default: migbake never bakes the build machine itself or guesses an "
                                "account); nothing was written")
+
+
+def _dry_validate(artifacts: list[Artifact], packer_bin: str | None, only: tuple[str, ...],
+                  variables: tuple[str, ...], var_files: tuple[Path, ...], wants_seed: bool) -> None:
+    """``packer validate`` with the real run's arguments, on the templates written to a temporary folder."""
+    try:
+        binary = packer.find_packer(packer_bin)
+    except PackerError:
+        click.echo("Packer not found: checked the variable names and files only, not `packer validate`")
+        return
+    with tempfile.TemporaryDirectory(prefix="migbake-dry-run-") as tmp:
+        write_tree(artifacts, Path(tmp) / "out", origin=None)
+        extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []
+        steps = packer.plan_bake(Path(tmp) / "out/packer", binary=binary, version=packer.packer_version(binary),
+                                 only=only, variables=(*variables, *extra), var_files=var_files)
+        click.echo("checking with packer validate (the templates in a temporary folder):")
+        packer.run_steps([s for s in steps if s.name == "validate"], on_line=click.echo)
+    click.echo("packer validate passed")
 
 
 @click.command()
@@ -58,21 +78,25 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
               help="The source to build (repeatable; required): amazon-ebs.golden, null.ssh, qemu.image, "
                    "googlecompute.golden, azure-arm.golden.")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="A Packer variable (repeatable).")
-@click.option("--var-file", "var_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--var-file", "var_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True, path_type=Path),
               help="A Packer variables file (repeatable).")
 @click.option("--packer", "packer_bin", metavar="PATH", help="The Packer binary (default: $MIGBAKE_PACKER or packer).")
 @click.option("--force", is_flag=True, help="Replace the output directory even if migbake did not create it "
                                             "or another profile did.")
 @click.option("--dry-run", is_flag=True,
-              help="Write nothing; say what would be written where and print the Packer commands.")
+              help="Write nothing; say what would be written where, print the Packer commands and run "
+                   "`packer validate` with them (on the templates in a temporary folder).")
 def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple[str, ...],
          var_files: tuple[Path, ...], packer_bin: str | None, force: bool, dry_run: bool) -> None:
     """Generate, then bake an image with Packer: [init], fmt -check, validate, build.
 
     --only chooses the source; the variables a source needs have no default and must be given
-    (null.ssh: ssh_host). The qemu source gets a throwaway SSH key and NoCloud seed unless
-    qemu_seed_dir is given. Packer's output is streamed. If a step fails, migbake names the step and
-    Packer's exit code and exits 1; if Packer is missing it says how to install it.
+    (--var, --var-file or PKR_VAR_NAME; null.ssh: ssh_host; qemu.image: qemu_base_image and its
+    checksum). --dry-run runs `packer validate` with the same arguments. The qemu source gets a
+    throwaway SSH key and NoCloud seed unless qemu_seed_dir is given. Packer's output is streamed.
+    If a step fails, migbake names the step and Packer's exit code and exits 1; if Packer is missing
+    it says how to install it.
     """
     profile, out_dir = _profile_and_out(target, out)
     _check_sources(only, variables, var_files)
@@ -82,6 +106,11 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     if recorded is not None:
         origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with
     artifacts = artifacts_for(prof, origin, out_dir)
+    declared = next(str(a.content) for a in artifacts if a.path == "packer/variables.pkr.hcl")
+    unknown = packer.unknown_vars(variables, declared)
+    if unknown:
+        raise click.BadParameter("; ".join(unknown) + " (Packer refuses an undeclared -var); nothing was written",
+                                 param_hint="--var")
     wants_seed = "qemu.image" in only and not any(v.startswith("qemu_seed_dir=") for v in variables)
     if dry_run:
         check_out(out_dir, force=force, origin=origin)
@@ -96,6 +125,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         for step in packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
                                      variables=(*variables, *seed), var_files=var_files):
             click.echo(step.display())
+        _dry_validate(artifacts, packer_bin, only, variables, var_files, wants_seed)
         return
     binary = packer.find_packer(packer_bin)
     write_tree(artifacts, out_dir, force=force, origin=origin)

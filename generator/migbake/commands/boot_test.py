@@ -19,9 +19,10 @@ from migbake.exits import EXIT_INVALID
 @click.option("--path", "paths", type=click.Choice(["packer", "cloud-init", "both"]), default="both",
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
 @click.option("--scenario", type=click.Choice(SCENARIO_CHOICES), default="all", show_default=True,
-              help="ok, a failing apply/assert, or a neighbour of the node (driver-late, driver-too-late, "
-                   "gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] on Ampere profiles: with "
-                   "--mig-parted only).")
+              help="ok, a failing apply/assert, provided-later-missing (a profile whose image.provided_later "
+                   "lists nvidia-mig-parted, baked into an image without it), or a neighbour of the node "
+                   "(driver-late, driver-too-late, gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] "
+                   "on Ampere profiles: with --mig-parted only).")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Boots per ok run (faults boot once).")
 @click.option("--keep", is_flag=True, help="Keep the disk images of every run (default: only of failing runs).")

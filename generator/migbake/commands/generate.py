@@ -32,7 +32,8 @@ from migbake.wording import plural
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
                    "the --user-data-* options OUT was generated with, unless given).")
 @click.option("--user-data-gzip", is_flag=True,
-              help="Also write cloud-init/user-data.gz (cloud-init inflates it; for EC2's 16 KB limit).")
+              help="Also write cloud-init/user-data.gz, and with --user-data-mime user-data.mime.gz (cloud-init "
+                   "inflates them; for EC2's 16 KB limit).")
 @click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
               help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
                    "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
@@ -112,14 +113,17 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
         extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
+        if gzipped:
+            extra.append(Artifact("cloud-init/user-data.mime.gz", userdata.gzip_user_data(mime), 0o644))
     return extra
 
 
 def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
-    """Warn about user-data above EC2's limit: only once the files are written (not under --check)."""
-    for a in artifacts:
-        if not a.path.startswith("cloud-init/user-data") or a.path.endswith(".gz"):
-            continue
-        if userdata.too_big_for_ec2(a.data) and not (gzipped and a.path == "cloud-init/user-data"):
-            click.echo(f"migbake: warning: {a.path} is {len(a.data)} bytes, above EC2's 16 KB user-data limit "
-                       "(use --user-data-gzip)", err=True)
+    """Warn when the user-data that would be sent is above EC2's limit: only once the files are written (never
+    under --check). What is sent: the MIME bundle when there is one, gzipped with --user-data-gzip."""
+    forms = {a.path: a for a in artifacts}
+    mime = "cloud-init/user-data.mime" in forms
+    sent = forms.get("cloud-init/user-data" + (".mime" if mime else "") + (".gz" if gzipped else ""))
+    warning = None if sent is None else userdata.size_warning(sent.path, sent.data, gzipped=gzipped)
+    if warning:
+        click.echo(f"migbake: warning: {warning}", err=True)

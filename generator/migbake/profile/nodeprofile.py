@@ -70,6 +70,22 @@ class Tools:
 
 
 @dataclass(frozen=True)
+class Image:
+    """What the base image holds: the pieces a later provisioner of the same build installs."""
+
+    provided_later: tuple[str, ...] = ()  # tool names (nvidia-mig-parted, nvidia-smi) and unit names
+
+
+@dataclass(frozen=True)
+class BasePiece:
+    """One thing the restore needs from the base image: a tool at its path, or a unit."""
+
+    name: str  # nvidia-mig-parted, nvidia-smi, or a unit name
+    kind: Literal["tool", "unit"]
+    path: str = ""  # a tool's path
+
+
+@dataclass(frozen=True)
 class ConflictingManager:
     """The packaged MIG manager that must not also run at boot."""
 
@@ -123,6 +139,7 @@ class NodeProfile:
     kubelet: Kubelet = Kubelet()
     restore: Restore = Restore()
     tools: Tools = Tools()
+    image: Image = Image()
     conflicting_manager: ConflictingManager = ConflictingManager()
     driver: Driver = "host"
     device_filter: DeviceFilter = "auto"
@@ -151,6 +168,20 @@ class NodeProfile:
     def held_units(self) -> tuple[str, ...]:
         """The fail-closed consumers: what a failed restore keeps down."""
         return tuple(c.unit for c in self.all_consumers if c.fail_closed)
+
+    @property
+    def base_pieces(self) -> tuple[BasePiece, ...]:
+        """What the base image must hold: both tools, kubelet's unit (when present), each fail-closed consumer's."""
+        units = ((self.kubelet.unit,) if self.kubelet.present else ()) + tuple(
+            c.unit for c in self.consumers if c.fail_closed)
+        return (BasePiece("nvidia-mig-parted", "tool", self.tools.nvidia_mig_parted),
+                BasePiece("nvidia-smi", "tool", self.tools.nvidia_smi),
+                *(BasePiece(u, "unit") for u in units))
+
+    def base_pieces_at(self, when: Literal["bake", "boot"]) -> tuple[BasePiece, ...]:
+        """The pieces the bake checks (not provided later), or those the restore checks at boot (provided later)."""
+        later = set(self.image.provided_later)
+        return tuple(p for p in self.base_pieces if (p.name in later) == (when == "boot"))
 
     def consumers_text(self, *, only_fail_closed: bool = False) -> str:
         """``kubelet.service and slurmd.service``, or ``no consumer`` (for messages and comments)."""
@@ -195,6 +226,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         kubelet=Kubelet(**kub),
         restore=Restore(**res),
         tools=Tools(**tools),
+        image=Image(tuple(str(x) for x in data.get("image", {}).get("provided_later", ()))),
         conflicting_manager=ConflictingManager(**mgr),
         driver=data.get("driver", "host"),
         device_filter=data.get("device_filter", "auto"),

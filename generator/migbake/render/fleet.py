@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migbake.problems import RenderError
+from migbake.render.guard import Block
 from migbake.render.plan import RenderPlan
 
 ROLE = "ansible/roles/mig_restore"
@@ -68,7 +69,7 @@ def emit_fleet(emit: Emit, copy: Copy, plan: RenderPlan, rootfs: Sequence[Rootfs
          {"embedded": embedded, "staging": KS_STAGING, "heredoc_end": HEREDOC_END})
 
 
-def heredoc_body(name: str, text: str) -> str:
+def heredoc_body(name: str, text: str) -> Block:
     """``text`` as the body of a quoted here-document inside a Kickstart %post, or a RenderError.
 
     Anaconda ends a section at a line starting with ``%`` (``%end``), and the shell at the delimiter;
@@ -79,4 +80,4 @@ def heredoc_body(name: str, text: str) -> str:
     for line in text.splitlines():
         if line.lstrip().startswith("%") or line == HEREDOC_END:
             raise RenderError(f"{name}: the line {line!r} would end the Kickstart %post or its here-document")
-    return text.rstrip("\n")
+    return Block(text.rstrip("\n"))  # a file the render wrote itself, every value in it guarded there

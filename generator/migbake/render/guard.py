@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from markupsafe import Markup
+
 from migbake.document.patterns import CONTROL
 from migbake.problems import RenderError
 
@@ -28,6 +30,7 @@ _BARE_SYNTAX = {
     "systemd": re.compile(r"[%\\\"']"),
     "hcl": re.compile(r"[\"\\]|\$\{|%\{"),
     "yaml": re.compile(r"[\"'\\]|: | #|^[-?:,\[\]{}#&*!|>%@`]"),
+    "markdown": re.compile(r"[`<>\[\]|]"),  # a role README: no code span, HTML, link or table cell to break
 }
 
 
@@ -52,8 +55,12 @@ def language(template: str | None) -> str:
         return "systemd"
     if name.endswith(".hcl.j2"):
         return "hcl"
-    if name.endswith(("user-data.j2", ".yaml.j2")):
+    if name.endswith(("user-data.j2", ".yaml.j2", ".yml.j2", ".ansible-lint.j2")):
         return "yaml"
+    if name.endswith(".ks.j2"):  # a kickstart %post: bash
+        return "shell"
+    if name.endswith(".md.j2"):
+        return "markdown"
     raise RenderError(f"template {name}: no output language known for it (renderguard.language)")
 
 
@@ -64,7 +71,7 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
     text = value if isinstance(value, str) else str(value)
     if isinstance(value, Block):
         bad = _CONTROL_BUT_LF.search(text)
-    elif isinstance(value, Quoted):
+    elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
         bad = CONTROL.search(text)
     else:
         bad = CONTROL.search(text) or _BARE_SYNTAX[lang].search(text)

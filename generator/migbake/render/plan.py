@@ -17,7 +17,7 @@ from migbake.kubernetes.kubelet import labels_apply, node_labels_flag
 from migbake.kubernetes.resources import verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import Expectation, expectations
-from migbake.profile.nodeprofile import Consumer, NodeProfile
+from migbake.profile.nodeprofile import BasePiece, Consumer, NodeProfile
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 
@@ -44,6 +44,8 @@ class RenderPlan:
     config_rel: str
     unit_rel: str
     consumers: tuple[Consumer, ...]  # kubelet (when present), then the profile's consumers
+    bake_pieces: tuple[BasePiece, ...]  # what the bake checks the base image for (tools, units)
+    boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
 
     @property
     def dropin_rel(self) -> str:
@@ -115,4 +117,6 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         config_rel=p.restore.config_path.lstrip("/"),
         unit_rel=f"{SYSTEM_UNITS}/{p.restore.unit}",
         consumers=p.all_consumers,
+        bake_pieces=p.base_pieces_at("bake"),
+        boot_pieces=p.base_pieces_at("boot"),
     )

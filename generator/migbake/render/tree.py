@@ -30,6 +30,8 @@ from migbake.render.plan import RenderPlan, make_plan
 from migbake.render.slurm import GRES_CONF, NODE_CONF, gres_conf, node_conf, slurm_applies
 from migbake.resources import templates_dir
 
+# the Packer plugins of the templates' sources (null is built into Packer); packer.SOURCES names each one's
+PACKER_PLUGINS = ("amazon", "qemu", "googlecompute", "azure")
 STAGING_DEFAULT = "/tmp/migbake-rootfs"
 # Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
 # as root directly, else through sudo; the staging directory is the script's first argument
@@ -157,6 +159,9 @@ def _environment() -> jinja2.Environment:
     env.filters["hcl"] = hcl_string
     env.filters["yaml"] = yaml_scalar
     env.filters["comment"] = comment_text
+    # Ansible's own Jinja2 delimiters, for the Ansible templates that name Ansible's variables
+    env.globals["ansible_open"] = Quoted("{{")
+    env.globals["ansible_close"] = Quoted("}}")
     return env
 
 
@@ -177,6 +182,10 @@ def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[
         return "".join(template.root_render_func(template.new_context(variables, shared=True)))
     except Exception:
         env.handle_exception()
+
+
+def _and_list(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + (" and " + names[-1] if names else "")
 
 
 def _indent(text: str, spaces: int) -> str:
@@ -255,6 +264,10 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "image_description": hcl_string(f"MIG restore of node profile {p.name} (sha256 {p.source_sha256[:16]}), "
                                         f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
+        "bake_pieces": plan.bake_pieces,
+        "boot_pieces": plan.boot_pieces,
+        "bake_pieces_text": _and_list([x.name for x in plan.bake_pieces]) or "nothing",
+        "boot_pieces_text": _and_list([x.name for x in plan.boot_pieces]),
     }
 
     out: list[Artifact] = []
@@ -281,7 +294,7 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         emit_rootfs("rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf.j2", dropin_rel)
     if layout == "eks-al2023":
         emit_rootfs("rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml.j2", NODEADM_DROPIN.lstrip("/"),
-                    {"nodeadm_text": nodeadm_dropin(p, plan.header)})
+                    {"nodeadm_text": Block(nodeadm_dropin(p, plan.header))})  # labels: JSON-quoted
     for c in p.consumers:
         emit_rootfs("rootfs/etc/systemd/system/CONSUMER.service.d/20-mig-restore.conf.j2",
                     plan.consumer_dropin_rel(c.drop_in_dir), {"consumer": c})
@@ -296,7 +309,9 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
     install_files = [{"rel": rel, "mode": f"{mode:04o}"} for rel, _, mode in rootfs]
     for name in ("variables", "sources", "build"):
         emit(f"packer/{name}.pkr.hcl.j2", f"packer/{name}.pkr.hcl", 0o644)
-    emit("packer/plugins/required-plugins.pkr.hcl.j2", "packer/plugins/required-plugins.pkr.hcl", 0o644)
+    for plugin in PACKER_PLUGINS:  # one folder each: `packer init` installs only the chosen sources' plugins
+        emit("packer/plugins/PLUGIN.pkr.hcl.j2", f"packer/plugins/{plugin}/required-plugins.pkr.hcl", 0o644,
+             {"plugin": plugin})
     emit("packer/scripts/install-mig-restore.sh.j2", "packer/scripts/install-mig-restore.sh", 0o755,
          {"install_files": install_files})
     emit("packer/scripts/disable-mig-manager.sh.j2", "packer/scripts/disable-mig-manager.sh", 0o755)

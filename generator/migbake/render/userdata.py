@@ -1,5 +1,8 @@
 """Deliver the user-data: size against the EC2 limit, a gzip form, and a MIME multi-part form.
 
+With gzip the MIME form is gzipped too; the size check is on the form that would be sent (the last,
+most complete one: the MIME bundle when there is one, gzipped when asked for).
+
 The multi-part form is built as ``cloud-init devel make-mime`` builds it (one ``MIMEText`` attachment
 per part inside a ``MIMEMultipart``), with a boundary derived from the content so that the same input
 gives the same bytes. migbake's own part comes last with a ``Merge-Type`` that appends lists and merges
@@ -37,6 +40,21 @@ PART_TYPES = {
 def too_big_for_ec2(data: bytes) -> bool:
     """Whether ``data`` exceeds EC2's 16 KB user-data limit."""
     return len(data) > EC2_USER_DATA_LIMIT
+
+
+def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
+    """The warning for the form that would be sent (``name``, ``data``) when it is over EC2's limit, else None.
+
+    It names --user-data-gzip only when that was not given and the gzipped form would fit.
+    """
+    if not too_big_for_ec2(data):
+        return None
+    what = f"{name} is {len(data)} bytes, above EC2's 16 KB user-data limit"
+    if gzipped:
+        return f"{what} even gzipped: make the parts smaller, or fetch the large one with #include"
+    if not too_big_for_ec2(gzip.compress(data, compresslevel=9, mtime=0)):
+        return f"{what} (use --user-data-gzip: gzipped it fits)"
+    return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include"
 
 
 def gzip_user_data(text: str) -> bytes:

@@ -91,6 +91,7 @@ _RULES = (
     ("pci-ids-unfiltered", "pci_device_ids on a config without a device-filter that would carry them"),
     ("driver-wait-timeout", "restore.driver_wait_seconds not below restore.timeout_seconds"),
     ("consumer-clash", "a consumer that is kubelet, the restore itself, or listed twice"),
+    ("provided-later-unknown", "an image.provided_later unit that is neither kubelet's nor a fail-closed consumer's"),
     ("node-labels-no-args-env", "kubernetes.node_labels with kubelet.layout generic and no kubelet_args_env"),
     ("node-labels-env-file", "kubelet.layout generic: an EnvironmentFile= of kubelet may override kubelet_args_env"),
     ("args-env-with-layout", "kubernetes.kubelet_args_env with a kubelet.layout other than generic"),

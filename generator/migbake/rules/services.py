@@ -78,6 +78,25 @@ def rule_consumers(loaded: LoadedProfile, data: object, catalog: Catalog) -> Ite
             seen[unit] = i
 
 
+def rule_provided_later(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Each unit of image.provided_later is one the bake checks: kubelet's (if present), a fail-closed consumer's."""
+    d = _mapping(data)
+    items = _mapping(d.get("image")).get("provided_later")
+    if not isinstance(items, list):
+        return
+    kubelet = _mapping(d.get("kubelet"))
+    checked = [kubelet.get("unit", "kubelet.service")] if kubelet.get("present", True) is True else []
+    consumers = d.get("consumers")
+    checked += [_mapping(c).get("unit") for c in (consumers if isinstance(consumers, list) else [])
+                if _mapping(c).get("fail_closed", True) is True]
+    allowed = ", ".join(["nvidia-mig-parted", "nvidia-smi", *(u for u in checked if isinstance(u, str))])
+    for i, item in enumerate(items):
+        if isinstance(item, str) and item.endswith(".service") and item not in checked:
+            yield loaded.problem(f"/image/provided_later/{i}", f"{item!r} is not something the bake checks "
+                                 "(kubelet's unit when kubelet.present, or a fail-closed consumer's); "
+                                 f"allowed here: {allowed}", "provided-later-unknown")
+
+
 def _kubelet_may_set(key: str) -> bool:
     prefix = key.rpartition("/")[0]
     if not prefix:

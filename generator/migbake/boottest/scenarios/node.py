@@ -29,7 +29,8 @@ from migbake.boottest.simgpu.guest import KNOB_DIR, SIMGPU, STANDINS_UNIT
 from migbake.profile.nodeprofile import NodeProfile
 
 NODE_SCENARIOS: tuple[Scenario, ...] = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
-FAILING: frozenset[str] = frozenset({"fail-apply", "fail-assert", "driver-too-late"})  # the restore must fail
+FAILING: frozenset[str] = frozenset({"fail-apply", "fail-assert", "driver-too-late",  # the restore must fail
+                                     "provided-later-missing"})
 DRIVER_LATE_S = 15  # the driver answers this long after the first nvidia-smi call of the boot
 DRIVER_TOO_LATE_S = 60
 SHORT_WAIT_S = 5  # restore.driver_wait_seconds of the driver-too-late output, well below the delay
@@ -37,7 +38,8 @@ GPU_CLIENT = "nvidia-dcgm.service"
 MANAGER = "nvidia-mig-manager.service"
 UPGRADE_LOG = "/var/log/fake-upgrade.log"
 # what the restore's journal says when it fails the way the scenario makes it fail
-FAILURE_MARKERS = {"driver-too-late": f"the NVIDIA driver did not answer within {SHORT_WAIT_S} s"}
+FAILURE_MARKERS = {"driver-too-late": f"the NVIDIA driver did not answer within {SHORT_WAIT_S} s",
+                   "provided-later-missing": "the image lacks nvidia-mig-parted (no executable "}
 
 _DRIVER_UNIT = """# Test fixture for boot tests ONLY: the NVIDIA driver is not loaded (simgpu knob driver-delay: never)
 # until {delay} s after the first nvidia-smi call of this boot, whenever the restore makes it.

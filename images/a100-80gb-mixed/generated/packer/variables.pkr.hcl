@@ -118,6 +118,36 @@ variable "aws_volume_throughput" {
   description = "Root volume throughput in MiB/s (gp3 only)."
 }
 
+variable "encrypt_boot" {
+  type        = bool
+  default     = true
+  description = "Encrypt the AMI's snapshots (on by default). With kms_key_id empty the key is the account's default EBS key: aws/ebs, or the key the account set for EBS encryption by default. Works in every account and region that may use KMS; set false only where the account may not (an SCP or key policy denying the build kms:CreateGrant or kms:GenerateDataKey*), and the AMI is then unencrypted unless the account encrypts EBS by default. An AMI encrypted with aws/ebs cannot be launched by other accounts: to share it (ami_users) give a customer-managed kms_key_id whose key policy lets them use it."
+}
+
+variable "kms_key_id" {
+  type        = string
+  default     = ""
+  description = "KMS key (key id, ARN, or alias/NAME) for the AMI in aws_region when encrypt_boot is true; empty: the account's default EBS key. Copies in ami_regions use region_kms_key_ids, else each region's default EBS key."
+}
+
+variable "region_kms_key_ids" {
+  type        = map(string)
+  default     = {}
+  description = "KMS key per region of ami_regions (region = key), for the encrypted copies; empty: each region's default EBS key."
+}
+
+variable "ami_regions" {
+  type        = list(string)
+  default     = []
+  description = "Other regions the AMI is copied to (not aws_region itself); empty: none."
+}
+
+variable "ami_users" {
+  type        = list(string)
+  default     = []
+  description = "AWS account ids allowed to launch the AMI; empty: only this account. Encrypted AMIs need a customer-managed kms_key_id that these accounts may use."
+}
+
 variable "aws_tags" {
   type        = map(string)
   default     = {}
@@ -154,14 +184,14 @@ variable "ssh_private_key_file" {
 
 variable "qemu_base_image" {
   type        = string
-  default     = "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2"
-  description = "URL or path of the base cloud image (qcow2 or raw with cloud-init; your GPU base image)."
+  default     = ""
+  description = "URL or path of the base cloud image (qcow2 or raw with cloud-init): required, no default. Your GPU base image: the NVIDIA driver and nvidia-mig-parted installed (a plain distribution image fails the bake's base-image check)."
 }
 
 variable "qemu_base_image_checksum" {
   type        = string
-  default     = "file:https://cloud.debian.org/images/cloud/bookworm/latest/SHA512SUMS"
-  description = "Checksum of the base image: sha256:HEX, sha512:HEX, or file:URL of a checksum list."
+  default     = ""
+  description = "Checksum of the base image: required; sha256:HEX, sha512:HEX, file:URL of a checksum list, or none."
 }
 
 variable "qemu_seed_dir" {

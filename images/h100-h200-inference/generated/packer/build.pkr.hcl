@@ -2,8 +2,9 @@
 # Do not edit: change the profile and run `migbake generate`.
 # Node: 8x H100 80GB or 8x H200 SXM inference node, seven 1g instances per GPU
 #
-# Bakes the MIG restore into an image: uploads ../rootfs/, disables the conflicting manager, installs
-# the files and enables the restore unit. Starts nothing; calls neither nvidia-smi nor mig-parted.
+# Bakes the MIG restore into an image: uploads ../rootfs/, checks the base image, installs the files
+# and enables the restore unit, disables the conflicting manager. Starts nothing; calls neither
+# nvidia-smi nor mig-parted.
 
 build {
   sources = [
@@ -25,9 +26,11 @@ build {
 
   provisioner "shell" {
     execute_command = "chmod +x {{ .Path }}; if [ \"$(id -u)\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi"
+    # install-mig-restore.sh first: it checks the base image and, when something is missing, fails
+    # before anything in the image changes
     scripts = [
-      "${path.root}/scripts/disable-mig-manager.sh",
       "${path.root}/scripts/install-mig-restore.sh",
+      "${path.root}/scripts/disable-mig-manager.sh",
     ]
   }
 

@@ -22,6 +22,11 @@ source "amazon-ebs" "golden" {
   security_group_ids          = var.aws_security_group_ids
   associate_public_ip_address = var.aws_associate_public_ip_address
   iam_instance_profile        = var.aws_iam_instance_profile
+  encrypt_boot                = var.encrypt_boot
+  kms_key_id                  = var.encrypt_boot && var.kms_key_id != "" ? var.kms_key_id : null
+  region_kms_key_ids          = var.region_kms_key_ids
+  ami_regions                 = var.ami_regions
+  ami_users                   = var.ami_users
 
   source_ami_filter {
     filters = {

@@ -6,8 +6,11 @@
 # install-mig-restore.sh [STAGING_DIR]
 # Installs the MIG restore files of profile h100-h200-inference from STAGING_DIR (where Packer uploaded
 # the rootfs/ tree; default /tmp/migbake-rootfs) into the image, each with its mode, then enables
-# nvidia-mig-restore.service for the next boot. Starts nothing, and never calls nvidia-smi or
-# nvidia-mig-parted (build hosts have no GPU). Idempotent: a second run changes nothing.
+# nvidia-mig-restore.service for the next boot. First it checks that the base image holds what the
+# restore needs, and if not, fails naming each missing piece and installs nothing:
+#   nvidia-mig-parted, nvidia-smi and kubelet.service
+# Starts nothing, and never calls nvidia-smi or nvidia-mig-parted (build hosts have no GPU).
+# Idempotent: a second run changes nothing.
 # Runs as root (directly or through sudo). MIGBAKE_TARGET_ROOT installs into another root
 # directory instead of / (offline, as systemctl --root does).
 set -euo pipefail
@@ -16,12 +19,40 @@ staging="${1:-/tmp/migbake-rootfs}"
 root="${MIGBAKE_TARGET_ROOT:-/}"
 root="${root%/}"
 restore_unit='nvidia-mig-restore.service'
+profile='h100-h200-inference'
 
 log() { printf 'install-mig-restore: %s\n' "$*"; }
 die() { printf 'install-mig-restore: error: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (Packer: execute_command with sudo)"
 [ -d "$staging" ] || die "staging directory $staging does not exist: upload the rootfs/ tree first"
+
+# missing_pieces ROOT [KIND NAME PATH]...: each piece ROOT ("" for /) lacks, joined by ", ": a tool is
+# an executable at PATH, a unit a unit file in systemd's folders (NAME@X.service: NAME@.service counts);
+# under another ROOT a symlink counts (an absolute target would resolve against the host)
+missing_pieces() {
+  local root="$1" kind name path dir found text=''
+  shift
+  while [ "$#" -ge 3 ]; do
+    kind="$1" name="$2" path="$3" found=no
+    shift 3
+    if [ "$kind" = tool ]; then
+      if { [ -f "$root$path" ] && [ -x "$root$path" ]; } || { [ -n "$root" ] && [ -L "$root$path" ]; }; then found=yes; fi
+    else
+      for dir in /etc/systemd/system /run/systemd/system /usr/local/lib/systemd/system /usr/lib/systemd/system /lib/systemd/system; do
+        if [ -f "$root$dir/$name" ] || [ -L "$root$dir/$name" ] || [ -f "$root$dir/${name%%@*}@.service" ]; then found=yes; fi
+      done
+    fi
+    if [ "$found" = no ] && [ "$kind" = tool ]; then text="${text:+$text, }$name (no executable $path)"; fi
+    if [ "$found" = no ] && [ "$kind" = unit ]; then text="${text:+$text, }$name (no unit file)"; fi
+  done
+  printf '%s' "$text"
+}
+
+missing="$(missing_pieces "$root" 'tool' 'nvidia-mig-parted' '/usr/bin/nvidia-mig-parted' 'tool' 'nvidia-smi' '/usr/bin/nvidia-smi' 'unit' 'kubelet.service' '')"
+if [ -n "$missing" ]; then
+  die "the base image lacks what profile $profile needs: $missing; install them first, or list them under image.provided_later if a later provisioner of this build installs them (nothing was installed)"
+fi
 
 # install_file RELATIVE_PATH MODE: install STAGING/RELATIVE_PATH as ROOT/RELATIVE_PATH, root-owned.
 install_file() {

@@ -9,7 +9,7 @@
 #  2. nvidia-mig-parted apply -f CONFIG -c NAME;
 #  3. (no GPU of the profile needs a reset for a MIG mode change: no reboot path);
 #  4. nvidia-mig-parted assert -f CONFIG -c NAME;
-#  5. restarts nvidia-cdi-refresh.service when it exists, so the CDI spec lists the MIG devices;
+#  5. restarts nvidia-cdi-refresh.service when it exists (after reset-failed): its spec lists the MIG devices;
 #  and after every attempt, success or failure, writes Prometheus metrics to /var/lib/node_exporter/textfile_collector/migbake.prom.
 # Exit 0 only when the GPUs have the layout; any failure exits 1 and the unit fails, keeping slurmd.service down.
 set -uo pipefail  # not -e: each step's failure is handled, and the metrics are written on every exit
@@ -129,7 +129,10 @@ log "the GPUs have config '$config_name' of $config"
 # --- 5. CDI ---------------------------------------------------------------------------------------
 if [ "$cdi_refresh" = auto ] &&
   [ "$(systemctl show -p LoadState --value nvidia-cdi-refresh.service 2>/dev/null)" = loaded ]; then
-  # --no-block: the toolkit's unit is After=multi-user.target, which waits for this unit
+  # The unit is Before= the refresh; this covers one that already ran (cloud-init's first boot). Since
+  # toolkit v1.20 a failing refresh restarts until its start limit, then stays failed: reset-failed.
+  # --no-block: the restart waits for this unit, which is still starting.
+  systemctl reset-failed nvidia-cdi-refresh.service 2>/dev/null || true
   if systemctl restart --no-block nvidia-cdi-refresh.service; then
     log "restarted nvidia-cdi-refresh.service: the CDI spec will list the MIG devices"
   else
