@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in
-                        enumerate(zip(row, widths, strict=True))))
+                        enumerate(zip(row, widths))))
     print(f"total {total:.2f} ms (best of {args.repeat})")
     return 0
 

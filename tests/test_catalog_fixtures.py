@@ -22,7 +22,7 @@ LGIP_ROW = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LgipRow:
     """One GPU-instance profile row of ``nvidia-smi mig -lgip``."""
 

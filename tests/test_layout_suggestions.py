@@ -32,7 +32,7 @@ def invalid_layouts(model: GpuModel) -> list[dict[str, int]]:
     for k in (1, 2, 3):
         for group in combinations(model.profiles, k):
             for counts in product(*(range(1, p.max_count + 1) for p in group)):
-                layout = {p.name: n for p, n in zip(group, counts, strict=True)}
+                layout = {p.name: n for p, n in zip(group, counts)}
                 if not is_valid(model, layout):
                     found.append(layout)
     random.Random(model.key).shuffle(found)

@@ -21,7 +21,7 @@ def _printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Problem:
     """One thing wrong (or suspicious) in one file, at one place, with the rule that found it."""
 

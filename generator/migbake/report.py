@@ -16,7 +16,7 @@ from migbake.wording import plural
 INFO_URI = "https://github.com/migbake/migbake"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FileResult:
     """One checked file and what was found in it."""
 

@@ -86,7 +86,7 @@ def qemu_seed(directory: Path, *, username: str = "") -> list[str]:
     return [f"qemu_seed_dir={directory}", f"qemu_ssh_private_key_file={key}"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PackerStep:
     """One Packer invocation of a bake."""
 

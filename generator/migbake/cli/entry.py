@@ -28,7 +28,7 @@ def quick_validate(args: Sequence[str]) -> int | None:
 
     try:
         files = list(profile_files(args[1:]))
-        results = [FileResult(str(f), problems) for f, problems in zip(files, file_problems(files), strict=True)]
+        results = [FileResult(str(f), problems) for f, problems in zip(files, file_problems(files))]
     except KeyboardInterrupt:
         print("migbake: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

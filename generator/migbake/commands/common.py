@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,6 +23,12 @@ STDIN_NAME = "<stdin>"
 # A profile argument: a directory is accepted here so that it is reported like a missing file (exit 1,
 # "cannot read the file: it is a directory"), the same way by every command.
 PROFILE_PATH = click.Path(allow_dash=True, path_type=Path)  # "-": standard input
+
+# click 8.2 made ParamType generic; click 8.1 (the declared floor) cannot subscript it at run time
+if TYPE_CHECKING:
+    _ModelParamType = click.ParamType[GpuModel]
+else:
+    _ModelParamType = click.ParamType
 
 
 def is_stdin(profile: Path | str) -> bool:
@@ -65,7 +71,7 @@ def write_or_print(text: str, output: Path | None, force: bool = True) -> None:
     click.echo(f"wrote {output}", err=True)
 
 
-class GpuModelType(click.ParamType[GpuModel]):
+class GpuModelType(_ModelParamType):
     """A GPU model argument: any name the catalog knows; otherwise the catalog's one explanation (exit 2)."""
 
     name = "model"

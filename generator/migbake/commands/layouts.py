@@ -66,7 +66,7 @@ def layouts(model: GpuModel | None, as_json: bool, no_media: bool, sort_by: str)
     shown = [flow(lay) for lay, _ in rows]
     width = max((len(s) for s in shown), default=6)
     click.echo(f"  {'layout':<{width}}  instances  compute  memory     GB  +me")
-    for text, (_, s) in zip(shown, rows, strict=True):
+    for text, (_, s) in zip(shown, rows):
         click.echo(f"  {text:<{width}}  {s['instances']:>9}  {s['compute_slices']:>3}/{m.total_compute_slices:<3}"
                    f"  {s['memory_slices']:>3}/{m.total_memory_slices:<3} {s['memory_gb']:>5}  "
                    f"{'yes' if s['media_extension'] else 'no'}")

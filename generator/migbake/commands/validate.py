@@ -39,7 +39,7 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool) -> int:
         results = [FileResult(profile_name(f), check_profile(f).problems) for f in files]
     else:  # files only: several CPUs may share the work
         results = [FileResult(profile_name(f), problems)
-                   for f, problems in zip(files, file_problems(files), strict=True)]
+                   for f, problems in zip(files, file_problems(files))]
     color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:

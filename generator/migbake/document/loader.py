@@ -65,7 +65,7 @@ def join_pointer(parent: str, token: str | int) -> str:
     return f"{parent}/{escape_pointer_token(str(token))}"
 
 
-@dataclass(slots=True)
+@dataclass
 class LoadedProfile:
     """A profile file as plain data, plus where each value (and each mapping key) stands."""
 

@@ -29,7 +29,7 @@ PROFILE_NAME_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Placement:
     """A GPU-instance placement: first memory slice and number of memory slices."""
 
@@ -37,7 +37,7 @@ class Placement:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MigProfile:
     """One GPU-instance profile of one GPU model (for example ``1g.18gb`` on an H200)."""
 
@@ -55,7 +55,7 @@ class MigProfile:
     nvml_enum: str = ""  # the NVML constant, e.g. GPU_INSTANCE_PROFILE_1_SLICE_REV1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GpuModel:
     """A GPU model as the catalog describes it: one with MIG, or (``has_mig`` false) one without."""
 
@@ -114,7 +114,7 @@ class GpuModel:
         return f"{self.key} ({'; '.join(parts)})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Resolution:
     """What a GPU model name means: one model, several (ambiguous), a GPU without MIG, or nothing."""
 
@@ -126,7 +126,7 @@ class Resolution:
 _PCI_ID = re.compile(r"^(0x)?[0-9a-f]{8}$", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity: one per process
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per process
 class Catalog:
     """Every GPU model migbake knows, with look-up by id, name, alias, nvidia-smi name or PCI id.
 

@@ -63,7 +63,7 @@ def parse_uint32(text: str) -> int | None:
     return value if value <= 0xFFFFFFFF else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FilterId:
     """One device-filter string: what mig-parted makes of it."""
 

@@ -32,7 +32,7 @@ def loose_key(name: str) -> str:
     return _NOT_ALNUM.sub("", strict_key(name))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Named:
     """One catalog entry as the ranking sees it: its id, its primary names and every other name."""
 

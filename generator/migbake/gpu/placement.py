@@ -23,7 +23,7 @@ from migbake.wording import either, slice_ranges, tally
 MAX_MEDIA_EXTENSION_INSTANCES = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PlacedInstance:
     """One GPU instance at a placement: profile name, first memory slice, number of memory slices."""
 
@@ -32,7 +32,7 @@ class PlacedInstance:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FitResult:
     """Whether a layout fits one GPU; if not, the best partial placement and what is left over."""
 
@@ -44,7 +44,7 @@ class FitResult:
     memory_slices: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Form:
     """``count`` compute instances of form ``name``: ``c`` compute slices, ``capacity`` per GPU instance."""
 
@@ -55,7 +55,7 @@ class _Form:
     gpu_instance: MigProfile
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Unit:
     """One GPU instance to place and the requested instances (names, with multiplicity) it serves."""
 
@@ -97,11 +97,11 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
 
     starts = _search(tuple(units))
     placed = sorted(
-        (PlacedInstance(u.profile.name, s, _size(u.profile)) for u, s in zip(units, starts, strict=True)
+        (PlacedInstance(u.profile.name, s, _size(u.profile)) for u, s in zip(units, starts)
          if s is not None),
         key=lambda p: p.start,
     )
-    left = [u for u, s in zip(units, starts, strict=True) if s is None]
+    left = [u for u, s in zip(units, starts) if s is None]
     for u in left:
         unplaced.extend(u.carries)
     if left and not totals and len(media) <= MAX_MEDIA_EXTENSION_INSTANCES:
@@ -134,12 +134,12 @@ def maximal_layouts(model: GpuModel, *, include_media: bool = True) -> list[dict
     ]
 
     def order(counts: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
-        memory = sum(n * _size(p) for n, p in zip(counts, profiles, strict=True))
-        compute = sum(n * p.compute_slices for n, p in zip(counts, profiles, strict=True))
+        memory = sum(n * _size(p) for n, p in zip(counts, profiles))
+        compute = sum(n * p.compute_slices for n, p in zip(counts, profiles))
         return (-memory, -compute, tuple(-n for n in counts))
 
     return [
-        {p.name: n for p, n in zip(profiles, counts, strict=True) if n}
+        {p.name: n for p, n in zip(profiles, counts) if n}
         for counts in sorted(maximal, key=order)
     ]
 
@@ -186,7 +186,7 @@ def _pack_compute_instances(gi_profile: MigProfile, forms: list[_Form]) -> list[
     room = gi_profile.compute_slices
     fills = sorted(
         (fill for fill in product(*(range(min(f.capacity, f.count) + 1) for f in forms))
-         if any(fill) and sum(n * f.c for n, f in zip(fill, forms, strict=True)) <= room),
+         if any(fill) and sum(n * f.c for n, f in zip(fill, forms)) <= room),
         key=lambda fill: (-sum(fill), [-n for n in fill]),
     )
 
@@ -196,15 +196,15 @@ def _pack_compute_instances(gi_profile: MigProfile, forms: list[_Form]) -> list[
             return ()
         best: tuple[tuple[int, ...], ...] | None = None
         for fill in fills:
-            if all(n <= m for n, m in zip(fill, left, strict=True)):
-                rest = fewest(tuple(m - n for n, m in zip(fill, left, strict=True)))
+            if all(n <= m for n, m in zip(fill, left)):
+                rest = fewest(tuple(m - n for n, m in zip(fill, left)))
                 if best is None or len(rest) + 1 < len(best):
                     best = (fill, *rest)
         assert best is not None  # one compute instance alone always fits
         return best
 
     return [
-        _Unit(gi_profile, tuple(f.name for n, f in zip(fill, forms, strict=True) for _ in range(n)))
+        _Unit(gi_profile, tuple(f.name for n, f in zip(fill, forms) for _ in range(n)))
         for fill in fewest(wanted)
     ]
 

@@ -55,7 +55,7 @@ def fewest_removed(model: GpuModel, layout: Mapping[str, int], limit: int = 2) -
         return []
     by_size: dict[int, list[dict[str, int]]] = {}
     for counts in product(*(range(c + 1) for c in caps)):
-        kept = {name: n for name, n in zip(names, counts, strict=True) if n}
+        kept = {name: n for name, n in zip(names, counts) if n}
         if kept and sum(counts) < sum(layout.values()):
             by_size.setdefault(sum(counts), []).append(kept)
     for size in sorted(by_size, reverse=True):

@@ -41,7 +41,7 @@ def per_gpu(group: GpuGroup, strategy: MigStrategy) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NodeKind:
     """One kind of node the image serves: which entries apply, how many GPUs each covers, the totals."""
 

@@ -19,7 +19,7 @@ AFTER_RESET = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Expectation:
     """What one ``gpus`` entry asks of the node, in the form both preflights evaluate."""
 

@@ -47,7 +47,7 @@ class ImportRefused(MigbakeError):
         return [p.format() for p in self.problems] + [f"migbake: {self}"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Imported:
     """The node-profile YAML made from a config, and the validator's warnings about it."""
 
@@ -55,7 +55,7 @@ class Imported:
     warnings: list[Problem]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Group:
     origin: str  # JSON Pointer of the config entry it comes from
     model: GpuModel
@@ -65,7 +65,7 @@ class _Group:
     pci_ids: list[str]  # exactly the filter's ids of this model; empty: the entry has no filter
 
 
-@dataclass(slots=True)
+@dataclass
 class _Reader:
     """Walks one config, collecting problems and the facts the header states."""
 

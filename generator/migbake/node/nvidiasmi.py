@@ -28,7 +28,7 @@ class CaptureError(MigbakeError):
     exit_code = EXIT_USAGE  # like an unreadable option value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Gpu:
     """One GPU as nvidia-smi reported it (``pci_device_id`` in mig-parted's ``0xDDDDVVVV`` form)."""
 
@@ -40,7 +40,7 @@ class Gpu:
     mig_device_count: int | None = None  # how many, when only that is known (nvidia-smi -q -x)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Capture:
     """GPUs read from one captured nvidia-smi output."""
 

@@ -28,7 +28,7 @@ NO_CAPTURE = "no nvidia-smi capture given (--nvidia-smi-xml or --nvidia-smi-csv)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Check:
     """One line of the preflight table."""
 
@@ -37,7 +37,7 @@ class Check:
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Preflight:
     """The verdict for one profile: every check in table order."""
 

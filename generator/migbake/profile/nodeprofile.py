@@ -27,7 +27,7 @@ GPU_CLIENTS = ("nvsm.service", "nvsm-mqtt.service", "nvsm-core.service", "nvsm-a
 GPU_RESET_TARGET = "nvidia-gpu-reset.target"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GpuGroup:
     """One entry of ``gpus``: identical GPUs sharing one MIG layout."""
 
@@ -44,7 +44,7 @@ class GpuGroup:
         return dict(self.layout)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Kubelet:
     """Whether kubelet runs on the node, and its unit."""
 
@@ -52,7 +52,7 @@ class Kubelet:
     unit: str = "kubelet.service"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Restore:
     """The restore unit and the config it applies."""
 
@@ -67,7 +67,7 @@ class Restore:
     metrics_textfile: str = ""  # empty: no metrics file
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Tools:
     """Paths of the NVIDIA tools on the node."""
 
@@ -75,7 +75,7 @@ class Tools:
     nvidia_mig_parted: str = "/usr/bin/nvidia-mig-parted"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ConflictingManager:
     """The packaged MIG manager that must not also run at boot."""
 
@@ -83,7 +83,7 @@ class ConflictingManager:
     action: ManagerAction = "mask"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Kubernetes:
     """How the node's device plugin advertises MIG devices (its MIG strategy)."""
 
@@ -92,7 +92,7 @@ class Kubernetes:
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
 
@@ -105,7 +105,7 @@ class Consumer:
         return f"{self.unit}.d"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NodeProfile:
     """A whole node profile, version 1."""
 

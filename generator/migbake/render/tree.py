@@ -31,7 +31,7 @@ EXECUTE_COMMAND = ('"chmod +x {{ .Path }}; if [ \\"$(id -u)\\" -eq 0 ]; then {{ 
                    "'${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi\"")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Artifact:
     """One generated file: its path inside OUT, its text and its mode."""
 

@@ -29,7 +29,7 @@ STDIN = "<stdin>"
 _RENAME_EXCHANGE = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Origin:
     """Where an output tree came from: its profile and the options of ``generate``.
 

@@ -16,7 +16,7 @@ from migbake.gpu.suggestions import flow, nearest_layouts
 from migbake.problems import Problem
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LayoutEntry:
     """One ``profile: count`` pair of a layout, parsed."""
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from migbake.profile.nodeprofile import NodeProfile
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Checked:
     """A profile file after every check: its problems, and the model when it has no errors."""
 
