@@ -6,9 +6,12 @@ the argv of each command line in a ``systemd --test`` dump.
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
+from typing import Any
 
+import click.testing
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +35,32 @@ def shared_file(path: Path) -> Path:
     return path
 
 
+# click 8.1 (the declared floor) mixes stderr into stdout unless told; 8.2 keeps them apart and has no switch
+_MIXES_STDERR = "mix_stderr" in inspect.signature(click.testing.CliRunner.__init__).parameters
+
+
+class _BothStreams(click.testing.Result):
+    @property
+    def output(self) -> str:
+        """What the terminal shows, stdout then stderr (click 8.2's ``output``; 8.1's is stdout alone)."""
+        return self.stdout + self.stderr
+
+
+class CliRunner(click.testing.CliRunner):
+    """click's test runner with ``stdout``, ``stderr`` and ``output`` meaning the same on every click."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if _MIXES_STDERR:
+            kwargs.setdefault("mix_stderr", False)
+        super().__init__(**kwargs)
+
+    def invoke(self, *args: Any, **kwargs: Any) -> click.testing.Result:
+        result = super().invoke(*args, **kwargs)
+        if _MIXES_STDERR:
+            result.__class__ = _BothStreams
+        return result
+
+
 def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:
     """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``."""
     from migbake.render.tree import render
@@ -46,8 +75,6 @@ def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> P
 
 def cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """``migbake ARGS`` in-process (click's runner): exit code, stdout, stderr."""
-    from click.testing import CliRunner
-
     from migbake.cli.group import main
 
     r = CliRunner().invoke(main, list(args), input=stdin, env=env)

@@ -6,8 +6,7 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
-from support import REPO
+from support import REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalog import load_catalog

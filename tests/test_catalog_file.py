@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from support import CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalog import load_catalog

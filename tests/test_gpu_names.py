@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
+from support import CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalog import load_catalog

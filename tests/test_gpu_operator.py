@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from realtools import run
-from support import REPO, generate, shared_file
+from support import REPO, CliRunner, generate, shared_file
 from test_generated_scripts import good_node
 from test_preflight import SCRIPT, SimNode, install, profile_yaml
 

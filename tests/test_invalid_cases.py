@@ -25,8 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from support import REPO
+from support import REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.document.loader import MAX_PROFILE_BYTES

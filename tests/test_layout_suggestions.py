@@ -12,8 +12,7 @@ from itertools import combinations, product
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from support import REPO
+from support import REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalog import GpuModel, load_catalog

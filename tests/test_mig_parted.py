@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 from realtools import assert_mig_parted_accepts, device_filter_problems, mig_parted_refusals, mig_parted_valid
-from support import IMAGES, REPO
+from support import IMAGES, REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.migparted.config import mig_parted_config_text

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from support import CliRunner
 from test_invalid_cases import _line_for, _parse_expected, matches
 
 from migbake.cli.group import main

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from support import IMAGES, REPO
+from click.testing import Result
+from support import IMAGES, REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.render import write
