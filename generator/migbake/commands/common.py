@@ -26,7 +26,7 @@ PROFILE_PATH = click.Path(allow_dash=True, path_type=Path)  # "-": standard inpu
 
 # click 8.2 made ParamType generic; click 8.1 (the declared floor) cannot subscript it at run time
 if TYPE_CHECKING:
-    _ModelParamType = click.ParamType[GpuModel]
+    _ModelParamType = click.ParamType[GpuModel]  # type: ignore[type-arg, unused-ignore]  # (not generic in 8.1)
 else:
     _ModelParamType = click.ParamType
 

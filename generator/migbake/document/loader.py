@@ -49,7 +49,7 @@ class _AliasLoader(yaml.SafeLoader):
     """
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
+        if self.check_event(yaml.AliasEvent):  # type: ignore[no-untyped-call, unused-ignore]  # typed in newer stubs
             event = self.get_event()  # type: ignore[no-untyped-call]
             return yaml.ScalarNode(_ALIAS_TAG, event.anchor, event.start_mark, event.end_mark)
         return super().compose_node(parent, index)

@@ -196,12 +196,13 @@ def _cdi_claims(ev: Evidence, ctx: BootContext) -> list[Claim]:
               if listed.get(i) != w] + [f"unexpected GPU {i}" for i in sorted(set(listed) - set(want))]
              if isinstance(listed, dict) else [listed])
     after = last is not None and asserted is not None and last[0] > asserted
+    devices = sum(sum(c.values()) for c in want.values())  # Counter.total() is Python 3.10's
     current = Claim("cdi-spec-current", "the CDI spec written last (the one on disk at the end of the boot) lists "
                     "every restored MIG device, and was written after the restore's assert",
                     bool(want) and same and after and not wrong,
                     f"{len(writes)} write(s); last at {last[0] if last else '-'}, assert at {asserted}; "
                     f"spec at report time {'is' if same else 'is NOT'} the last write; "
-                    + ("; ".join(wrong) or f"{sum(map(Counter.total, want.values()))} MIG devices as in the profile"))
+                    + ("; ".join(wrong) or f"{devices} MIG devices as in the profile"))
     return [early, current]
 
 
