@@ -7,7 +7,8 @@ looked up (pyenv's versions, then ``python3.X`` on PATH); in CI (``CI=true``) a 
 missing fails, elsewhere it is skipped with a note. Each gets a fresh virtual environment with a
 non-editable install of the wheel built once from this checkout (plus pytest), then the fast tier:
 ``migbake --version``, ``validate`` of the examples and valid cases, ``images --check`` (every example
-generated again and compared byte for byte with the committed tree), and ``FAST_TESTS`` under pytest.
+generated again and compared byte for byte with the committed tree), ``FAST_TESTS`` under pytest, and
+on the oldest one mypy.
 Then the same tier once more on the oldest declared Python with exactly the lower bounds of
 ``dependencies`` installed (a constraints file made from pyproject: ``click>=8.1`` -> ``click==8.1``).
 Prints one line per run (interpreter, dependency versions, seconds) and exits 1 if any failed.
@@ -24,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib  # Python 3.11: this script runs on CI's main interpreter
 
 REPO = Path(__file__).resolve().parents[1]
 # load, schema (and the fast schema), rules, render, write, the CLI and its exits, the real mig-parted parser
@@ -83,8 +85,15 @@ def _is_python(path: str, version: str) -> bool:
     return ran.returncode == 0 and ran.stdout.strip() == version
 
 
-def fast_tier(python: str, wheel: Path, work: Path, constraints: Path | None, log: Path) -> tuple[bool, str]:
-    """Install ``wheel`` into a fresh venv of ``python`` and run the fast tier; (passed, dependency versions)."""
+def fast_tier(python: str, wheel: Path, work: Path, constraints: Path | None, log: Path,
+              *, typecheck: bool = False) -> tuple[bool, str]:
+    """Install ``wheel`` into a fresh venv of ``python`` and run the fast tier; (passed, dependency versions).
+
+    With ``typecheck``, mypy (the newest release that runs there) checks the package with the stubs and
+    dependencies this Python gets: pyproject's ``python_version`` is the floor, which the main
+    interpreter's newer mypy may no longer target.
+    """
+    work.mkdir(parents=True)
     env_dir = work / "venv"
     bin_dir = env_dir / "bin"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "CI": "true",
@@ -98,6 +107,9 @@ def fast_tier(python: str, wheel: Path, work: Path, constraints: Path | None, lo
              ([migbake, "validate", str(REPO / "images"), str(REPO / "tests/cases/valid")], work),
              ([migbake, "images", "--check", str(REPO / "images")], work),
              ([str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *FAST_TESTS], REPO)]
+    if typecheck:
+        steps += [([*pip, "mypy>=1.8", "types-PyYAML", "types-jsonschema"], work),
+                  ([str(bin_dir / "mypy"), "--cache-dir", str(work / "mypy-cache")], REPO)]
     with open(log, "w", encoding="utf-8") as out:
         for i, (argv, cwd) in enumerate(steps):
             out.write(f"$ {' '.join(argv)}\n")
@@ -109,8 +121,8 @@ def fast_tier(python: str, wheel: Path, work: Path, constraints: Path | None, lo
 
 def versions(python: Path) -> str:
     """The versions of the ``SHOWN`` distributions that ``python`` has."""
-    code = ("import importlib.metadata as m\nfor d in %r:\n    try: print(d + ' ' + m.version(d))\n"
-            "    except m.PackageNotFoundError: pass\n") % (SHOWN,)
+    code = (f"import importlib.metadata as m\nfor d in {SHOWN!r}:\n    try: print(d + ' ' + m.version(d))\n"
+            "    except m.PackageNotFoundError: pass\n")
     ran = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
     return ", ".join(ran.stdout.split("\n")[:-1])
 
@@ -151,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             log = work / f"{version}-{deps}.log"
             start = time.perf_counter()
-            ok, have = fast_tier(python, wheel, work / f"{version}-{deps}", constraints, log)
+            ok, have = fast_tier(python, wheel, work / f"{version}-{deps}", constraints, log,
+                                 typecheck=version == declared[0] and constraints is None)
             took = time.perf_counter() - start
             print(f"  python {version:<5} {deps:<7} {'passed' if ok else 'FAILED'} in {took:5.1f} s  "
                   f"{python}  [{have}]", flush=True)

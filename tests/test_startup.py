@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 import pytest
-from support import IMAGES, REPO
+from support import IMAGES, REPO, CliRunner
 
-from migbake.cli.group import COMMANDS, main
+from migbake.cli.group import COMMANDS, SUMMARIES, MigbakeGroup, main
 
 PROBE = """
 import json, sys
@@ -53,6 +53,36 @@ def test_validate_of_a_valid_profile_loads_neither_jsonschema_nor_jinja_nor_clic
 def test_version_and_gpus_load_no_command_they_do_not_run() -> None:
     assert heavy(loaded_modules("--version")) == []
     assert heavy(loaded_modules("gpus")) == []
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["-h"]])
+def test_top_level_version_and_help_import_no_command_module(args: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=False,
+                          env=ENV, cwd=REPO)
+    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert "click" in modules and "migbake.cli.group" in modules  # the probe ran the click group
+    assert ("migbake, version" if args == ["--version"] else "validate   Check node profiles") in proc.stdout
+    assert sorted(m for m in modules if m == "migbake.commands" or m.startswith("migbake.commands.")) == []
+    assert "jinja2" not in modules and "jsonschema" not in modules
+
+
+@pytest.mark.parametrize("width", [50, 80, 120])
+def test_the_command_table_of_help_is_the_one_click_makes_from_the_commands(
+        width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    lazy = CliRunner().invoke(main, ["--help"], terminal_width=width)
+    monkeypatch.setattr(MigbakeGroup, "format_commands", click.Group.format_commands)  # imports every command
+    eager = CliRunner().invoke(main, ["--help"], terminal_width=width)
+    assert lazy.exit_code == eager.exit_code == 0
+    assert "Commands:" in lazy.stdout and lazy.stdout == eager.stdout
+
+
+def test_each_summary_is_the_first_paragraph_of_its_commands_help() -> None:
+    assert list(SUMMARIES) == list(COMMANDS)
+    ctx = click.Context(main)
+    for name, summary in SUMMARIES.items():
+        command = main.get_command(ctx, name)
+        assert command is not None and command.help is not None and command.short_help is None, name
+        assert summary == " ".join(command.help.split("\n\n")[0].split()), name
 
 
 def test_an_invalid_profile_still_gets_jsonschema_messages(tmp_path: Path) -> None:

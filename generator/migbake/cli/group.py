@@ -1,7 +1,8 @@
 """The ``migbake`` command group: which commands there are, and the one place a command's end is decided.
 
 Each command lives in its own module of ``migbake.commands`` (``COMMANDS`` below), imported only
-when it runs or when ``--help`` lists it: click's documented lazy-loading pattern. A command returns
+when it runs (click's documented lazy-loading pattern); the top-level ``--help`` lists the commands
+from ``SUMMARIES`` and ``--version`` needs none, so neither imports a command module. A command returns
 its exit code (``None``: 0) and raises ``MigbakeError`` for anything that stops it; ``MigbakeGroup.invoke``
 turns every error into its ``report()`` lines on stderr and its ``exit_code`` (tracebacks only with
 --debug), and every unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``) ends
@@ -43,6 +44,24 @@ COMMANDS = {
     "validate": "migbake.commands.validate:validate",
 }
 
+# the first paragraph of each command's help, which the top-level --help shortens as click would
+# (tests/test_startup.py: the same table as click's own, from the imported commands)
+SUMMARIES = {
+    "bake": "Generate, then bake an image with Packer: [init], fmt -check, validate, build.",
+    "boot-test": "Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.",
+    "export": "Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) "
+              "a ConfigMap.",
+    "generate": "Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.",
+    "gpus": "List the GPU models migbake knows: ids, names, what nvidia-smi prints, PCI ids, MIG profiles.",
+    "images": "Regenerate (or --check) every IMAGES_DIR/*/generated from its node-profile.yaml.",
+    "import": "Turn an nvidia-mig-parted config (e.g. `nvidia-mig-parted export` of a known-good node) into a "
+              "node profile.",
+    "layouts": "List every maximal MIG layout of MODEL (no further instance can be added); without MODEL, the models.",
+    "preflight": "Check captured nvidia-smi output and/or the Kubernetes node of a node against PROFILE, offline.",
+    "show": "Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input).",
+    "validate": "Check node profiles: schema, GPU models, MIG profile names, counts and placement.",
+}
+
 
 def exit_codes_text() -> str:
     """The exit-code table as --help prints it."""
@@ -69,6 +88,15 @@ class MigbakeGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command table of --help, from ``SUMMARIES``: no command module is imported for it."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        # a stand-in command of the same help shortens it exactly as the real one would
+        rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+                for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
