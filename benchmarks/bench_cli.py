@@ -2,8 +2,12 @@
 
     python benchmarks/bench_cli.py [--rounds N] [--smoke]
 
-The package's bytecode is compiled first (``compileall``), as a wheel install has it. Every figure
-is a median of interleaved rounds (the commands take turns in every round, so a busy moment of the
+Everything runs in clean virtual environments made for the run, as a user has them: one with a
+non-editable install of a wheel built from this checkout (pip compiles its bytecode) and its
+dependencies, one with the peer ``check-jsonschema``; neither has pip, setuptools or any ``.pth`` file,
+and the floor runs in migbake's (a test venv's editable-install ``.pth`` files make ``python -c pass``
+much slower, and every ratio to it look that much better). Every figure is a median of interleaved
+rounds (the commands take turns in every round, so a busy moment of the
 machine hits all of them alike), and every target is a ratio to something measured in the same run:
 the interpreter's floor (``python -c pass``) or a peer.
 
@@ -21,12 +25,10 @@ The spread printed beside each median is the interquartile range of its rounds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -65,18 +67,35 @@ class Timing:
         self.spread = quart[2] - quart[0]
 
 
-def tool(name: str) -> str | None:
-    """The console script ``name`` of this Python (not a version manager's shim in front of it), else PATH's."""
-    own = Path(sysconfig.get_path("scripts")) / name
-    return str(own) if own.is_file() else shutil.which(name)
+def quiet(argv: list[str]) -> None:
+    """Run a set-up command; its output is shown only when it fails."""
+    ran = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if ran.returncode:
+        raise SystemExit(f"benchmark set-up failed ({ran.returncode}): {' '.join(argv)}\n{ran.stdout}{ran.stderr}")
 
 
-def package_dir() -> Path:
-    """Where the migbake package this Python imports lives."""
-    spec = importlib.util.find_spec("migbake")
-    if spec is None or spec.origin is None:
-        raise SystemExit("migbake is not installed: pip install .")
-    return Path(spec.origin).parent
+def clean_venv(where: Path, base: str, *requirements: str) -> Path:
+    """A new virtual environment at ``where`` of the interpreter ``base``, with only ``requirements``.
+
+    No pip or setuptools in it (this Python's pip installs into it), so no ``.pth`` file runs at start-up.
+    """
+    quiet([base, "-m", "venv", "--without-pip", str(where)])
+    python = where / "bin" / "python"
+    quiet([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check",
+           *requirements])
+    pth = sorted(p.name for p in where.glob("lib/python*/site-packages/*.pth"))
+    if pth:
+        raise SystemExit(f"benchmark venv {where} is not clean: {', '.join(pth)}")
+    return python
+
+
+def environments(root: Path, base: str) -> tuple[Path, Path]:
+    """(migbake's python, check-jsonschema's python): a wheel of this checkout, and the peer, each alone."""
+    dist = root / "dist"
+    quiet([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+           "--disable-pip-version-check", "-w", str(dist), str(REPO)])
+    wheel = next(dist.glob("migbake-*.whl"))
+    return clean_venv(root / "migbake", base, str(wheel)), clean_venv(root / "peer", base, "check-jsonschema>=0.28")
 
 
 def wall(argv: list[str]) -> float:
@@ -116,19 +135,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15, help="rounds per measurement (median reported)")
     parser.add_argument("--smoke", action="store_true", help="2 rounds and 1/10/100 profiles: check it runs")
+    parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable),
+                        help="the interpreter of the clean environments (default: this one, outside any venv)")
     args = parser.parse_args(argv)
     rounds = 2 if args.smoke else max(2, args.rounds)
     counts = (1, 10, 100) if args.smoke else (1, 100, 1000)
 
-    migbake = tool("migbake")
-    if not migbake:
-        raise SystemExit("migbake is not installed: pip install .")
-    # an installed wheel carries its bytecode (pip compiles it), an editable checkout only what some run
-    # left behind (none with PYTHONDONTWRITEBYTECODE): compile it, so no run pays for compiling sources
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package_dir())], check=True)
-    py = sys.executable
-    print(f"migbake benchmarks: {rounds} rounds, median wall time; python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
+        py_path, peer_py = environments(Path(tmp), args.python)
+        py, migbake = str(py_path), str(py_path.parent / "migbake")
+        version = subprocess.run([py, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        print(f"migbake benchmarks: {rounds} rounds, median wall time; python {version} in a clean venv "
+              "(no .pth), migbake installed from a wheel")
         out = Path(tmp) / "out"
         subprocess.run([migbake, "generate", str(PROFILE), "-o", str(out)], check=True, stdout=subprocess.DEVNULL)
         many = Path(tmp) / "profiles"
@@ -139,50 +158,53 @@ def main(argv: list[str] | None = None) -> int:
             (folder / "node-profile.yaml").write_text(text.replace("name: h200-inference", f"name: node-{i}"))
 
         commands = {"python -c pass (floor)": [py, "-c", "pass"],
+                    "python -c pass (caller's venv)": [sys.executable, "-c", "pass"],
                     "migbake validate PROFILE": [migbake, "validate", str(PROFILE)],
                     "migbake --version": [migbake, "--version"],
                     "migbake gpus": [migbake, "gpus"]}
-        missing = [name for name in ("check-jsonschema", "cloud-init") if not tool(name)]
-        if "check-jsonschema" not in missing:
-            commands["check-jsonschema (schema only)"] = [str(tool("check-jsonschema")), "--schemafile",
-                                                          str(SCHEMA), str(PROFILE)]
-        if "cloud-init" not in missing:
-            commands["cloud-init schema (user-data)"] = [str(tool("cloud-init")), "schema",
-                                                         "--config-file", str(out / "cloud-init/user-data")]
+        commands["check-jsonschema (schema only)"] = [str(peer_py.parent / "check-jsonschema"), "--schemafile",
+                                                      str(SCHEMA), str(PROFILE)]
+        cloud_init = shutil.which("cloud-init")  # a system tool, with the system's Python
+        if cloud_init:
+            commands["cloud-init schema (user-data)"] = [cloud_init, "schema", "--config-file",
+                                                         str(out / "cloud-init/user-data")]
         commands[f"migbake validate DIR ({counts[-1]})"] = [migbake, "validate", str(many)]
         cold = interleaved(commands, rounds)
+        missing = [] if cloud_init else ["cloud-init"]
 
-    floor = cold["python -c pass (floor)"]
-    one = cold["migbake validate PROFILE"]
-    peer = cold.get("check-jsonschema (schema only)")
-    rows = [("python -c pass (floor)", floor, "floor", 1.0, None),
-            ("migbake validate PROFILE", one, "floor", one.median / floor.median, 5.0)]
-    if peer is not None:
-        rows += [("migbake validate PROFILE", one, "peer", one.median / peer.median, 0.35),
-                 ("check-jsonschema (schema only)", peer, "floor", peer.median / floor.median, None)]
-    for name in ("migbake --version", "migbake gpus"):
-        rows.append((name, cold[name], "floor", cold[name].median / floor.median, 3.0))
-    if "cloud-init schema (user-data)" in cold:
-        ci = cold["cloud-init schema (user-data)"]
-        rows.append(("cloud-init schema (user-data)", ci, "floor", ci.median / floor.median, None))
-    table("1. cold start, a new process each time (floor: python -c pass; peer: check-jsonschema)", rows)
-    if missing:
-        print(f"  (not measured, not installed: {', '.join(missing)})")
+        floor = cold["python -c pass (floor)"]
+        one = cold["migbake validate PROFILE"]
+        peer = cold.get("check-jsonschema (schema only)")
+        caller = cold["python -c pass (caller's venv)"]
+        rows = [("python -c pass (floor)", floor, "floor", 1.0, None),
+                ("python -c pass (caller's venv)", caller, "floor", caller.median / floor.median, None),
+                ("migbake validate PROFILE", one, "floor", one.median / floor.median, 5.0)]
+        if peer is not None:
+            rows += [("migbake validate PROFILE", one, "peer", one.median / peer.median, 0.35),
+                     ("check-jsonschema (schema only)", peer, "floor", peer.median / floor.median, None)]
+        for name in ("migbake --version", "migbake gpus"):
+            rows.append((name, cold[name], "floor", cold[name].median / floor.median, 3.0))
+        if "cloud-init schema (user-data)" in cold:
+            ci = cold["cloud-init schema (user-data)"]
+            rows.append(("cloud-init schema (user-data)", ci, "floor", ci.median / floor.median, None))
+        table("1. cold start, a new process each time (floor: python -c pass; peer: check-jsonschema)", rows)
+        if missing:
+            print(f"  (not measured, not installed: {', '.join(missing)})")
 
-    batch = interleaved({str(n): [py, "-c", BATCH, str(PROFILE), str(n)] for n in counts}, rounds)
-    first = batch[str(counts[0])]
-    table("2. validate + generate N distinct profiles in one process; ratio to N=1",
-          [(f"{n:>5} profiles", batch[str(n)], "N=1", batch[str(n)].median / first.median,
-            3.0 if n == counts[-1] else None) for n in counts])
+        batch = interleaved({str(n): [py, "-c", BATCH, str(PROFILE), str(n)] for n in counts}, rounds)
+        first = batch[str(counts[0])]
+        table("2. validate + generate N distinct profiles in one process; ratio to N=1",
+              [(f"{n:>5} profiles", batch[str(n)], "N=1", batch[str(n)].median / first.median,
+                3.0 if n == counts[-1] else None) for n in counts])
 
-    many_dir = cold[f"migbake validate DIR ({counts[-1]})"]
-    table(f"3. migbake validate over a directory of {counts[-1]} profiles; ratio to one profile, cold",
-          [(f"validate DIR ({counts[-1]})", many_dir, "1 profile", many_dir.median / one.median, 2.0)])
+        many_dir = cold[f"migbake validate DIR ({counts[-1]})"]
+        table(f"3. migbake validate over a directory of {counts[-1]} profiles; ratio to one profile, cold",
+              [(f"validate DIR ({counts[-1]})", many_dir, "1 profile", many_dir.median / one.median, 2.0)])
 
-    lay = interleaved({"layouts": [py, "-c", LAYOUTS]}, rounds)["layouts"]
-    start = interleaved({"startup": [py, "-c", "import migbake.gpu.placement"]}, rounds)["startup"]
-    table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.gpu.placement",
-          [("all catalog GPUs", lay, "import", lay.median / start.median, None)])
+        lay = interleaved({"layouts": [py, "-c", LAYOUTS]}, rounds)["layouts"]
+        start = interleaved({"startup": [py, "-c", "import migbake.gpu.placement"]}, rounds)["startup"]
+        table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.gpu.placement",
+              [("all catalog GPUs", lay, "import", lay.median / start.median, None)])
     return 0
 
 
