@@ -41,12 +41,6 @@ if TYPE_CHECKING:
 else:
     _ModelParamType = click.ParamType
 
-# click 8.2 made ParamType generic; click 8.1 (the declared floor) cannot subscript it at run time
-if TYPE_CHECKING:
-    _ModelParamType = click.ParamType[GpuModel]  # type: ignore[type-arg, unused-ignore]  # (not generic in 8.1)
-else:
-    _ModelParamType = click.ParamType
-
 
 def is_stdin(profile: Path | str) -> bool:
     """Whether a PROFILE argument is ``-`` (standard input)."""
