@@ -133,6 +133,15 @@ def test_xml_node_not_covered_by_the_config() -> None:
     assert "NVIDIA H200, 0x233510DE" in e.value.problems[0].message
 
 
+def test_xml_node_gpu_matched_by_two_entries() -> None:
+    capture = read_capture(fixture_xml(), "nvidia-smi-xml")
+    with pytest.raises(ImportRefused) as e:
+        _import(_config(_entry(devices="all", **_H200_FILTER), _entry(devices="[0]", **_H200_FILTER)),
+                capture=capture)
+    assert [(p.rule, p.line) for p in e.value.problems] == [("import-overlap", 8)]
+    assert "the last one winning" in e.value.problems[0].message
+
+
 def _entry(**fields: str) -> str:
     body = {"device-filter": "-", "devices": "all", "mig-enabled": "true", "mig-devices": "{1g.18gb: 7}"}
     body.update(fields)
@@ -173,6 +182,7 @@ REFUSED = {
     "profile-unknown-to-model": (_config(_entry(**_H200_FILTER, **{"mig-devices": "{1g.5gb: 7}"})),
                                  "unknown-profile", 4),
     "not-a-config": ("- just\n- a list\n", "import-config", 1),
+    "unexpected-top-level-key": ("extra: 1\n" + _config(_entry()), "import-key", 1),
 }
 
 
