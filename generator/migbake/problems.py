@@ -94,6 +94,9 @@ def read_bounded(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
     return data
 
 
+STDIN_NAME = "<stdin>"  # how every message names a profile or config read from standard input (`-`)
+
+
 def read_stdin(limit: int) -> bytes:
     """Standard input's bytes, at most ``limit + 1`` (the caller says what more means); closed: UsageError."""
     stream = getattr(sys.stdin, "buffer", sys.stdin)

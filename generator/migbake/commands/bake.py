@@ -13,7 +13,7 @@ from migbake.commands.common import NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.problems import PackerError
 from migbake.render.tree import Artifact
-from migbake.render.write import Origin, check_out, read_origin, write_tree
+from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
 
 _PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
 
@@ -113,7 +113,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
                                  param_hint="--var")
     wants_seed = "qemu.image" in only and not any(v.startswith("qemu_seed_dir=") for v in variables)
     if dry_run:
-        check_out(out_dir, force=force, origin=origin)
+        check_output_dir(out_dir, force=force, origin=origin)
         binary = packer_bin or os.environ.get("MIGBAKE_PACKER") or "packer"
         try:
             version = packer.packer_version(packer.find_packer(packer_bin))

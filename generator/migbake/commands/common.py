@@ -13,12 +13,9 @@ import click
 
 from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.gpu.catalog import GpuModel, load_catalog
-from migbake.problems import ProfileError, UnreadableProfile, read_stdin, unreadable
+from migbake.problems import STDIN_NAME, ProfileError, UnreadableProfile, read_stdin, unreadable
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.rules.validate import Checked, check_bytes, check_file
-
-STDIN_NAME = "<stdin>"
-
 
 
 class NonEmptyPath(click.Path):

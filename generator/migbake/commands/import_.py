@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import STDIN_NAME, GpuModelType, NonEmptyPath, write_or_print
+from migbake.commands.common import GpuModelType, NonEmptyPath, write_or_print
 from migbake.gpu.catalog import GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
-from migbake.problems import UsageError, read_bounded, read_stdin
+from migbake.problems import STDIN_NAME, UsageError, read_bounded, read_stdin
 
 
 @click.command("import")

@@ -13,6 +13,7 @@ from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL
 from migbake.problems import Problem
+from migbake.rules.units import unsafe_env
 
 # label namespaces kubelet may set on its own node (NodeRestriction admission plugin); any other key
 # under kubernetes.io / k8s.io is refused at registration
@@ -126,12 +127,13 @@ def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
                              "set kubelet.layout (kubeadm, eks-al2023, eks-al2) or kubelet_args_env, or set the "
                              "labels at registration yourself (docs/kubernetes.md)", "node-labels-no-args-env")
     elif layout == "generic":
-        yield loaded.problem("/kubernetes/kubelet_args_env", f"an EnvironmentFile= of kubelet's unit that sets {env} "
-                             "overrides the drop-in's Environment= (systemd applies EnvironmentFile= last), and "
-                             "the labels are lost: kubeadm's 10-kubeadm.conf reads /etc/default/kubelet or "
-                             "/etc/sysconfig/kubelet, where admins set KUBELET_EXTRA_ARGS; set kubelet.layout "
-                             "(kubeadm, eks-al2023, eks-al2) when the node is one of those, or name a variable no "
-                             "such file sets", "node-labels-env-file", severity="warning")
+        if not unsafe_env(str(env)):  # an unsafe variable is refused (kubelet-args-env-unsafe): no warning on top
+            yield loaded.problem("/kubernetes/kubelet_args_env", f"an EnvironmentFile= of kubelet's unit that sets "
+                                 f"{env} overrides the drop-in's Environment= (systemd applies EnvironmentFile= "
+                                 "last), and the labels are lost: kubeadm's 10-kubeadm.conf reads /etc/default/kubelet "
+                                 "or /etc/sysconfig/kubelet, where admins set KUBELET_EXTRA_ARGS; set kubelet.layout "
+                                 "(kubeadm, eks-al2023, eks-al2) when the node is one of those, or name a variable no "
+                                 "such file sets", "node-labels-env-file", severity="warning")
     elif isinstance(env, str):
         yield loaded.problem("/kubernetes/kubelet_args_env", f"kubelet_args_env applies to kubelet.layout generic "
                              f"only; with layout {layout} migbake passes the labels its own way: remove it",

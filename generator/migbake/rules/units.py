@@ -118,13 +118,18 @@ def rule_restore_unit_name(loaded: LoadedProfile, data: object, catalog: Catalog
                              "nvidia-mig-restore.service", "restore-unit-shadows")
 
 
+def unsafe_env(name: str) -> bool:
+    """Whether a variable is one the loader, a shell, an interpreter or systemd reads (refused as kubelet_args_env)."""
+    upper = name.upper()
+    return upper in UNSAFE_ENV or upper.startswith(UNSAFE_ENV_PREFIXES)
+
+
 def rule_kubelet_args_env(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """kubernetes.kubelet_args_env is not a variable the loader, a shell, an interpreter or systemd reads."""
     name = _mapping(_mapping(data).get("kubernetes")).get("kubelet_args_env")
     if not isinstance(name, str) or not name:
         return
-    upper = name.upper()
-    if upper in UNSAFE_ENV or upper.startswith(UNSAFE_ENV_PREFIXES):
+    if unsafe_env(name):
         yield loaded.problem("/kubernetes/kubelet_args_env", f"{name!r} is read by the dynamic loader, a shell, "
                              "an interpreter or systemd, not only by kubelet's ExecStart: setting it to "
                              "--node-labels=... would change how kubelet and everything it starts runs; name the "
