@@ -105,7 +105,8 @@ LOCKED_PROFILE = {
     "generate": ("generate locked/node-profile.yaml -o out", "cannot read the file: Permission denied"),
     "validate-folder": ("validate locked", "locked/node-profile.yaml:1:1: error: /: cannot read the file: "
                         "Permission denied [unreadable]"),
-    "validate-unlistable-folder": ("validate locked", "Error: locked: cannot read this directory: Permission denied"),
+    "validate-unlistable-folder": ("validate locked",
+                                   "migbake: error: locked: cannot read this directory: Permission denied"),
 }
 
 
@@ -178,8 +179,12 @@ def test_a_read_only_filesystem_is_exit_2_and_the_old_output_intact(tmp_path: Pa
 def test_a_full_filesystem_is_exit_2_and_leaves_no_temporary_folder(tmp_path: Path) -> None:
     changed = tmp_path / "changed.yaml"
     changed.write_text(PROFILE.read_text())  # another path: another marker, so another tree
-    # room for one tree (112 KiB on tmpfs) but not for the second one built beside it
-    ran = _in_tmpfs(tmp_path, "size=160k", f"migbake generate {PROFILE} -o mnt/out >/dev/null; "
+    # room for one tree on tmpfs (whole 4 KiB pages per file) but not for a second one beside it
+    probe = tmp_path / "probe"
+    sh(f"migbake generate {PROFILE} -o {probe} >/dev/null", tmp_path)
+    pages = sum(-(-p.stat().st_size // 4096) or 1 for p in probe.rglob("*") if p.is_file())
+    size = f"size={pages * 4 * 7 // 5}k"
+    ran = _in_tmpfs(tmp_path, size, f"migbake generate {PROFILE} -o mnt/out >/dev/null; "
                     f"(cd mnt/out && find . -type f | sort | xargs md5sum | md5sum); "
                     f"migbake generate {changed} -o mnt/out --force" + _report("mnt/out"))
     before, *rest = ran.stdout.splitlines()

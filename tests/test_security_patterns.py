@@ -92,6 +92,8 @@ def test_whole_refuses_a_pattern_that_is_not_anchored() -> None:
 # --- through the front doors -------------------------------------------------------------------
 
 SEED = yaml.safe_load((IMAGES[0] / "node-profile.yaml").read_text())
+SEED.get("kubelet", {}).pop("layout", None)  # the generic layout, where kubernetes.kubelet_args_env applies
+SEED.setdefault("kubernetes", {})["kubelet_args_env"] = "KUBELET_EXTRA_ARGS"
 PROFILE_FIELDS: list[tuple[tuple[str, ...], str]] = [
     (("name",), "node-x"), (("description",), "an H200 node"), (("kubelet", "unit"), "kubelet.service"),
     (("restore", "unit"), "mig-x.service"), (("restore", "config_path"), "/etc/nvidia-mig/x.yaml"),
