@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from migbake.boottest import BootAssets
+from migbake.boottest.scenarios import kubelet as kubelet_fixtures
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.vm.packer_chroot import chroot_sshd
 
@@ -68,10 +69,14 @@ def _bake(image: Path, out: Path, root: Path, work: Path) -> subprocess.Complete
 @pytest.mark.parametrize("image", IMAGES, ids=[p.name for p in IMAGES])
 def test_bake_into_a_real_rootfs(image: Path, rootfs: Path, tmp_path: Path) -> None:
     profile = yaml.safe_load((image / "node-profile.yaml").read_text())
-    unit = profile.get("restore", {}).get("unit", "nvidia-mig-restore.service")
-    commands = fixtures.restore_commands_from_unit(
-        (image / "generated/rootfs/etc/systemd/system" / unit).read_text())  # simulated tools at its paths
+    tools, restore_section = profile.get("tools", {}), profile.get("restore", {})
+    given = {"nvidia_smi": tools.get("nvidia_smi"), "nvidia_mig_parted": tools.get("nvidia_mig_parted"),
+             "config_file": restore_section.get("config_path"), "config_name": restore_section.get("config_name")}
+    commands = fixtures.RestoreCommands(**{k: v for k, v in given.items() if v})  # simulated tools at its paths
     fixtures.install_fixtures(rootfs, gpu=fixtures.SIMULATED_GPUS["hopper"], commands=commands, kubelet=True)
+    # the kubelet the profile's kubelet.layout has (kubeadm's package drop-in, EKS AL2023's unit)
+    layout = profile.get("kubelet", {}).get("layout", "generic")
+    kubelet_fixtures.install(rootfs, kubelet_fixtures.fixture_for(layout), lambda _: None)
     out = tmp_path / "out"
     baked = _bake(image, out, rootfs, tmp_path / "sshd1")
     assert baked.returncode == 0, baked.stdout + baked.stderr
@@ -150,10 +155,11 @@ def test_bake_dry_run_and_a_failing_bake(tmp_path: Path) -> None:
 
 
 def test_a_bare_debian_root_fails_the_bake_naming_every_missing_piece(rootfs: Path, tmp_path: Path) -> None:
-    """A real Packer build into a debootstrap'ed Debian with neither the NVIDIA tools nor kubelet nor slurmd."""
+    """A real Packer build into a debootstrap'ed Debian with neither the NVIDIA tools nor kubelet nor the
+    consumer (the boot test's rootfs has Debian's slurmd, so the consumer here is one no package ships)."""
     image = REPO / "images/h200-inference"
     profile = tmp_path / "node-profile.yaml"
-    profile.write_text((image / "node-profile.yaml").read_text() + "consumers:\n  - unit: slurmd.service\n")
+    profile.write_text((image / "node-profile.yaml").read_text() + "consumers:\n  - unit: gpu-inference.service\n")
     before = _snapshot(rootfs)
     baked = _bake(profile, tmp_path / "out", rootfs, tmp_path / "sshd")
     assert baked.returncode == 1, baked.stdout + baked.stderr
@@ -161,7 +167,7 @@ def test_a_bare_debian_root_fails_the_bake_naming_every_missing_piece(rootfs: Pa
     assert len(said) == 1, baked.stdout
     for piece in ("nvidia-mig-parted (no executable /usr/bin/nvidia-mig-parted)",
                   "nvidia-smi (no executable /usr/bin/nvidia-smi)", "kubelet.service (no unit file)",
-                  "slurmd.service (no unit file)"):
+                  "gpu-inference.service (no unit file)"):
         assert piece in said[0], said[0]
     assert "migbake: error: packer build failed" in baked.stderr, baked.stderr
     # nothing was installed: the build stopped at the check (Packer's staging upload is removed below)
@@ -172,16 +178,16 @@ def test_a_bare_debian_root_fails_the_bake_naming_every_missing_piece(rootfs: Pa
     assert "masked" not in manager.out
 
     # what image.provided_later leaves to a later provisioner is not checked: only the rest is named
-    profile.write_text(profile.read_text() + "image:\n  provided_later: [nvidia-mig-parted, slurmd.service]\n")
+    profile.write_text(profile.read_text() + "image:\n  provided_later: [nvidia-mig-parted, gpu-inference.service]\n")
     baked = _bake(profile, tmp_path / "out2", rootfs, tmp_path / "sshd2")
     assert baked.returncode == 1
     said = next(line for line in baked.stdout.splitlines() if "install-mig-restore: error:" in line)
     assert "nvidia-smi (no executable" in said and "kubelet.service (no unit file)" in said, said
-    assert "nvidia-mig-parted" not in said and "slurmd" not in said, said
+    assert "nvidia-mig-parted" not in said and "gpu-inference" not in said, said
 
-    # and with the pieces there (the simulated tools, the fake kubelet and slurmd), the same bake passes
+    # and with the pieces there (the simulated tools, the fake kubelet and the consumer), the same bake passes
     fixtures.install_fixtures(rootfs, gpu=fixtures.SIMULATED_GPUS["hopper"], kubelet=True,
-                              consumers=("slurmd.service",))
+                              consumers=("gpu-inference.service",))
     baked = _bake(profile, tmp_path / "out3", rootfs, tmp_path / "sshd3")
     assert baked.returncode == 0, baked.stdout + baked.stderr
     assert run(["systemctl", f"--root={rootfs}", "is-enabled", "nvidia-mig-restore.service"]).out.strip() == "enabled"
