@@ -47,10 +47,8 @@ After=network.target
 
 [Service]
 ExecStartPre=/bin/sh -c 'echo "$(date +%%s.%%N) kubelet ExecStartPre" >>/var/log/mig-stub.log'
-{service}
-[Install]
-WantedBy=multi-user.target
-"""
+{service}{install}"""
+_ENABLED = "\n[Install]\nWantedBy=multi-user.target\n"
 _KUBEADM_DROPIN = """# Test fixture for boot tests ONLY: kubeadm's packaged kubelet drop-in ({package}), its settings.
 [Service]
 Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
@@ -75,12 +73,17 @@ all=$(for f in /etc/eks/user-data-nodeconfig.yaml /etc/eks/nodeadm.d/*.yaml; do
 done | tr '\\n' ' ')
 mkdir -p /etc/eks/kubelet
 printf 'NODEADM_KUBELET_ARGS=--config=/etc/kubernetes/kubelet/config.json %s\\n' "$all" >/etc/eks/kubelet/environment
+# nodeadm starts kubelet itself (AL2023 does not enable kubelet.service); kubelet waits for the restore
+systemctl start kubelet.service
 """
-_NODEADM_UNIT = """# Test fixture for boot tests ONLY: nodeadm-run.service of EKS AL2023 (after cloud-init).
+# AL2023's nodeadm-run.service is After=cloud-final.service and WantedBy=multi-user.target. Debian's
+# cloud-final is After=multi-user.target, and a target is After= every unit it wants: a cycle in this guest.
+# DefaultDependencies=no drops that implied After= (systemd.target(5)), so the fixture keeps AL2023's order
+_NODEADM_UNIT = """# Test fixture for boot tests ONLY: nodeadm-run.service of EKS AL2023 (it starts kubelet).
 [Unit]
 Description=Fake nodeadm run (boot test fixture)
-After=cloud-final.service
-Before=kubelet.service
+DefaultDependencies=no
+After=basic.target network.target cloud-final.service
 
 [Service]
 Type=oneshot
@@ -114,9 +117,16 @@ def install(rootfs: Path, fixture: KubeletFixture, log: Log) -> None:
     write_guest(rootfs, "/usr/bin/kubelet", _RECORDER, 0o755)
     if fixture == "eks-al2023":
         service = "EnvironmentFile=/etc/eks/kubelet/environment\nExecStart=/usr/bin/kubelet $NODEADM_KUBELET_ARGS\n"
+        # not enabled: on AL2023 nodeadm-run starts kubelet (enabled, it would be a cycle with cloud-final)
+        run(["systemctl", "--quiet", f"--root={rootfs}", "disable", "kubelet.service"], log=log)
         write_guest(rootfs, f"/{SYSTEM_UNITS}/kubelet.service", _KUBELET_UNIT.format(what="EKS AL2023",
-                                                                                     service=service), 0o644)
+                                                                                     service=service, install=""),
+                    0o644)
         write_guest(rootfs, "/usr/local/sbin/fake-nodeadm", _NODEADM, 0o755)
+        # the report is taken once nodeadm-run has started kubelet (it is After= kubelet, whose start job
+        # only exists from then on)
+        write_guest(rootfs, f"/{SYSTEM_UNITS}/test-report.service.d/after-nodeadm.conf",
+                    "# Test fixture for boot tests ONLY\n[Unit]\nAfter=nodeadm-run.service\n", 0o644)
         write_guest(rootfs, f"/{SYSTEM_UNITS}/nodeadm-run.service", _NODEADM_UNIT, 0o644)
         write_guest(rootfs, "/etc/eks/user-data-nodeconfig.yaml",
                     _USER_DATA.format(flags="\n".join(f'      - "{f}"' for f in ADMIN_FLAGS)), 0o644)
@@ -125,7 +135,8 @@ def install(rootfs: Path, fixture: KubeletFixture, log: Log) -> None:
         return
     package = fixture.split("-")[1]
     write_guest(rootfs, f"/{SYSTEM_UNITS}/kubelet.service",
-                _KUBELET_UNIT.format(what=f"the kubelet {package} package", service="ExecStart=/usr/bin/kubelet\n"),
+                _KUBELET_UNIT.format(what=f"the kubelet {package} package", service="ExecStart=/usr/bin/kubelet\n",
+                                     install=_ENABLED),
                 0o644)
     write_guest(rootfs, f"/{SYSTEM_UNITS}/kubelet.service.d/10-kubeadm.conf",
                 _KUBEADM_DROPIN.format(package=package, env_file=ENV_FILE[fixture]), 0o644)
