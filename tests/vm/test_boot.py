@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -126,8 +127,15 @@ def test_on_failure_continue_starts_kubelet_anyway(out_dir: Path, boot_assets: B
 
 def test_claims_catch_a_user_data_that_starts_kubelet_early(out_dir: Path, boot_assets: BootAssets,
                                                             tmp_path: Path) -> None:
-    """Self-test: without the bootcmd hold, the first boot starts kubelet (and the manager) unprotected."""
-    broken = doctored(out_dir, tmp_path, "cloud-init/user-data",
+    """Self-test: without the bootcmd hold, the first boot starts kubelet (and the manager) unprotected.
+
+    On an image whose kubelet the image itself enables (layout generic): on EKS AL2023 (the example's layout)
+    nodeadm-run starts kubelet only after cloud-final, so there the hold is not what keeps it down.
+    """
+    text = (REPO / "images/h200-inference/node-profile.yaml").read_text()
+    generic = tmp_path / "generic"
+    generate(re.sub(r"^  layout: .*\n", "", text, flags=re.M).split("\nkubernetes:\n")[0] + "\n", generic)
+    broken = doctored(generic, tmp_path, "cloud-init/user-data",
                       lambda text: text[:text.index("bootcmd:\n")] + text[text.index("write_files:\n"):])
     result = run_boot_test(broken, path="cloud-init", scenario="ok", boots=1, assets=boot_assets,
                            on_failure="clean", log=print)
