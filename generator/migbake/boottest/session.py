@@ -90,20 +90,19 @@ def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
         log: Log = no_log) -> list[BootTestResult]:
     """Boot every run of ``boot_plan``; the work folders of passing runs are removed unless ``keep``."""
     results = []
-    prof = boot_plan.profile
+    # a scenario may boot the profile with an override (driver-too-late): each one's profile, derived once
+    booted_as = {sc: variant(boot_plan.profile, sc) for sc in boot_plan.scenarios}
     with tempfile.TemporaryDirectory(prefix="migbake-boottest-") as tmp:
         generated: dict[str, Path] = {}
         outs: dict[str, Path] = {}
-        for sc in boot_plan.scenarios:  # a scenario may boot the profile with an override (driver-too-late)
-            booted = variant(prof, sc)
+        for sc, booted in booted_as.items():
             if repr(booted) not in generated:
                 generated[repr(booted)] = Path(tmp) / f"out-{len(generated)}"
                 write_tree(render(booted), generated[repr(booted)])
             outs[sc] = generated[repr(booted)]
         assets = prepare_assets(cache_root=cache, log=log)
         for path in boot_plan.paths:
-            for sc in boot_plan.scenarios:
-                booted = variant(prof, sc)
+            for sc, booted in booted_as.items():
                 boots = boot_plan.boots if sc == "cdi" else boots_for(sc, path, boot_plan.boots)
                 results.append(run_boot_test(
                     outs[sc], path=path, scenario=sc, boots=boots, gpu_generation=boot_plan.generation,
