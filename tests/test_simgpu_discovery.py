@@ -102,6 +102,14 @@ def test_h200_generate_config_is_the_real_drivers_byte_for_byte(make_node: NodeF
     assert strip_times(logged) == strip_times(real)  # 24 profiles found, the same CI profiles skipped
 
 
+def test_h200_answers_the_preflight_query_as_the_real_card(make_node: NodeFactory) -> None:
+    """The query of the generated preflight (and capture), as the real H200 answered it."""
+    node = make_node("h200", [{}], H200)
+    query = node.run("nvidia-smi", "--query-gpu=index,name,pci.device_id,mig.mode.current", "--format=csv,noheader")
+    assert query.returncode == 0, query.stdout + query.stderr
+    assert query.stdout == (H200_FIXTURES / "nvidia-smi-query-preflight.csv").read_text()
+
+
 def strip_times(log: str) -> list[str]:
     return [re.sub(r'^time="[^"]*" ', "", line) for line in log.splitlines()]
 
@@ -124,6 +132,9 @@ class Gip(ctypes.Structure):
 assert lib.nvmlInit_v2() == 0
 h = ctypes.c_void_p()
 assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+name = ctypes.create_string_buffer(96)
+assert lib.nvmlDeviceGetName(h, name, 96) == 0
+print("name =", name.value.decode())
 pci, mem, cur, pend = Pci(), Mem(), ctypes.c_uint(), ctypes.c_uint()
 assert lib.nvmlDeviceGetPciInfo_v3(h, ctypes.byref(pci)) == 0
 print("pci_info_v3 =", {"pciDeviceId": pci.pciDeviceId, "pciSubSystemId": pci.pciSubSystemId})
@@ -177,6 +188,7 @@ def test_h200_nvml_answers_are_the_real_drivers(make_node: NodeFactory, build: S
         assert simulated[label] == want, label
     assert simulated["mem"]["total"] == real["mem"]["total"] == 150754820096
     assert simulated["migmode"] == real["migmode"] == [0, 0]
+    assert simulated["name"] == real["name"] == "NVIDIA H200"
     for key in ("pciDeviceId", "pciSubSystemId"):
         assert simulated["pci_info_v3"][key] == real["pci_info_v3"][key]
 

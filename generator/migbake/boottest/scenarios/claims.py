@@ -17,7 +17,7 @@ from migbake.boottest.scenarios.node import FAILING, FAILURE_MARKERS, MANAGER
 from migbake.boottest.scenarios.scenario import Generation, Scenario
 from migbake.boottest.simgpu.node import GpuState
 
-BootPath = Literal["packer", "cloud-init"]
+BootPath = Literal["packer", "cloud-init", "ansible"]  # ansible: tests/vm/test_fleet_vm.py, over SSH
 RESTORE = "nvidia-mig-restore.service"
 KUBELET = "kubelet.service"
 EXPECTED_FILES = {

@@ -5,7 +5,9 @@ What a boot-test image gets on top of the plain Debian rootfs:
   and log every call with a timestamp to /var/log/mig-stub.log;
 - an enabled fake ``kubelet.service`` and an enabled fake conflicting ``nvidia-mig-manager.service``;
 - ``test-report.service``: writes /var/log/test-report.txt and powers the VM off;
-- cloud-init NoCloud settings, and a masked serial getty (no udev in minbase: it would wait forever).
+- cloud-init NoCloud settings, and a masked serial getty (no udev in minbase: it would wait forever);
+- sshd and D-Bus masked: only ``enable_ssh`` (a guest that an SSH client drives, reboots and powers off,
+  as a running node) unmasks them.
 """
 
 from __future__ import annotations
@@ -197,7 +199,27 @@ def install_fixtures(
     _write(rootfs, "/etc/default/locale", "LANG=C.UTF-8\n", 0o644)
     systemctl = ["systemctl", "--quiet", f"--root={rootfs}"]
     run([*systemctl, "enable", *units], log=log)
-    run([*systemctl, "mask", "serial-getty@ttyS0.service"], log=log)
+    run([*systemctl, "mask", "serial-getty@ttyS0.service", *SSH_UNITS], log=log)
+
+
+# Debian's openssh-server, and D-Bus: systemd-logind (which `shutdown -r 0` asks) needs the system bus
+SSH_UNITS = ("ssh.service", "ssh.socket", "dbus.service", "dbus.socket")
+STAY_UP = "/etc/boottest/stay-up"  # test-report does not power the guest off
+
+
+def enable_ssh(rootfs: Path, public_key: str, *, log: Log = no_log) -> None:
+    """Let an SSH client drive the guest as root with ``public_key``, and keep it up after its report.
+
+    The guest then answers on its port 22 (``qemu.start``'s ``ssh_port``), and test-report writes its
+    report on every boot but powers nothing off: the client reboots and powers off the guest itself.
+    """
+    if not re.fullmatch(r"ssh-ed25519 [A-Za-z0-9+/=]+( [\w@.-]+)?", public_key.strip()):
+        raise BootTestError("enable_ssh takes one ssh-ed25519 public key")
+    (rootfs / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
+    _write(rootfs, "/root/.ssh/authorized_keys", public_key.strip() + "\n", 0o600)
+    _write(rootfs, STAY_UP, "", 0o644)
+    run(["systemctl", "--quiet", f"--root={rootfs}", "unmask", *SSH_UNITS], log=log)
+    run(["systemctl", "--quiet", f"--root={rootfs}", "enable", "ssh.service", "dbus.socket"], log=log)
 
 
 def consumer_unit(unit: str) -> str:

@@ -7,8 +7,9 @@ What a boot-test image gets when ``--mig-parted PATH`` is given, instead of the 
   generated from the catalog; MIG state in /run/simgpu, Ampere's MIG mode in /var/lib/simgpu);
 - the real binary in /usr/lib/simgpu, behind a wrapper at the unit's path that only logs the call;
 - ``simgpu-standins.service`` (early, before sysinit.target): bind-mounts stand-ins over
-  /proc/modules and /sys/bus/pci/devices, which mig-parted reads besides NVML, and records the GPU
-  state at boot; a short /usr/share/misc/pci.ids if the image has none.
+  /proc/modules and /sys/bus/pci/devices, which mig-parted reads besides NVML, and over /proc/driver
+  (the host driver's ``nvidia/version``, which the preflight reads: the real H200's line), and records
+  the GPU state at boot; a short /usr/share/misc/pci.ids if the image has none.
 None of this is ever part of what migbake generates.
 """
 
@@ -29,13 +30,19 @@ STANDINS_UNIT = "simgpu-standins.service"
 # a scenario of the boot test -> the knob that makes the real mig-parted fail there
 SCENARIO_KNOBS = {"fail-apply": "in-use", "fail-assert": "volatile-instances"}
 
+# /proc/driver/nvidia/version of the real H200 (tests/fixtures/h200/host-driver.txt), one quoted word a line
+DRIVER_VERSION_LINES = ("'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                        "(nixbld@)  ' 'GCC version:  gcc version 15.3.0 (GCC) '")
 _STANDINS = f"""#!/bin/sh
 # Test fixture for boot tests ONLY: stand-ins for what mig-parted reads besides NVML (a loaded
-# nvidia module in /proc/modules, the GPUs in /sys/bus/pci/devices), then the GPU state at boot.
+# nvidia module in /proc/modules, the GPUs in /sys/bus/pci/devices) and for the host driver's
+# /proc/driver/nvidia/version (the preflight's driver check), then the GPU state at boot.
 set -eu
-mkdir -p /run/simgpu
+mkdir -p /run/simgpu/proc-driver/nvidia
 {{ cat /proc/modules; cat {SIMGPU}/nvidia-modules; }} >/run/simgpu/modules
 mount --bind /run/simgpu/modules /proc/modules
+printf '%s\\n' {DRIVER_VERSION_LINES} >/run/simgpu/proc-driver/nvidia/version
+mount --bind /run/simgpu/proc-driver /proc/driver
 mount --bind {SIMGPU}/sysfs /sys/bus/pci/devices
 MIG_STUB_REPORT=1 {SIMGPU}/nvidia-smi --simgpu-state >{BOOT_STATE} 2>&1 || echo "nvidia-smi rc=$?" >>{BOOT_STATE}
 """

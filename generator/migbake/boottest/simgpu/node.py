@@ -126,7 +126,8 @@ def render_config(node: SimulatedNode, *, state_dir: str, persist_dir: str, knob
     device = model_device_id(model)
     lines = [
         f"# simgpu node (migbake boot tests only): {node.count}x {model.key}, generated from the catalog",
-        f"name {model.display_name}",
+        # the driver's own name (nvidia-smi --query-gpu=name, nvmlDeviceGetName) when the catalog knows it
+        f"name {model.nvidia_smi_names[0] if model.nvidia_smi_names else model.display_name}",
         f"gpus {node.count}",
         f"memory_mib {memory_mib}",
         f"compute_slices {model.total_compute_slices}",

@@ -103,9 +103,11 @@ static const char *mode_name(unsigned mode) {
 }
 
 /* --query-gpu=FIELD,... --format=csv[,noheader]: one line per GPU, fields joined by ", " (as the real
- * one). Fields: index, name, uuid, pci.bus_id, mig.mode.current, mig.mode.pending. */
+ * one). Fields: index, name, uuid, pci.bus_id, pci.device_id (0x233510DE on the real H200, with the
+ * vendor), mig.mode.current, mig.mode.pending: what migbake's preflight and capture ask. */
 static int query(const char *fields, const char *format, const struct sim_state *st, const int *chosen) {
-    static const char *known[] = {"index", "name", "uuid", "pci.bus_id", "mig.mode.current", "mig.mode.pending"};
+    static const char *known[] = {"index", "name", "uuid", "pci.bus_id", "pci.device_id", "mig.mode.current",
+                                   "mig.mode.pending"};
     char copy[512], *tok, *save = NULL, value[128];
     const char *names[16];
     unsigned n = 0;
@@ -135,6 +137,8 @@ static int query(const char *fields, const char *format, const struct sim_state 
             else if (!strcmp(names[i], "name")) snprintf(value, sizeof value, "%s", cfg.name);
             else if (!strcmp(names[i], "uuid")) uuid(g, value, sizeof value);
             else if (!strcmp(names[i], "pci.bus_id")) sim_format_pci(&cfg, g, value, sizeof value);
+            else if (!strcmp(names[i], "pci.device_id"))
+                snprintf(value, sizeof value, "0x%04X10DE", cfg.pci[g].device_id);
             else if (!strcmp(names[i], "mig.mode.current")) snprintf(value, sizeof value, "%s", mode_name(st->gpu[g].mode));
             else snprintf(value, sizeof value, "%s", mode_name(st->gpu[g].pending));
             printf("%s%s", value, i + 1 < n ? ", " : "\n");

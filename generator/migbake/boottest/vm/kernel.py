@@ -14,8 +14,9 @@ from migbake.boottest.errors import BootTestError
 from migbake.boottest.hostrun import Log, no_log, require_tools, run
 
 META_PACKAGE = "linux-image-amd64"
-# Their dependencies are resolved with modprobe: 17 modules for Debian 12's 6.1 kernel.
-MODULES = ("crc32c_generic", "virtio_pci", "virtio_blk", "ext4", "isofs", "vfat",
+# Their dependencies are resolved with modprobe: 19 modules for Debian 12's 6.1 kernel. virtio_net: the
+# NIC of the boots that an SSH client reaches (qemu.start's ssh_port); initramfs-init gives it its address.
+MODULES = ("crc32c_generic", "virtio_pci", "virtio_blk", "virtio_net", "ext4", "isofs", "vfat",
            "nls_cp437", "nls_ascii", "nls_utf8")
 BUSYBOX = Path("/bin/busybox")
 INIT_SCRIPT = Path(__file__).parents[1] / "guest" / "initramfs-init"

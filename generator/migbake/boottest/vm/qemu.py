@@ -54,7 +54,67 @@ def boot(
     smp: int = 2,
     log: Log = no_log,
 ) -> BootRun:
-    """Boot ``disk`` (root on /dev/vda, ``seed`` as a read-only second disk) until the guest powers off."""
+    """Boot ``disk`` (root on /dev/vda, ``seed`` as a read-only second disk) until the guest powers off.
+
+    A guest that reboots ends the run too (``-no-reboot``): the harness boots the disk again.
+    """
+    with start(kernel=kernel, disk=disk, serial_log=serial_log, seed=seed, memory_mb=memory_mb, smp=smp,
+               log=log) as vm:
+        return vm.wait(timeout_s)
+
+
+class RunningVm:
+    """A QEMU process started by ``start``: ``wait`` for its power-off, or leave the block to kill it."""
+
+    def __init__(self, cmd: list[str], serial_log: Path, log: Log) -> None:
+        self.serial_log = serial_log
+        self._log = log
+        self._start = time.monotonic()
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, errors="replace")
+
+    def __enter__(self) -> RunningVm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc.poll() is None:
+            self._log("the guest is still running: killing its QEMU")
+            self.wait(0)
+        self._proc.__exit__(None, None, None)
+
+    def wait(self, timeout_s: float) -> BootRun:
+        """Wait up to ``timeout_s`` for the guest to power off (then QEMU is killed: ``timed_out``)."""
+        try:
+            output, _ = self._proc.communicate(timeout=timeout_s)
+            code = self._proc.returncode
+        except subprocess.TimeoutExpired:
+            self._proc.kill()  # only the QEMU process this object started
+            output, _ = self._proc.communicate()
+            code = TIMEOUT_EXIT
+        duration = time.monotonic() - self._start
+        if output.strip():
+            self._log(f"qemu said: {output.strip()}")
+        self._log(f"boot ended with exit code {code} after {duration:.1f} s")
+        return BootRun(code, duration, self.serial_log)
+
+
+def start(
+    *,
+    kernel: KernelAssets,
+    disk: Path,
+    serial_log: Path,
+    seed: Path | None = None,
+    memory_mb: int = 1024,
+    smp: int = 2,
+    ssh_port: int | None = None,
+    log: Log = no_log,
+) -> RunningVm:
+    """Start QEMU on ``disk`` in the background.
+
+    Without ``ssh_port`` the VM has no NIC and a reboot ends QEMU. With it, the guest gets a virtio NIC on
+    QEMU's user-mode network with its port 22 forwarded to 127.0.0.1:``ssh_port`` (loopback only), and
+    it may reboot inside the same QEMU run, as a running node does: only a power-off ends it.
+    """
     require_tools(QEMU)
     accel = "kvm" if kvm_usable() else "tcg"
     cmd = [
@@ -62,24 +122,15 @@ def boot(
         "-kernel", str(kernel.vmlinuz), "-initrd", str(kernel.initrd),
         "-append", "console=ttyS0 root=/dev/vda rw panic=-1",
         "-drive", f"file={disk},format=raw,if=virtio",
-        "-display", "none", "-monitor", "none", "-serial", f"file:{serial_log}", "-nic", "none", "-no-reboot",
+        "-display", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
     ]
+    if ssh_port is None:
+        cmd += ["-nic", "none", "-no-reboot"]
+    else:
+        cmd += ["-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{int(ssh_port)}-:22"]
     if seed is not None:
         cmd += ["-drive", f"file={seed},format=raw,if=virtio,readonly=on"]
     serial_log.parent.mkdir(parents=True, exist_ok=True)
-    log(f"booting {disk.name} with {accel} (timeout {timeout_s:.0f} s), console in {serial_log}")
-    start = time.monotonic()
-    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace") as proc:
-        try:
-            output, _ = proc.communicate(timeout=timeout_s)
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            proc.kill()  # only the QEMU process this function started
-            output, _ = proc.communicate()
-            code = TIMEOUT_EXIT
-    duration = time.monotonic() - start
-    if output.strip():
-        log(f"qemu said: {output.strip()}")
-    log(f"boot ended with exit code {code} after {duration:.1f} s")
-    return BootRun(code, duration, serial_log)
+    where = "" if ssh_port is None else f", ssh on 127.0.0.1:{ssh_port}"
+    log(f"booting {disk.name} with {accel}{where}, console in {serial_log}")
+    return RunningVm(cmd, serial_log, log)

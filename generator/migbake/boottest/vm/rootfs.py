@@ -15,9 +15,12 @@ MIRROR = "http://deb.debian.org/debian"
 # python3-cffi-backend: debootstrap does not resolve the virtual package python3-cryptography needs.
 # slurmd: Debian's own Slurm node daemon (and munge), the real consumer of images/h100-slurm's boots; on
 # other boots its unit stays down (ConditionPathExists=/etc/slurm/slurm.conf, which only that fixture writes).
-INCLUDE = ("systemd-sysv", "cloud-init", "python3-cffi-backend", "slurmd")
+# openssh-server and dbus: the sshd Ansible reaches a running node through, and the bus of systemd-logind,
+# which schedules the reboot `shutdown -r 0` asks for (tests/vm/test_fleet_vm.py); both masked on every
+# other boot (scenarios.scenario.install_fixtures).
+INCLUDE = ("systemd-sysv", "cloud-init", "python3-cffi-backend", "slurmd", "openssh-server", "dbus")
 # Bump when the build or the trim changes: the cache entry's name changes with it.
-RECIPE = 2
+RECIPE = 3
 
 
 @dataclass(frozen=True)

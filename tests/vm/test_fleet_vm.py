@@ -1,0 +1,230 @@
+"""A day-2 rollout for real: install.yml and activate.yml over SSH into the boot-test VM, real reboots.
+
+One VM, three boots, NVIDIA's nvidia-mig-parted over the simulated GPUs of images/h200-inference (its
+EKS AL2023 kubelet, started by nodeadm-run):
+1. a running node installed before migbake: kubelet and NVIDIA's mig-manager enabled, no restore, sshd
+   up. install.yml over SSH installs the restore (a real daemon-reload) and starts nothing; a second run
+   changes nothing. activate.yml cordons and drains the node through a fake kubectl on the control host
+   (this machine, which records every call), reboots it with ``ansible.builtin.reboot`` ...
+2. ... the restore runs before kubelet; the play waits for its result, verifies and uncordons. Every
+   claim of an ok boot holds on that boot's report (read over SSH), as in the Packer boots.
+3. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
+   the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
+   stays drained: the second cordon and drain are never followed by an uncordon.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from migbake.boottest import BootAssets
+from migbake.boottest.guestreport import parse_report
+from migbake.boottest.run import RESTORE_UNIT
+from migbake.boottest.scenarios import kubelet as kubelet_fixtures
+from migbake.boottest.scenarios import scenario as fixtures
+from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
+from migbake.boottest.scenarios.node import promises_of
+from migbake.boottest.scenarios.node_claims import node_claims
+from migbake.boottest.simgpu import guest as simguest
+from migbake.boottest.simgpu.build import compile_simgpu
+from migbake.boottest.simgpu.node import node_for_profile
+from migbake.boottest.vm import image, qemu
+from migbake.rules.validate import check_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py, tests/realtools.py
+from realtools import require
+from support import REPO, shared_file
+
+pytestmark = pytest.mark.vm
+IMAGE = REPO / "images/h200-inference"
+OUT = IMAGE / "generated"
+MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
+KUBECTL = """#!/bin/sh
+# fake kubectl of the control host: records each call, in order
+printf '%s\\n' "$*" >>"$KUBECTL_LOG"
+echo "node/$2 done"
+"""
+DRAIN = "drain node1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"
+BOOT_TIMEOUT_S = 420  # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower
+
+
+class Node:
+    """The running guest: ssh into it, and run the generated playbooks against it."""
+
+    def __init__(self, work: Path, port: int, key: Path) -> None:
+        self.work, self.port, self.key = work, port, key
+        self.kubectl_log = work / "kubectl.log"
+        kubectl = work / "kubectl"
+        kubectl.write_text(KUBECTL)
+        kubectl.chmod(0o755)
+        options = "-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o IdentitiesOnly=yes"
+        self.inventory = work / "inventory.ini"
+        self.inventory.write_text(
+            f"[gpu_nodes]\nnode1 ansible_host=127.0.0.1 ansible_port={port} ansible_user=root "
+            f"ansible_ssh_private_key_file={key} ansible_python_interpreter=/usr/bin/python3 "
+            # root logs in; become is su (the guest has no sudo), as root needs no password
+            f"ansible_become_method=su ansible_ssh_common_args='{options}'\n\n"
+            f"[control]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+        self.env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
+                    "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), "KUBECTL_LOG": str(self.kubectl_log)}
+
+    def ssh(self, command: str, *, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+        argv = ["ssh", "-q", "-p", str(self.port), "-i", str(self.key), "-o", "BatchMode=yes",
+                "-o", "ConnectTimeout=10", "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no",
+                "-o", "IdentitiesOnly=yes", "root@127.0.0.1", command]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
+        assert not check or proc.returncode == 0, f"ssh {command!r}: rc {proc.returncode}\n{proc.stderr}"
+        return proc
+
+    def wait_for_ssh(self, timeout_s: float) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            try:
+                if self.ssh("true", timeout=30, check=False).returncode == 0:
+                    return time.monotonic() - start
+            except subprocess.TimeoutExpired:
+                pass
+            time.sleep(2)
+        pytest.fail(f"the guest's sshd did not answer on 127.0.0.1:{self.port} within {timeout_s:.0f} s")
+
+    def playbook(self, name: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
+        argv = [require("ansible-playbook"), "-i", str(self.inventory), str(OUT / "ansible" / name),
+                "-e", f"mig_restore_kubectl={self.work / 'kubectl'}", "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}",
+                *extra]
+        start = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=1500, check=False,
+                              stdin=subprocess.DEVNULL)
+        took = time.monotonic() - start
+        print(f"ansible-playbook {name} {' '.join(extra)}: rc {proc.returncode} in {took:.1f} s")
+        print(proc.stdout[-3000:] + proc.stderr[-2000:])
+        return proc, took
+
+    def fresh_evidence(self, *paths: str) -> None:
+        """Each boot's evidence comes from that boot only (as the Packer boots delete it with debugfs)."""
+        self.ssh("rm -f -- " + " ".join(shlex.quote(p) for p in paths))
+
+    def report(self) -> str:
+        """The report of the current boot, once test-report.service has written all of it."""
+        for _ in range(90):
+            text = self.ssh(f"cat {fixtures.REPORT} 2>/dev/null", check=False).stdout
+            if "\n=== end" in text:
+                return text
+            time.sleep(2)
+        pytest.fail(f"no complete {fixtures.REPORT} on the guest")
+
+    def calls(self) -> list[str]:
+        return self.kubectl_log.read_text().splitlines() if self.kubectl_log.exists() else []
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="migbake-fleet-vm-", dir="/var/tmp"))
+    yield path
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _claims(node: Node, ctx: BootContext, report_text: str, serial_log: Path) -> list[Claim]:
+    """The claims of the Packer boots, on this boot's report, console and files (read over SSH)."""
+    report = parse_report(report_text)
+    console = serial_log.read_text(errors="replace")
+    console = console[console.rfind("Linux version "):]  # this boot's part of the console
+    metrics = node.ssh(f"cat {shlex.quote(ctx.metrics_path)}", check=False).stdout if ctx.metrics_path else None
+    ctx = replace(ctx, console=console, metrics=metrics or None)
+    claims = evaluate(report, ctx) + node_claims(report, ctx)
+    if ctx.scenario == "ok":
+        argv = node.ssh(f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout or None
+        claims += kubelet_fixtures.labels_claim(argv, ctx.kubelet_fixture, ctx.node_labels)  # type: ignore[arg-type]
+    for claim in claims:
+        print(f"boot {ctx.boot}: [{'ok' if claim.passed else 'FAIL'}] {claim.id}: {claim.evidence}")
+    return claims
+
+
+def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(boot_assets: BootAssets,
+                                                                               work: Path) -> None:
+    mig_parted = shared_file(MIG_PARTED)
+    checked = check_bytes((IMAGE / "node-profile.yaml").read_bytes(), "node-profile.yaml")
+    assert checked.profile is not None
+    profile = checked.profile
+    sim = node_for_profile(profile)
+    promises = promises_of(profile)
+    fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout)
+
+    # boot 1's disk: a plain GPU node with sshd (what a fleet's machines are before migbake)
+    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
+    commands = fixtures.restore_commands(OUT, RESTORE_UNIT)
+    config = (OUT / "rootfs" / commands.config_file.lstrip("/")).read_text()
+    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, "hopper")
+    consumers = tuple(unit for unit, _ in promises.consumers)
+    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, consumers=consumers, log=print,
+                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
+    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
+                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
+                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
+    kubelet_fixtures.install(rootfs, fixture, print)
+    fixtures.disable_cloud_init(rootfs)
+    key = work / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
+                   check=True)
+    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
+    disk = image.make_disk(rootfs, work / "disk.img", log=print)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+
+    port = _free_port()
+    node = Node(work, port, key)
+    base = BootContext("ansible", "ok", "hopper", 2, console="", kubelet=True,
+                       kubelet_requires=profile.restore.on_failure == "block-kubelet", expected=sim.gpus,
+                       consumers=promises.consumers, metrics_path=promises.metrics_textfile,
+                       kubelet_fixture=fixture, node_labels=promises.node_labels)
+    evidence = (fixtures.STUB_LOG, fixtures.REPORT, kubelet_fixtures.ARGV_LOG, promises.metrics_textfile)
+    with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
+                    log=print) as vm:
+        print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
+        assert node.ssh("systemctl is-active nvidia-mig-restore.service", check=False).stdout.strip() != "active"
+
+        install, took = node.playbook("install.yml")
+        assert install.returncode == 0, install.stdout
+        again, took = node.playbook("install.yml")
+        assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
+        state = node.ssh("systemctl is-enabled nvidia-mig-restore.service nvidia-mig-manager.service; "
+                         "systemctl is-active nvidia-mig-restore.service", check=False).stdout.split()
+        assert state == ["enabled", "masked", "inactive"], f"install enables, masks, and never starts: {state}"
+
+        node.fresh_evidence(*evidence)
+        ok, took = node.playbook("activate.yml")
+        assert ok.returncode == 0, ok.stdout
+        assert node.calls() == ["cordon node1", DRAIN, "uncordon node1"]
+        failed = [c for c in _claims(node, base, node.report(), vm.serial_log) if not c.passed]
+        assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
+
+        node.ssh(f"touch {simguest.KNOB_DIR}/{simguest.SCENARIO_KNOBS['fail-apply']}")
+        node.fresh_evidence(*evidence)
+        bad, took = node.playbook("activate.yml")
+        said = bad.stdout + bad.stderr
+        assert bad.returncode == 2, said
+        assert node.calls() == ["cordon node1", DRAIN, "uncordon node1", "cordon node1", DRAIN], said
+        assert "node1 stays drained (not uncordoned, not resumed)" in said, said
+        assert "nvidia-mig-restore.service is failed" in said, said
+        failing = replace(base, scenario="fail-apply", boot=3)
+        failed = [c for c in _claims(node, failing, node.report(), vm.serial_log) if not c.passed]
+        assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
+
+        node.ssh("systemctl poweroff", check=False)
+        assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
