@@ -241,3 +241,35 @@ def test_a_failed_preflight_fails_the_host_before_anything_is_installed(base: Ba
     assert "driver: no NVIDIA kernel driver on the host" in said, said
     assert "mig-manager:" not in said, "the role masks the manager itself: that FAIL is ignored"
     assert _differences(before, _tree(root)) == [], "a failed preflight installed something"
+
+
+def test_the_role_leaves_what_image_provided_later_names_to_the_boot(base: BaseRootfs, work: Path) -> None:
+    """As the bake: in an image, a piece image.provided_later names is not checked; on a running node it is.
+
+    The base image lacks nvidia-mig-parted and kubelet's unit, which a later provisioner installs: the
+    role installs into it over the chroot connection; as a running node it fails naming both.
+    """
+    profile = yaml.safe_load((IMAGES[0] / "node-profile.yaml").read_text())
+    profile["image"] = {"provided_later": ["nvidia-mig-parted", "kubelet.service"]}
+    (work / "profile").mkdir()
+    (work / "profile/node-profile.yaml").write_text(yaml.safe_dump(profile))
+    out = work / "profile/generated"
+    made = run([sys.executable, "-m", "migbake", "generate", str(work / "profile/node-profile.yaml"), "-o", str(out)])
+    assert made.rc == 0, made.text
+    root = _node_root(base, work / "later", IMAGES[0] / "generated")
+    (root / "usr/bin/nvidia-mig-parted").unlink()
+    for unit in root.glob("*/systemd/system/kubelet.service"):
+        unit.unlink()
+    for unit in root.glob("usr/lib/systemd/system/kubelet.service"):
+        unit.unlink()
+    before = _tree(root)
+
+    running, _ = _playbook(out, root, work, "-e", "mig_restore_offline=false", "-e", "mig_restore_preflight=false")
+    said = running.stdout
+    assert running.returncode == 2 and _recap(said)["failed"] == 1, said
+    assert re.search(r"missing on \S+: /usr/bin/nvidia-mig-parted, kubelet\.service \(", said), said
+    assert _differences(before, _tree(root)) == [], "a failed check installed something"
+
+    image, _ = _playbook(out, root, work)
+    assert image.returncode == 0 and _recap(image.stdout)["failed"] == 0, image.stdout
+    assert (root / "etc/systemd/system/nvidia-mig-restore.service").is_file()

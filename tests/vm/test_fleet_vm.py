@@ -65,6 +65,7 @@ class Node:
     def __init__(self, work: Path, port: int, key: Path) -> None:
         self.work, self.port, self.key = work, port, key
         self.kubectl_log = work / "kubectl.log"
+        self.timings: list[str] = []
         kubectl = work / "kubectl"
         kubectl.write_text(KUBECTL)
         kubectl.chmod(0o755)
@@ -99,17 +100,18 @@ class Node:
             time.sleep(2)
         pytest.fail(f"the guest's sshd did not answer on 127.0.0.1:{self.port} within {timeout_s:.0f} s")
 
-    def playbook(self, name: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    def playbook(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
         argv = [require("ansible-playbook"), "-i", str(self.inventory), str(OUT / "ansible" / name),
-                "-e", f"mig_restore_kubectl={self.work / 'kubectl'}", "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}",
-                *extra]
+                "-e", f"mig_restore_kubectl={self.work / 'kubectl'}",
+                "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}", *extra]
         start = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=1500, check=False,
                               stdin=subprocess.DEVNULL)
         took = time.monotonic() - start
+        self.timings.append(f"{name} {took:.0f} s (rc {proc.returncode})")
         print(f"ansible-playbook {name} {' '.join(extra)}: rc {proc.returncode} in {took:.1f} s")
         print(proc.stdout[-3000:] + proc.stderr[-2000:])
-        return proc, took
+        return proc
 
     def fresh_evidence(self, *paths: str) -> None:
         """Each boot's evidence comes from that boot only (as the Packer boots delete it with debugfs)."""
@@ -199,16 +201,16 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
         print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
         assert node.ssh("systemctl is-active nvidia-mig-restore.service", check=False).stdout.strip() != "active"
 
-        install, took = node.playbook("install.yml")
+        install = node.playbook("install.yml")
         assert install.returncode == 0, install.stdout
-        again, took = node.playbook("install.yml")
+        again = node.playbook("install.yml")
         assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
         state = node.ssh("systemctl is-enabled nvidia-mig-restore.service nvidia-mig-manager.service; "
                          "systemctl is-active nvidia-mig-restore.service", check=False).stdout.split()
         assert state == ["enabled", "masked", "inactive"], f"install enables, masks, and never starts: {state}"
 
         node.fresh_evidence(*evidence)
-        ok, took = node.playbook("activate.yml")
+        ok = node.playbook("activate.yml")
         assert ok.returncode == 0, ok.stdout
         assert node.calls() == ["cordon node1", DRAIN, "uncordon node1"]
         failed = [c for c in _claims(node, base, node.report(), vm.serial_log) if not c.passed]
@@ -216,7 +218,7 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
 
         node.ssh(f"touch {simguest.KNOB_DIR}/{simguest.SCENARIO_KNOBS['fail-apply']}")
         node.fresh_evidence(*evidence)
-        bad, took = node.playbook("activate.yml")
+        bad = node.playbook("activate.yml")
         said = bad.stdout + bad.stderr
         assert bad.returncode == 2, said
         assert node.calls() == ["cordon node1", DRAIN, "uncordon node1", "cordon node1", DRAIN], said
@@ -228,3 +230,4 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
 
         node.ssh("systemctl poweroff", check=False)
         assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
+    print("fleet rollout over SSH: " + ", ".join(node.timings))

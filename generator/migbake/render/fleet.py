@@ -19,8 +19,9 @@ from migbake.render.plan import RenderPlan
 
 ROLE = "ansible/roles/mig_restore"
 SLURM_UNIT = "slurmd.service"
-# where systemd looks for unit files a package or an admin installs (merged /usr: /lib is /usr/lib)
-UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+# where systemd looks for unit files, as the bake's base-image check (scripts/_base-image-check.sh.j2)
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
 HEREDOC_END = "MIGBAKE_EOF"
 KS_STAGING = "/tmp/migbake-kickstart"
 
@@ -34,13 +35,16 @@ def _role_context(plan: RenderPlan, rootfs: Sequence[RootfsFile]) -> dict[str, A
     p = plan.profile
     files = [{"src": rel, "dest": "/" + rel, "mode": f"{mode:04o}"} for rel, _, mode in rootfs]
     dirs = sorted({posixpath.dirname(f["dest"]) for f in files})
-    # the base-image checks of the bake: the tools, kubelet's unit and every fail-closed consumer's
-    required_units = ([p.kubelet.unit] if p.kubelet.present else []) + [c.unit for c in plan.consumers
-                                                                        if c.fail_closed]
+    # the base-image checks of the bake (its pieces); a running node must also hold those that
+    # image.provided_later leaves to a later provisioner of an image build: it boots into the restore now
+    def pieces(kind: str, when: str) -> list[str]:
+        chosen = plan.bake_pieces if when == "bake" else plan.boot_pieces
+        return list(dict.fromkeys(x.path if kind == "tool" else x.name for x in chosen if x.kind == kind))
+
     unit_wait = p.restore.timeout_seconds + p.restore.driver_wait_seconds + 60
     return {"role": {
-        "files": files, "dirs": dirs, "tools": [p.tools.nvidia_smi, p.tools.nvidia_mig_parted],
-        "required_units": list(dict.fromkeys(required_units)), "unit_dirs": list(UNIT_DIRS),
+        "files": files, "dirs": dirs, "tools": pieces("tool", "bake"), "later_tools": pieces("tool", "boot"),
+        "required_units": pieces("unit", "bake"), "later_units": pieces("unit", "boot"), "unit_dirs": list(UNIT_DIRS),
         "kubernetes": p.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
         "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
     }}
