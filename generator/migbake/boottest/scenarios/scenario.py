@@ -202,8 +202,10 @@ def install_fixtures(
     run([*systemctl, "mask", "serial-getty@ttyS0.service", *SSH_UNITS], log=log)
 
 
-# Debian's openssh-server, and D-Bus: systemd-logind (which `shutdown -r 0` asks) needs the system bus
-SSH_UNITS = ("ssh.service", "ssh.socket", "dbus.service", "dbus.socket")
+# Debian's openssh-server, D-Bus and systemd-logind (which schedules the reboot `shutdown -r 0` asks
+# for, over the system bus): masked, a boot is what it was before the rootfs had them (logind's
+# condition is that dbus.service exists, and it would fail without a bus)
+SSH_UNITS = ("ssh.service", "ssh.socket", "dbus.service", "dbus.socket", "systemd-logind.service")
 STAY_UP = "/etc/boottest/stay-up"  # test-report does not power the guest off
 
 
