@@ -5,8 +5,8 @@ when it runs (click's documented lazy-loading pattern); the top-level ``--help``
 from ``SUMMARIES`` and ``--version`` needs none, so neither imports a command module. A command returns
 its exit code (``None``: 0) and raises ``MigbakeError`` for anything that stops it; ``MigbakeGroup.invoke``
 turns every error into its ``report()`` lines on stderr and its ``exit_code`` (tracebacks only with
---debug), and every unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``) ends
-every command's --help.
+--debug; a ``UsageError`` about the command line is worded as click words its own usage errors), and every
+unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``) ends every command's --help.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from migbake.exits import (
     stdout_failure,
     write_stdout,
 )
-from migbake.problems import MigbakeError
+from migbake.problems import MigbakeError, UsageError
 
 # each command and the click command object that defines it, "module:attribute"
 COMMANDS = {
@@ -138,6 +138,16 @@ class MigbakeGroup(click.Group):
             _end(["migbake: interrupted"], EXIT_INTERRUPTED, traceback=False)
         sys.exit(code if isinstance(code, int) else 0)
 
+    def _click_usage_error(self, ctx: click.Context, e: UsageError) -> click.UsageError:
+        """A usage error the library raised, as click's own for the command that ran: after that command's usage
+        line, and for a bad option value ``Invalid value for OPTION: ...`` (what ``click.BadParameter`` says)."""
+        name = ctx.invoked_subcommand
+        command = self.get_command(ctx, name) if name else None
+        where = ctx if command is None else click.Context(command, info_name=name, parent=ctx)
+        if e.option:
+            return click.BadParameter(str(e), ctx=where, param_hint=e.option)
+        return click.UsageError(str(e), ctx=where)
+
     def invoke(self, ctx: click.Context) -> Any:
         catch_sigterm()  # a cleanup (the writer's temporary folder) runs on SIGTERM too
         try:
@@ -152,6 +162,8 @@ class MigbakeGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except MigbakeError as e:
+            if isinstance(e, UsageError) and e.usage:
+                raise self._click_usage_error(ctx, e) from e  # worded by main, as click's own
             _end(e.report(), e.exit_code, multiline=e.multiline)
         except KeyboardInterrupt:
             _end(["migbake: interrupted"], EXIT_INTERRUPTED, traceback=False)

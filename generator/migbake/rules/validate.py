@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
 from migbake.exits import printable
-from migbake.problems import Problem, has_errors, sort_problems
+from migbake.problems import Problem, UsageError, has_errors, sort_problems
 from migbake.profile.schema import schema_problems
 from migbake.rules.general import rule_problems
 
@@ -98,23 +98,26 @@ def _is_dir(path: Path) -> bool:
 def profile_files(args: Sequence[str]) -> Iterator[Path]:
     """The profiles ``args`` name: a file as it is, ``-`` (standard input), or every profile below a directory.
 
-    Raises ValueError (a usage error) for ``-`` given twice, an empty argument (which is no file: the
-    system would read it as the current folder), a directory that cannot be read or holds no profiles.
+    Raises UsageError (reported after the command's usage line) for ``-`` given twice, an empty argument (which
+    is no file: the system would read it as the current folder), a directory that cannot be read or holds no
+    profiles.
     """
     if sum(raw == "-" for raw in args) > 1:
-        raise ValueError("`-` (standard input) can be given once")
+        raise UsageError("`-` (standard input) can be given once", usage=True)
     if "" in args:
-        raise ValueError("an empty PROFILE argument names no file (give `.` for the current folder)")
+        raise UsageError("an empty PROFILE argument names no file (give `.` for the current folder)", usage=True)
     for raw in args:
         p = Path(raw)
         if raw != "-" and _is_dir(p):
             try:
                 os.scandir(p).close()
             except OSError as err:
-                raise ValueError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}") from err
+                raise UsageError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}",
+                                 usage=True) from err
             found = _profiles_below(p)
             if not found:
-                raise ValueError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory")
+                raise UsageError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory",
+                                 usage=True)
             yield from found
         else:
             yield p
