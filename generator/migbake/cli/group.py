@@ -202,11 +202,11 @@ def main(debug: bool, catalog_file: Path | None) -> None:
     scripts. PROFILE may be `-` (standard input) wherever one profile is read.
     """
     _State.debug = debug or os.environ.get("MIGBAKE_DEBUG") == "1"
-    if catalog_file is not None:
-        from migbake.gpu.catalog import use_catalog_file
+    from migbake.gpu.catalog import CatalogChoice  # only once a command runs: --version and --help skip this
 
-        use_catalog_file(catalog_file)
-        click.get_current_context().call_on_close(lambda: use_catalog_file(None))
+    # the catalog of this command line: a command takes it (ctx.ensure_object) and passes it down; it is read
+    # at its first need
+    click.get_current_context().obj = CatalogChoice(catalog_file)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,7 @@ import click
 
 from migbake.commands.common import check_profile, is_stdin, profile_name
 from migbake.exits import color_wanted
+from migbake.gpu.catalog import CatalogChoice
 from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
 from migbake.rules.validate import file_problems, profile_files
 
@@ -31,8 +32,9 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool) -> 
     if any(is_stdin(f) for f in files):
         results = [FileResult(profile_name(f), check_profile(f).problems) for f in files]
     else:  # files only: several CPUs may share the work
+        catalog = click.get_current_context().ensure_object(CatalogChoice)
         results = [FileResult(profile_name(f), problems)
-                   for f, problems in zip(files, file_problems(files))]
+                   for f, problems in zip(files, file_problems(files, catalog))]
     color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:
