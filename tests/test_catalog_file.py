@@ -17,9 +17,11 @@ from click.testing import Result
 from support import CliRunner
 
 from migbake.cli.group import main
-from migbake.gpu.catalog import load_catalog
+from migbake.gpu.catalog import CatalogChoice, load_catalog
 from migbake.gpu.catalogfile import catalog_problems
+from migbake.node.importer import import_config
 from migbake.resources import catalog_text
+from migbake.rules.validate import check_bytes
 
 RAW = json.loads(catalog_text())
 PROFILE = "version: 1\nname: new-sku\ngpu_count: 1\ngpus:\n  - model: {model}\n    mig: {{layout: {layout}}}\n"
@@ -72,6 +74,30 @@ def test_a_new_model_from_a_file_is_used_by_every_command(tmp_path: Path) -> Non
     assert [r["from_catalog_file"] for r in rows if r["id"] == "h300-200gb"] == [str(extra)]
     assert _run("validate", str(profile)).exit_code == 1  # the option lasts one command
     assert load_catalog().find("H300") is None
+
+
+def test_the_library_uses_the_catalog_it_is_given(tmp_path: Path) -> None:
+    extra = _write(tmp_path, {"gpus": [_new_sku()]})
+    text = PROFILE.format(model="NVIDIA H300", layout="{1g.18gb: 7}").encode()
+    checked = check_bytes(text, "p.yaml", CatalogChoice(extra))
+    assert checked.profile is not None and checked.profile.gpus[0].gpu.origin == str(extra)
+    assert not check_bytes(text, "p.yaml").ok  # by default the packaged catalog: no choice outlives its caller
+    config = ("version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
+              "      mig-devices: {1g.18gb: 7}\n      device-filter: [\"0x2FFF10DE\"]\n")
+    imported = import_config(config.encode(), "c.yaml", catalog=CatalogChoice(extra))
+    assert "model: h300-200gb" in imported.text
+    assert load_catalog().find("H300") is None
+
+
+def test_a_catalog_file_is_read_only_where_a_profile_needs_the_catalog(tmp_path: Path) -> None:
+    extra = _write(tmp_path, {"gpus": [_bad_gpu()]})
+    profile = tmp_path / "p.yaml"
+    profile.write_text("")
+    result = _run("--catalog", str(extra), "validate", str(profile))  # an empty file needs no catalog
+    assert result.exit_code == 1 and "[empty-file]" in result.stdout and result.stderr == "", result.output
+    profile.write_text(PROFILE.format(model="h200", layout="{1g.18gb: 7}"))
+    result = _run("--catalog", str(extra), "validate", str(profile))
+    assert result.exit_code == 1 and "invalid GPU catalog" in result.stderr, result.output
 
 
 def test_a_file_replaces_the_model_with_the_same_id(tmp_path: Path) -> None:

@@ -150,11 +150,9 @@ def test_gpus_without_mig_are_found_by_name_and_pci_id() -> None:
         assert all(re.fullmatch(r"0x[0-9A-F]{8}", p["id"]) for p in g["pci_device_ids"]), g
     names = {n for g in RAW["non_mig_gpus"]["gpus"] for n in g["names"]}
     assert names >= {"L40S", "L4", "A10", "T4"}
-    from migbake.gpu.catalog import non_mig_gpu
-
-    found = non_mig_gpu("nvidia l40s")
+    found = CATALOG.non_mig_gpu("nvidia l40s")
     assert found is not None and found.short_name == "L40S" and not found.has_mig
-    assert non_mig_gpu("H200") is None
+    assert CATALOG.non_mig_gpu("H200") is None
 
 
 def test_unknown_names_point_at_the_catalog_option() -> None:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from profile_inputs import HOSTILE, SEEDS
 from realtools import SystemdTree, hcl_parse, run, shellcheck
 
-from migbake.problems import RenderError
+from migbake.problems import RenderError, UsageError
 from migbake.render.guard import CONTROL, Block, Quoted, guard, mime_header_value
 from migbake.render.tree import Artifact, render, sh_quote, systemd_word
 from migbake.render.userdata import mime_user_data
@@ -109,7 +109,7 @@ def test_quoting_marks_its_output_and_a_raw_newline_in_a_shell_word_is_refused()
 @pytest.mark.parametrize("name", ['a"b.sh', "a\nb.sh", "a\rb.sh", "a\\b.sh", "a\u2028.sh"])
 def test_mime_header_values_are_guarded(name: str) -> None:
     COUNTS["class1-mime"] += 1
-    with pytest.raises(ValueError, match=r"MIME|control"):
+    with pytest.raises(UsageError, match=r"MIME|control"):
         mime_user_data("#cloud-config\n", "#!/bin/sh\ntrue\n", name)
     with pytest.raises(RenderError):
         mime_header_value(name, "name")

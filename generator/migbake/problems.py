@@ -141,9 +141,19 @@ class CatalogError(MigbakeError):
 
 class UsageError(MigbakeError):
     """The command was asked for something it cannot do as asked (exit 2, like a bad option), or an input it
-    was given (standard input, a file an option names) cannot be read."""
+    was given (standard input, a file an option names) cannot be read.
+
+    ``option``: the option whose value is wrong (``--var``); the command group reports it as click reports a
+    bad option value (the command's usage line, then ``Invalid value for --var: ...``). ``usage``: the
+    arguments as a whole are wrong (after the usage line too). Neither: one line, as every other error.
+    """
 
     exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, option: str = "", usage: bool = False) -> None:
+        self.option = option
+        self.usage = usage or bool(option)
+        super().__init__(message)
 
 
 class RenderError(MigbakeError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from migbake.problems import PackerError
+from migbake.problems import PackerError, UsageError
 
 INSTALL_HINT = ("install Packer: `apt-get install packer` (Debian/Ubuntu), or the release for your system "
                 "from https://developer.hashicorp.com/packer/install; or point --packer / MIGBAKE_PACKER at it")
@@ -141,10 +141,10 @@ def packer_version(binary: str) -> tuple[int, int, int]:
 
 
 def check_vars(variables: Sequence[str]) -> None:
-    """Every ``--var`` is ``NAME=VALUE``."""
+    """Every ``--var`` is ``NAME=VALUE`` (else UsageError, a bad value of ``--var``)."""
     for v in variables:
         if not _VAR.match(v):
-            raise ValueError(f"--var {v!r}: expected NAME=VALUE")
+            raise UsageError(f"--var {v!r}: expected NAME=VALUE", option="--var")
 
 
 def plan_bake(packer_dir: Path, *, binary: str, version: tuple[int, int, int], only: Sequence[str] = (),

@@ -5,8 +5,8 @@ when it runs (click's documented lazy-loading pattern); the top-level ``--help``
 from ``SUMMARIES`` and ``--version`` needs none, so neither imports a command module. A command returns
 its exit code (``None``: 0) and raises ``MigbakeError`` for anything that stops it; ``MigbakeGroup.invoke``
 turns every error into its ``report()`` lines on stderr and its ``exit_code`` (tracebacks only with
---debug), and every unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``) ends
-every command's --help.
+--debug; a ``UsageError`` about the command line is worded as click words its own usage errors), and every
+unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``) ends every command's --help.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from migbake.exits import (
     stdout_failure,
     write_stdout,
 )
-from migbake.problems import MigbakeError
+from migbake.problems import MigbakeError, UsageError
 
 # each command and the click command object that defines it, "module:attribute"
 COMMANDS = {
@@ -138,6 +138,16 @@ class MigbakeGroup(click.Group):
             _end(["migbake: interrupted"], EXIT_INTERRUPTED, traceback=False)
         sys.exit(code if isinstance(code, int) else 0)
 
+    def _click_usage_error(self, ctx: click.Context, e: UsageError) -> click.UsageError:
+        """A usage error the library raised, as click's own for the command that ran: after that command's usage
+        line, and for a bad option value ``Invalid value for OPTION: ...`` (what ``click.BadParameter`` says)."""
+        name = ctx.invoked_subcommand
+        command = self.get_command(ctx, name) if name else None
+        where = ctx if command is None else click.Context(command, info_name=name, parent=ctx)
+        if e.option:
+            return click.BadParameter(str(e), ctx=where, param_hint=e.option)
+        return click.UsageError(str(e), ctx=where)
+
     def invoke(self, ctx: click.Context) -> Any:
         catch_sigterm()  # a cleanup (the writer's temporary folder) runs on SIGTERM too
         try:
@@ -152,6 +162,8 @@ class MigbakeGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except MigbakeError as e:
+            if isinstance(e, UsageError) and e.usage:
+                raise self._click_usage_error(ctx, e) from e  # worded by main, as click's own
             _end(e.report(), e.exit_code, multiline=e.multiline)
         except KeyboardInterrupt:
             _end(["migbake: interrupted"], EXIT_INTERRUPTED, traceback=False)
@@ -190,11 +202,11 @@ def main(debug: bool, catalog_file: Path | None) -> None:
     scripts. PROFILE may be `-` (standard input) wherever one profile is read.
     """
     _State.debug = debug or os.environ.get("MIGBAKE_DEBUG") == "1"
-    if catalog_file is not None:
-        from migbake.gpu.catalog import use_catalog_file
+    from migbake.gpu.catalog import CatalogChoice  # only once a command runs: --version and --help skip this
 
-        use_catalog_file(catalog_file)
-        click.get_current_context().call_on_close(lambda: use_catalog_file(None))
+    # the catalog of this command line: a command takes it (ctx.ensure_object) and passes it down; it is read
+    # at its first need
+    click.get_current_context().obj = CatalogChoice(catalog_file)
 
 
 if __name__ == "__main__":  # pragma: no cover

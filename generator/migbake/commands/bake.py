@@ -39,10 +39,7 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
     if not only:
         raise click.UsageError("the templates have several sources; choose one or more with --only "
                                f"(nothing was written):\n{packer.sources_text()}")
-    try:
-        packer.check_vars(variables)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--var") from e
+    packer.check_vars(variables)
     missing = packer.missing_vars(only, variables, var_files)
     if missing:
         raise click.UsageError(f"{', '.join(only)} needs {', '.join(f'--var {v}=...' for v in missing)} "

@@ -1,7 +1,9 @@
 """What several commands share: how a PROFILE argument is read and named, and the GPU model parameter.
 
-Nothing here prints an error or exits: a failure is a ``MigbakeError`` (or click's usage error), which
-the command group (``migbake.cli.group``) reports.
+The GPU catalog a command uses is the ``CatalogChoice`` the command group made from ``--catalog`` /
+``MIGBAKE_CATALOG`` (click's context object: ``ctx.ensure_object(CatalogChoice)``, the packaged catalog when
+none was made); a command passes it down to the library. Nothing here prints an error or exits: a failure
+is a ``MigbakeError`` (or click's usage error), which the command group (``migbake.cli.group``) reports.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from migbake.document.loader import MAX_PROFILE_BYTES
-from migbake.gpu.catalog import GpuModel, load_catalog
+from migbake.gpu.catalog import PACKAGED, CatalogChoice, GpuModel
 from migbake.problems import STDIN_NAME, ProfileError, UnreadableProfile, read_stdin, unreadable
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.rules.validate import Checked, check_bytes, check_file
@@ -50,10 +52,12 @@ def profile_name(profile: Path | str) -> str:
 
 
 def check_profile(profile: Path | str) -> Checked:
-    """Check the profile at ``profile``, or read from standard input when it is ``-``."""
+    """Check the profile at ``profile``, or read from standard input when it is ``-``, with this command line's
+    catalog."""
+    catalog = click.get_current_context().ensure_object(CatalogChoice)
     if is_stdin(profile):
-        return check_bytes(read_stdin(MAX_PROFILE_BYTES), STDIN_NAME)
-    return check_file(Path(profile))
+        return check_bytes(read_stdin(MAX_PROFILE_BYTES), STDIN_NAME, catalog)
+    return check_file(Path(profile), catalog=catalog)
 
 
 def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False) -> NodeProfile:
@@ -95,7 +99,8 @@ class GpuModelType(_ModelParamType):
         """The catalog model ``value`` names."""
         if isinstance(value, GpuModel):
             return value
-        catalog = load_catalog()
+        context = ctx or click.get_current_context(silent=True)
+        catalog = (PACKAGED if context is None else context.ensure_object(CatalogChoice)).load()
         found = catalog.find_gpu(str(value)) if self.non_mig else catalog.find(str(value))
         if found is None:
             self.fail(catalog.unknown_model(str(value))[0], param, ctx)

@@ -108,10 +108,7 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
             theirs = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
-        try:
-            mime = userdata.mime_user_data(text, theirs, src.name, kind or None)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--user-data-mime") from e
+        mime = userdata.mime_user_data(text, theirs, src.name, kind or None)
         extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
         if gzipped:
             extra.append(Artifact("cloud-init/user-data.mime.gz", userdata.gzip_user_data(mime), 0o644))

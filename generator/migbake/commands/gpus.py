@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from migbake.gpu.catalog import Catalog, GpuModel, load_catalog
+from migbake.gpu.catalog import Catalog, CatalogChoice, GpuModel
 
 
 def _notes(m: GpuModel) -> str:
@@ -54,7 +54,7 @@ def gpus(show_profiles: bool, as_json: bool, markdown: bool) -> None:
     A profile's `model` may be the id or any of the names (any case, with or without `NVIDIA`).
     Models from a --catalog file are marked with it.
     """
-    cat = load_catalog()
+    cat = click.get_current_context().ensure_object(CatalogChoice).load()
     if markdown:
         _markdown(cat)
         return

@@ -9,6 +9,7 @@ import click
 from migbake.commands.common import NonEmptyPath
 from migbake.commands.generate import artifacts_for, report_diff, warn_sizes
 from migbake.exits import EXIT_INVALID
+from migbake.gpu.catalog import CatalogChoice
 from migbake.render.write import Origin, read_origin, write_tree
 from migbake.rules.validate import check_file
 from migbake.wording import plural
@@ -27,10 +28,11 @@ def images(images_dir: Path, check: bool) -> int:
     profiles = sorted(images_dir.glob("*/node-profile.yaml"))
     if not profiles:
         raise click.UsageError(f"{images_dir}: no */node-profile.yaml found")
+    catalog = click.get_current_context().ensure_object(CatalogChoice)
     failed = 0
     for profile in profiles:
         out = profile.parent / "generated"
-        checked = check_file(profile)
+        checked = check_file(profile, catalog=catalog)
         for p in checked.problems:
             click.echo(p.format(), err=True)
         if checked.profile is None:

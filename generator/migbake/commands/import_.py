@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import GpuModelType, NonEmptyPath, write_or_print
-from migbake.gpu.catalog import GpuModel
+from migbake.gpu.catalog import CatalogChoice, GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.problems import STDIN_NAME, UsageError, read_bounded, read_stdin
@@ -45,7 +45,8 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
     if len(data) > limit:
         raise UsageError(f"{STDIN_NAME}: larger than 1 MiB")
     display = STDIN_NAME if from_stdin else str(source)
-    result = import_config(data, display, config=config_name, model=model, capture=capture, name=name)
+    result = import_config(data, display, config=config_name, model=model, capture=capture, name=name,
+                           catalog=click.get_current_context().ensure_object(CatalogChoice))
     for p in result.warnings:
         click.echo(p.format(), err=True)
     write_or_print(result.text, output, force)

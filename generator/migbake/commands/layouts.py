@@ -9,7 +9,7 @@ import click
 
 from migbake.commands.common import GpuModelType
 from migbake.commands.gpus import origin_note
-from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, load_catalog
+from migbake.gpu.catalog import PROFILE_NAME_RE, CatalogChoice, GpuModel
 from migbake.gpu.placement import fit, maximal_layouts, memory_slices_of
 from migbake.gpu.suggestions import flow
 from migbake.wording import plural
@@ -54,7 +54,7 @@ def layouts(model: GpuModel | None, as_json: bool, no_media: bool, sort_by: str)
     """
     if model is None:
         click.echo("Give a model: migbake layouts MODEL (any id or name below; `migbake gpus` lists the names)")
-        for m in load_catalog().models:
+        for m in click.get_current_context().ensure_object(CatalogChoice).load().models:
             click.echo(f"  {m.key:<30} {m.display_name}{origin_note(m)}")
         return
     m = model

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from migbake.commands.common import check_profile, is_stdin, profile_name
 from migbake.exits import color_wanted
+from migbake.gpu.catalog import CatalogChoice
 from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
 from migbake.rules.validate import file_problems, profile_files
-
-
-def _expand(paths: tuple[str, ...]) -> list[Path]:
-    try:
-        return list(profile_files(paths))
-    except ValueError as e:
-        raise click.UsageError(str(e)) from e
 
 
 @click.command()
@@ -36,12 +28,13 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool) -> 
     (warnings allowed, unless --strict), 1 when any is invalid, 2 when one cannot be read at all (missing,
     no permission).
     """
-    files = _expand(profiles)
+    files = list(profile_files(profiles))
     if any(is_stdin(f) for f in files):
         results = [FileResult(profile_name(f), check_profile(f).problems) for f in files]
     else:  # files only: several CPUs may share the work
+        catalog = click.get_current_context().ensure_object(CatalogChoice)
         results = [FileResult(profile_name(f), problems)
-                   for f, problems in zip(files, file_problems(files))]
+                   for f, problems in zip(files, file_problems(files, catalog))]
     color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
     if fmt == "github" and not quiet:

@@ -3,7 +3,8 @@
 The data file is ``data/mig-catalog.json`` (first built from the reference catalog of NVIDIA's MIG
 facts, ``shared/reference/mig-catalog.json``, plus what migbake added: models appended to ``gpus``, and
 ``non_mig_gpus``: GPUs without MIG); every value there carries its source and status. A catalog file
-given with ``--catalog`` / ``MIGBAKE_CATALOG`` (see ``catalogfile``) adds or replaces models. This
+given with ``--catalog`` / ``MIGBAKE_CATALOG`` (see ``catalogfile``) adds or replaces models; which catalog
+a command uses is a value passed down to it (``CatalogChoice``), never a setting of this module. This
 module turns the data into frozen, typed objects and answers look-ups: by id, by any name nvidia-smi
 prints or people write (``gpunames``), by PCI id; and it says why a name is not a model.
 """
@@ -365,33 +366,32 @@ def build_catalog(raw: dict[str, Any], extra: Sequence[tuple[str, dict[str, Any]
                    non_mig_gpus=tuple(non_mig), files=tuple(origin for origin, _ in extra))
 
 
-class _Settings:
-    """The catalog file chosen on the command line (--catalog / MIGBAKE_CATALOG); None: the packaged one."""
-
-    file: Path | None = None
-
-
-def use_catalog_file(path: Path | None) -> None:
-    """Make ``load_catalog()`` merge the catalog file ``path`` (None: the packaged catalog alone)."""
-    _Settings.file = path
-
-
-def load_catalog() -> Catalog:
-    """The catalog in use: the packaged one, plus the file of ``use_catalog_file`` (parsed once each)."""
-    return _load(_Settings.file)
-
-
 @lru_cache(maxsize=4)
-def _load(path: Path | None) -> Catalog:
+def load_catalog(file: Path | None = None) -> Catalog:
+    """The packaged catalog, plus the catalog file ``file`` (``--catalog``) when one is given; each parsed once."""
     raw = json.loads(catalog_text())
-    if path is None:
+    if file is None:
         return build_catalog(raw)
     # only a --catalog file needs the JSON Schema pass (and jsonschema's import time): `gpus` stays quick
     from migbake.gpu.catalogfile import read_catalog_file
 
-    return build_catalog(raw, [(str(path), read_catalog_file(path))])
+    return build_catalog(raw, [(str(file), read_catalog_file(file))])
 
 
-def non_mig_gpu(name: str) -> GpuModel | None:
-    """The GPU without MIG called ``name`` in the catalog in use (see ``Catalog.non_mig_gpu``)."""
-    return load_catalog().non_mig_gpu(name)
+@dataclass(frozen=True)
+class CatalogChoice:
+    """Which catalog a command uses: the packaged one, plus the catalog file ``file`` when there is one.
+
+    The command line makes one (``--catalog`` / ``MIGBAKE_CATALOG``) and passes it down. ``load()`` reads it
+    at the first need: a stage that needs no catalog for an input (a profile that is not a mapping) never
+    reads the file, so a bad catalog file is reported only where the catalog is used.
+    """
+
+    file: Path | None = None
+
+    def load(self) -> Catalog:
+        """The catalog itself (parsed once per process)."""
+        return load_catalog(self.file)
+
+
+PACKAGED = CatalogChoice()  # the packaged catalog alone: the default wherever no catalog is passed

@@ -22,7 +22,7 @@ import yaml
 from migbake import __version__
 from migbake.document.loader import LoadedProfile, join_pointer, load_profile_bytes
 from migbake.document.patterns import whole
-from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel, gpu_instance_name, load_catalog
+from migbake.gpu.catalog import PACKAGED, PROFILE_NAME_RE, Catalog, CatalogChoice, GpuModel, gpu_instance_name
 from migbake.gpu.devicefilter import read_filter_id
 from migbake.migparted.yamlnames import go_yaml_reading, unquoted_config_key
 from migbake.node.nvidiasmi import Capture
@@ -299,13 +299,14 @@ def _relocate(r: _Reader, groups: list[_Group], problems: list[Problem]) -> list
 
 
 def import_config(data: bytes, file: str, *, config: str | None = None, model: GpuModel | None = None,
-                  capture: Capture | None = None, name: str = "", catalog: Catalog | None = None) -> Imported:
+                  capture: Capture | None = None, name: str = "", catalog: CatalogChoice = PACKAGED) -> Imported:
     """The node profile (YAML text) for one config of the mig-parted file ``data`` (``file`` names it).
 
     ``model`` or ``capture`` (``nvidia-smi -q -x`` of the node) say which GPU model entries without a
-    device-filter are for; a capture also gives gpu_count and must be covered entry by entry.
+    device-filter are for; a capture also gives gpu_count and must be covered entry by entry. GPU models
+    are looked up in ``catalog``, and the imported profile is validated with it.
     """
-    cat = catalog or load_catalog()
+    cat = catalog.load()
     loaded, problems = load_profile_bytes(data, file)
     if has_errors(problems) and not any(p.rule in ("empty-file", "not-a-mapping") for p in problems):
         raise ImportRefused(file, problems)
@@ -353,7 +354,7 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     any_filter = any(ids is not None for _, _, ids in matchers)
     text = _text(_profile_data(groups, name, cfg, len(capture.gpus) if capture else None, any_filter),
                  r, file, data, cfg)
-    checked = check_bytes(text.encode("utf-8"), "<imported profile>")
+    checked = check_bytes(text.encode("utf-8"), "<imported profile>", catalog)
     if has_errors(checked.problems):
         raise ImportRefused(file, _relocate(r, groups, checked.problems))
     return Imported(text, _relocate(r, groups, checked.problems))

@@ -210,7 +210,7 @@ def _group(raw: dict[str, Any], catalog: Catalog) -> GpuGroup:
 
 def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog | None = None) -> NodeProfile:
     """The NodeProfile for ``data``, which must already have passed the schema and the rules (its GPU models
-    are resolved here, once, in ``catalog``: by default the selected one)."""
+    are resolved here, once, in ``catalog``: by default the packaged one)."""
     cat = catalog or load_catalog()
     kub, res = data.get("kubelet", {}), data.get("restore", {})
     tools, mgr = data.get("tools", {}), data.get("conflicting_manager", {})

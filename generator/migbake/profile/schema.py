@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 
 from migbake.document.loader import LoadedProfile
+from migbake.gpu.catalog import PACKAGED, CatalogChoice
 from migbake.problems import Problem
 from migbake.profile.fastschema import ShapeCheck, compile_schema
 from migbake.resources import load_schema
@@ -22,20 +23,23 @@ def _fast_check() -> ShapeCheck:
     return compile_schema(load_schema())
 
 
-def schema_problems(loaded: LoadedProfile) -> list[Problem]:
-    """Every shape problem of a loaded profile (empty list: the shape is right)."""
+def schema_problems(loaded: LoadedProfile, catalog: CatalogChoice = PACKAGED) -> list[Problem]:
+    """Every shape problem of a loaded profile (empty list: the shape is right).
+
+    ``catalog`` names the profiles of an entry's GPU model where the schema refuses a layout name.
+    """
     if _fast_check()(loaded.data):
         return []
     from migbake.document.schema_messages import shape_problems  # jsonschema: only for a profile that needs it
 
-    return [_with_model_names(p, loaded) for p in shape_problems(loaded)]
+    return [_with_model_names(p, loaded, catalog) for p in shape_problems(loaded)]
 
 
 _LAYOUT = re.compile(r"/gpus/(\d+)/mig/layout")
 _GENERIC_NAMES = "a MIG profile name such as 1g.18gb, 1g.18gb+me or 1c.3g.71gb"  # the schema's x-allowed
 
 
-def _with_model_names(problem: Problem, loaded: LoadedProfile) -> Problem:
+def _with_model_names(problem: Problem, loaded: LoadedProfile, catalog: CatalogChoice) -> Problem:
     """A layout name the schema refuses: the names of that entry's own GPU model instead of the schema's examples."""
     m = _LAYOUT.fullmatch(problem.pointer)
     gpus = loaded.data.get("gpus") if isinstance(loaded.data, dict) else None
@@ -43,9 +47,7 @@ def _with_model_names(problem: Problem, loaded: LoadedProfile) -> Problem:
         return problem
     entry = gpus[int(m[1])]
     name = entry.get("model") if isinstance(entry, dict) else None
-    from migbake.gpu.catalog import load_catalog  # only for a layout name the schema refused
-
-    model = load_catalog().find(name) if isinstance(name, str) else None
+    model = catalog.load().find(name) if isinstance(name, str) else None  # read only for a refused layout name
     if model is None or not model.profiles:
         return problem
     names = f"a MIG profile name of {model.display_name} ({model.key}): {', '.join(model.profile_names)}"

@@ -17,7 +17,7 @@ import re
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 
-from migbake.problems import RenderError
+from migbake.problems import RenderError, UsageError
 from migbake.render.guard import mime_header_value
 
 EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
@@ -26,6 +26,7 @@ MAX_PART_BYTES = 4 * 1024 * 1024  # a user's own part (--user-data-mime FILE): f
 # no CR/LF, no ; or = that would add a parameter or a header to the part
 SUBTYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
 _NOT_IN_FILENAME = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
+MIME_OPTION = "--user-data-mime"  # the option that names the user's part
 MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
 PART_TYPES = {
     "#cloud-config": "cloud-config",
@@ -71,22 +72,25 @@ def guess_part_type(text: str) -> str | None:
 
 
 def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None) -> str:
-    """A multi-part MIME user-data: the user's part first, then migbake's cloud-config (merged onto it)."""
+    """A multi-part MIME user-data: the user's part first, then migbake's cloud-config (merged onto it).
+
+    A part it cannot carry (its type, its file name) is a UsageError: a bad value of ``--user-data-mime``.
+    """
     if their_type is not None and not SUBTYPE.fullmatch(their_type):
-        raise ValueError(f"{their_type!r} is not a MIME subtype (letters, digits and !#$&^_.+-, such as "
-                         "x-shellscript or cloud-config)")
+        raise UsageError(f"{their_type!r} is not a MIME subtype (letters, digits and !#$&^_.+-, such as "
+                         "x-shellscript or cloud-config)", option=MIME_OPTION)
     if _NOT_IN_FILENAME.search(their_name):
-        raise ValueError(f"{their_name!r}: a file name with a quote, a backslash or a control character cannot "
-                         "be a part's filename; rename the file")
+        raise UsageError(f"{their_name!r}: a file name with a quote, a backslash or a control character cannot "
+                         "be a part's filename; rename the file", option=MIME_OPTION)
     subtype = their_type or guess_part_type(theirs)
     if subtype is None:
-        raise ValueError(f"{their_name}: cannot tell its cloud-init part type from its first line; name "
-                         "it with FILE:TYPE (e.g. my.sh:x-shellscript)")
+        raise UsageError(f"{their_name}: cannot tell its cloud-init part type from its first line; name "
+                         "it with FILE:TYPE (e.g. my.sh:x-shellscript)", option=MIME_OPTION)
     for value, what in ((their_name, "the part's file name"), (subtype, "the part's type")):
         try:
             mime_header_value(value, what)  # both are printed into MIME headers
         except RenderError as e:
-            raise ValueError(str(e)) from e
+            raise UsageError(str(e), option=MIME_OPTION) from e
     first = MIMEText(theirs, subtype, "utf-8")
     first.add_header("Content-Disposition", f'attachment; filename="{their_name}"')
     second = MIMEText(ours, "cloud-config", "utf-8")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
-from migbake.gpu.catalog import Catalog, load_catalog
+from migbake.gpu.catalog import Catalog
 from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
 from migbake.rules.gpus import rule_no_mig, rule_pci_device_ids
@@ -249,11 +249,10 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_provided_later)
 
 
-def rule_problems(loaded: LoadedProfile, catalog: Catalog | None = None) -> list[Problem]:
-    """Every semantic problem of a loaded profile."""
-    cat = catalog or load_catalog()
+def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:
+    """Every semantic problem of a loaded profile, its GPU models looked up in ``catalog``."""
     found: list[Problem] = []
     for rule in RULES:
-        found.extend(rule(loaded, loaded.data, cat))
-    found.extend(rule_layout_fits(loaded, loaded.data, cat, found))
+        found.extend(rule(loaded, loaded.data, catalog))
+    found.extend(rule_layout_fits(loaded, loaded.data, catalog, found))
     return found

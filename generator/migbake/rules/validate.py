@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
 from migbake.exits import printable
-from migbake.problems import Problem, has_errors, sort_problems
+from migbake.gpu.catalog import PACKAGED, CatalogChoice
+from migbake.problems import Problem, UsageError, has_errors, sort_problems
 from migbake.profile.schema import schema_problems
 from migbake.rules.general import rule_problems
 
@@ -37,11 +38,12 @@ class Checked:
         return self.profile is not None
 
 
-def _finish(loaded: LoadedProfile, problems: list[Problem], *, model: bool = True) -> Checked:
+def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoice, *, model: bool = True) -> Checked:
+    """The profile's problems and model; ``catalog`` is read only for a mapping (the rules and the model need it)."""
     if loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
-        problems = problems + schema_problems(loaded)
+        problems = problems + schema_problems(loaded, catalog)
         if isinstance(loaded.data, dict):
-            problems += rule_problems(loaded)
+            problems += rule_problems(loaded, catalog.load())
     problems = sort_problems(problems)
     profile = None
     if model and not has_errors(problems):
@@ -50,7 +52,7 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], *, model: bool = Tru
         )
 
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
-        profile = build_profile(data, loaded.text)
+        profile = build_profile(data, loaded.text, catalog.load())
     return Checked(loaded.file, problems, profile)
 
 
@@ -98,44 +100,47 @@ def _is_dir(path: Path) -> bool:
 def profile_files(args: Sequence[str]) -> Iterator[Path]:
     """The profiles ``args`` name: a file as it is, ``-`` (standard input), or every profile below a directory.
 
-    Raises ValueError (a usage error) for ``-`` given twice, an empty argument (which is no file: the
-    system would read it as the current folder), a directory that cannot be read or holds no profiles.
+    Raises UsageError (reported after the command's usage line) for ``-`` given twice, an empty argument (which
+    is no file: the system would read it as the current folder), a directory that cannot be read or holds no
+    profiles.
     """
     if sum(raw == "-" for raw in args) > 1:
-        raise ValueError("`-` (standard input) can be given once")
+        raise UsageError("`-` (standard input) can be given once", usage=True)
     if "" in args:
-        raise ValueError("an empty PROFILE argument names no file (give `.` for the current folder)")
+        raise UsageError("an empty PROFILE argument names no file (give `.` for the current folder)", usage=True)
     for raw in args:
         p = Path(raw)
         if raw != "-" and _is_dir(p):
             try:
                 os.scandir(p).close()
             except OSError as err:
-                raise ValueError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}") from err
+                raise UsageError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}",
+                                 usage=True) from err
             found = _profiles_below(p)
             if not found:
-                raise ValueError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory")
+                raise UsageError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory",
+                                 usage=True)
             yield from found
         else:
             yield p
 
 
-def check_file(path: Path, display: str | None = None) -> Checked:
-    """Load and check the profile at ``path``."""
+def check_file(path: Path, display: str | None = None, catalog: CatalogChoice = PACKAGED) -> Checked:
+    """Load and check the profile at ``path``, its GPU models looked up in ``catalog``."""
     loaded, problems = read_profile(path, display)
-    return _finish(loaded, problems)
+    return _finish(loaded, problems, catalog)
 
 
-def _problems(path: Path) -> list[Problem]:
+def _problems(path: Path, catalog: CatalogChoice) -> list[Problem]:
     """``check_file(path).problems``, without building the model that only generation needs."""
     loaded, problems = read_profile(path)
-    return _finish(loaded, problems, model=False).problems
+    return _finish(loaded, problems, catalog, model=False).problems
 
 
-def check_bytes(data: bytes, file: str) -> Checked:
-    """Load and check a profile given as bytes (``file`` names it in problems)."""
+def check_bytes(data: bytes, file: str, catalog: CatalogChoice = PACKAGED) -> Checked:
+    """Load and check a profile given as bytes (``file`` names it in problems), its GPU models in ``catalog``."""
     loaded, problems = load_profile_bytes(data, file)
-    return _finish(loaded, problems)
+    return _finish(loaded, problems, catalog)
 
 
 # below this many files a worker process costs more than it saves
@@ -153,8 +158,8 @@ def _single_threaded() -> bool:
     return threading is None or threading.active_count() == 1
 
 
-def file_problems(paths: Sequence[Path]) -> list[list[Problem]]:
-    """The problems of each profile file, in order: ``check_file(path).problems`` for every path.
+def file_problems(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[list[Problem]]:
+    """The problems of each profile file, in order: ``check_file(path, catalog=catalog).problems`` for every path.
 
     With many files, several CPUs and ``fork``, a worker process checks the second half while this one
     checks the first; each file is checked in full either way, and the worker sends back only its
@@ -162,20 +167,20 @@ def file_problems(paths: Sequence[Path]) -> list[list[Problem]]:
     in a check is raised here, as without a worker).
     """
     if len(paths) < PARALLEL_MIN_FILES or not hasattr(os, "fork") or _cpus() < 2 or not _single_threaded():
-        return [_problems(p) for p in paths]
+        return [_problems(p, catalog) for p in paths]
     import pickle  # noqa: F401 - imported once, before the fork: the worker inherits it
 
-    first = _problems(paths[0])  # the catalog and the schema check, made before the fork: shared
+    first = _problems(paths[0], catalog)  # the catalog and the schema check, made before the fork: shared
     split = (len(paths) + 1) // 2
-    worker = _fork_worker(paths[split:])
+    worker = _fork_worker(paths[split:], catalog)
     if worker is None:
-        return [first] + [_problems(p) for p in paths[1:]]
+        return [first] + [_problems(p, catalog) for p in paths[1:]]
     import signal  # only here: start-up does not pay for it
 
     pid, pipe = worker
     with os.fdopen(pipe, "rb") as reader:
         try:
-            mine = [first] + [_problems(p) for p in paths[1:split]]
+            mine = [first] + [_problems(p, catalog) for p in paths[1:split]]
             data = reader.read()
         except BaseException:  # an error or an interrupt here: the worker's results are not wanted
             with contextlib.suppress(OSError):
@@ -183,10 +188,10 @@ def file_problems(paths: Sequence[Path]) -> list[list[Problem]]:
                 os.waitpid(pid, 0)
             raise
     theirs = _worker_result(pid, data)
-    return mine + (theirs if theirs is not None else [_problems(p) for p in paths[split:]])
+    return mine + (theirs if theirs is not None else [_problems(p, catalog) for p in paths[split:]])
 
 
-def _fork_worker(paths: Sequence[Path]) -> tuple[int, int] | None:
+def _fork_worker(paths: Sequence[Path], catalog: CatalogChoice) -> tuple[int, int] | None:
     """Fork a process that checks ``paths`` and writes their problems, pickled, to a pipe: (pid, read end)."""
     try:
         read, write = os.pipe()
@@ -206,7 +211,7 @@ def _fork_worker(paths: Sequence[Path]) -> tuple[int, int] | None:
     code = 1
     try:  # the worker: never returns, never runs the parent's exit handlers or flushes its buffers
         os.close(read)
-        data = pickle.dumps([_problems(p) for p in paths], protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps([_problems(p, catalog) for p in paths], protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write, "wb") as out:
             out.write(data)
         code = 0

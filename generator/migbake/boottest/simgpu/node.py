@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migbake.boottest.errors import BootTestError
-from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, MigProfile, load_catalog
+from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, MigProfile
 from migbake.profile.nodeprofile import NodeProfile
 
 # go-nvml const.go: the NVML GPU-instance profile constants (the index mig-parted walks)
@@ -77,8 +77,7 @@ def node_for_profile(profile: NodeProfile) -> SimulatedNode:
     As in mig-parted, the last entry of that model that names a GPU decides it; a node profile with
     several models is simulated with its first model (the others' entries must then not match).
     """
-    catalog = load_catalog()
-    models = [catalog.find(g.model) for g in profile.gpus]
+    models = [g.gpu if g.gpu.has_mig else None for g in profile.gpus]  # resolved once, with the profile
     first = models[0]
     if first is None:
         raise BootTestError(f"unknown GPU model {profile.gpus[0].model!r}")
