@@ -1,4 +1,5 @@
-"""Booting a disk image under QEMU until the guest powers off: exit code, duration, serial log."""
+"""Booting a disk image under QEMU until the guest powers off (exit code, duration, serial log), or in
+the background as a running node an SSH client reaches."""
 
 from __future__ import annotations
 
@@ -43,23 +44,13 @@ def kvm_usable() -> bool:
     return " vmx" in flags or " svm" in flags
 
 
-def boot(
-    *,
-    kernel: KernelAssets,
-    disk: Path,
-    serial_log: Path,
-    seed: Path | None = None,
-    timeout_s: float = 300,
-    memory_mb: int = 1024,
-    smp: int = 2,
-    log: Log = no_log,
-) -> BootRun:
+def boot(*, kernel: KernelAssets, disk: Path, serial_log: Path, seed: Path | None = None,
+         timeout_s: float = 300, log: Log = no_log) -> BootRun:
     """Boot ``disk`` (root on /dev/vda, ``seed`` as a read-only second disk) until the guest powers off.
 
     A guest that reboots ends the run too (``-no-reboot``): the harness boots the disk again.
     """
-    with start(kernel=kernel, disk=disk, serial_log=serial_log, seed=seed, memory_mb=memory_mb, smp=smp,
-               log=log) as vm:
+    with start(kernel=kernel, disk=disk, serial_log=serial_log, seed=seed, log=log) as vm:
         return vm.wait(timeout_s)
 
 
