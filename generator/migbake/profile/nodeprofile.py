@@ -76,6 +76,12 @@ class Image:
     provided_later: tuple[str, ...] = ()  # tool names (nvidia-mig-parted, nvidia-smi) and unit names
 
 
+# where a unit piece counts as present: systemd's unit folders (the bake's and the restore's check,
+# scripts/_base-image-check.sh.j2, and the Ansible role's); NAME@.service counts for NAME@X.service
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
+
+
 @dataclass(frozen=True)
 class BasePiece:
     """One thing the restore needs from the base image: a tool at its path, or a unit."""
@@ -83,6 +89,11 @@ class BasePiece:
     name: str  # nvidia-mig-parted, nvidia-smi, or a unit name
     kind: Literal["tool", "unit"]
     path: str = ""  # a tool's path
+
+    @property
+    def template(self) -> str:
+        """The unit file that also provides it: NAME@.service for NAME@X.service, else the unit itself."""
+        return self.name.split("@", 1)[0] + "@.service" if "@" in self.name else self.name
 
 
 @dataclass(frozen=True)

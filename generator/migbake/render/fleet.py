@@ -14,14 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from migbake.problems import RenderError
+from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece
 from migbake.render.guard import Block
 from migbake.render.plan import RenderPlan
 
 ROLE = "ansible/roles/mig_restore"
 SLURM_UNIT = "slurmd.service"
-# where systemd looks for unit files, as the bake's base-image check (scripts/_base-image-check.sh.j2)
-UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
-             "/usr/lib/systemd/system", "/lib/systemd/system")
 HEREDOC_END = "MIGBAKE_EOF"
 KS_STAGING = "/tmp/migbake-kickstart"
 
@@ -37,17 +35,23 @@ def _role_context(plan: RenderPlan, rootfs: Sequence[RootfsFile]) -> dict[str, A
     dirs = sorted({posixpath.dirname(f["dest"]) for f in files})
     # the base-image checks of the bake (its pieces); a running node must also hold those that
     # image.provided_later leaves to a later provisioner of an image build: it boots into the restore now
-    def pieces(kind: str, when: str) -> list[str]:
-        chosen = plan.bake_pieces if when == "bake" else plan.boot_pieces
-        return list(dict.fromkeys(x.path if kind == "tool" else x.name for x in chosen if x.kind == kind))
-
     unit_wait = p.restore.timeout_seconds + p.restore.driver_wait_seconds + 60
     return {"role": {
-        "files": files, "dirs": dirs, "tools": pieces("tool", "bake"), "later_tools": pieces("tool", "boot"),
-        "required_units": pieces("unit", "bake"), "later_units": pieces("unit", "boot"), "unit_dirs": list(UNIT_DIRS),
+        "files": files, "dirs": dirs, "tools": _tools(plan.bake_pieces), "later_tools": _tools(plan.boot_pieces),
+        "units": _units(plan.bake_pieces), "later_units": _units(plan.boot_pieces), "unit_dirs": list(UNIT_DIRS),
         "kubernetes": p.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
         "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
     }}
+
+
+def _tools(pieces: Sequence[BasePiece]) -> list[str]:
+    """The tools' paths."""
+    return list(dict.fromkeys(x.path for x in pieces if x.kind == "tool"))
+
+
+def _units(pieces: Sequence[BasePiece]) -> list[list[str]]:
+    """Each unit with the file that also provides it (its template), as [unit, file] for the role's check."""
+    return [[x.name, x.template] for x in dict.fromkeys(x for x in pieces if x.kind == "unit")]
 
 
 def emit_fleet(emit: Emit, copy: Copy, plan: RenderPlan, rootfs: Sequence[RootfsFile],

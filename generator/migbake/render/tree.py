@@ -20,7 +20,7 @@ from migbake.document.patterns import whole
 from migbake.kubernetes.kubelet import NODEADM_DROPIN, OUR_VARIABLE, kubeadm_exec_start, nodeadm_dropin
 from migbake.node.expectations import AFTER_RESET
 from migbake.problems import RenderError
-from migbake.profile.nodeprofile import NodeProfile
+from migbake.profile.nodeprofile import UNIT_DIRS, NodeProfile
 from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 from migbake.render.firstboot import commands as first_boot_commands
 from migbake.render.fleet import emit_fleet
@@ -264,6 +264,7 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "image_description": hcl_string(f"MIG restore of node profile {p.name} (sha256 {p.source_sha256[:16]}), "
                                         f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
+        "unit_dirs": UNIT_DIRS,
         "bake_pieces": plan.bake_pieces,
         "boot_pieces": plan.boot_pieces,
         "bake_pieces_text": _and_list([x.name for x in plan.bake_pieces]) or "nothing",
