@@ -22,14 +22,16 @@ import pytest
 import yaml
 from pykickstart.parser import KickstartParser
 from pykickstart.version import makeVersion
-from vm_support import require_vm_host
+from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl, require_vm_host
 
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.vm.packer_chroot import build_into_rootfs
 from migbake.boottest.vm.rootfs import BaseRootfs, ensure_rootfs
+from migbake.profile.nodeprofile import UNIT_DIRS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py, tests/support.py
 from realtools import require, run
+from support import generate
 
 pytestmark = pytest.mark.vm
 REPO = Path(__file__).resolve().parents[2]
@@ -109,8 +111,7 @@ def _differences(a: Tree, b: Tree) -> list[str]:
 
 
 def _playbook(out: Path, root: Path, work: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
-           "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), "ANSIBLE_HOST_KEY_CHECKING": "False"}
+    env = ansible_env(work, ANSIBLE_HOST_KEY_CHECKING="False")
     argv = [require("ansible-playbook"), "-i", f"{root},", "-c", "community.general.chroot",
             "-e", "mig_restore_hosts=all", "-e", "ansible_python_interpreter=/usr/bin/python3",
             str(out / "ansible/install.yml"), *extra]
@@ -186,13 +187,6 @@ def test_kickstart_post_in_a_chroot_is_the_bake(base: BaseRootfs, work: Path, ba
     assert _differences(baked[IMAGES[0]], _tree(root)) == []
 
 
-KUBECTL = """#!/bin/sh
-# fake kubectl of the control host: records each call, in order
-printf '%s\\n' "$*" >>"$KUBECTL_LOG"
-echo "node/$2 done"
-"""
-
-
 def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseRootfs, work: Path) -> None:
     """activate.yml over the chroot connection: the reboot cannot happen in a chroot, so node1 fails there.
 
@@ -204,17 +198,14 @@ def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseR
     root = _node_root(base, work / "node", out)
     install, _ = _playbook(out, root, work)
     assert install.returncode == 0, install.stdout
-    kubectl = work / "kubectl"
-    kubectl.write_text(KUBECTL)
-    kubectl.chmod(0o755)
+    kubectl = fake_kubectl(work)
     log = work / "kubectl.log"
     inventory = work / "inventory.ini"
     inventory.write_text(
         f"[gpu_nodes]\nnode1 ansible_host={root}\nnode2 ansible_host={root}\n\n"
         "[gpu_nodes:vars]\nansible_connection=community.general.chroot\nansible_python_interpreter=/usr/bin/python3\n\n"
         f"[control]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
-           "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), "KUBECTL_LOG": str(log)}
+    env = ansible_env(work, KUBECTL_LOG=str(log))
     proc = subprocess.run([require("ansible-playbook"), "-i", str(inventory), str(out / "ansible/activate.yml"),
                            "-e", f"mig_restore_kubectl={kubectl}", "-e", "mig_restore_reboot_timeout=60"],
                           capture_output=True, text=True, env=env, timeout=600, check=False,
@@ -223,7 +214,7 @@ def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseR
     print(said[-4000:])
     assert proc.returncode == 2, said
     assert log.read_text().splitlines() == [
-        "cordon node1", "drain node1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"], said
+        "cordon node1", DRAIN_NODE1], said
     assert "node1 stays drained (not uncordoned, not resumed)" in said, said
     assert "node2" not in said, "the rollout went on after a failing node"
     assert re.search(r"^node1\s*:.*failed=1", said, re.M), said
@@ -251,17 +242,12 @@ def test_the_role_leaves_what_image_provided_later_names_to_the_boot(base: BaseR
     """
     profile = yaml.safe_load((IMAGES[0] / "node-profile.yaml").read_text())
     profile["image"] = {"provided_later": ["nvidia-mig-parted", "kubelet.service"]}
-    (work / "profile").mkdir()
-    (work / "profile/node-profile.yaml").write_text(yaml.safe_dump(profile))
-    out = work / "profile/generated"
-    made = run([sys.executable, "-m", "migbake", "generate", str(work / "profile/node-profile.yaml"), "-o", str(out)])
-    assert made.rc == 0, made.text
+    out = generate(yaml.safe_dump(profile), work / "generated")
     root = _node_root(base, work / "later", IMAGES[0] / "generated")
     (root / "usr/bin/nvidia-mig-parted").unlink()
-    for unit in root.glob("*/systemd/system/kubelet.service"):
-        unit.unlink()
-    for unit in root.glob("usr/lib/systemd/system/kubelet.service"):
-        unit.unlink()
+    for folder in UNIT_DIRS:
+        (root / folder.lstrip("/") / "kubelet.service").unlink(missing_ok=True)
+    assert not any((root / folder.lstrip("/") / "kubelet.service").exists() for folder in UNIT_DIRS)
     before = _tree(root)
 
     running, _ = _playbook(out, root, work, "-e", "mig_restore_offline=false", "-e", "mig_restore_preflight=false")

@@ -15,7 +15,6 @@ EKS AL2023 kubelet, started by nodeadm-run):
 
 from __future__ import annotations
 
-import os
 import shlex
 import socket
 import subprocess
@@ -45,17 +44,12 @@ from migbake.rules.validate import check_bytes
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py, tests/realtools.py
 from realtools import require
 from support import REPO, shared_file
+from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl
 
 pytestmark = pytest.mark.vm
 IMAGE = REPO / "images/h200-inference"
 OUT = IMAGE / "generated"
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
-KUBECTL = """#!/bin/sh
-# fake kubectl of the control host: records each call, in order
-printf '%s\\n' "$*" >>"$KUBECTL_LOG"
-echo "node/$2 done"
-"""
-DRAIN = "drain node1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"
 BOOT_TIMEOUT_S = 420  # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower
 
 
@@ -66,9 +60,7 @@ class Node:
         self.work, self.port, self.key = work, port, key
         self.kubectl_log = work / "kubectl.log"
         self.timings: list[str] = []
-        kubectl = work / "kubectl"
-        kubectl.write_text(KUBECTL)
-        kubectl.chmod(0o755)
+        self.kubectl = fake_kubectl(work)
         options = "-o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o IdentitiesOnly=yes"
         self.inventory = work / "inventory.ini"
         self.inventory.write_text(
@@ -77,8 +69,7 @@ class Node:
             # root logs in; become is su (the guest has no sudo), as root needs no password
             f"ansible_become_method=su ansible_ssh_common_args='{options}'\n\n"
             f"[control]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
-        self.env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
-                    "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), "KUBECTL_LOG": str(self.kubectl_log)}
+        self.env = ansible_env(work, KUBECTL_LOG=str(self.kubectl_log))
 
     def ssh(self, command: str, *, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         argv = ["ssh", "-q", "-p", str(self.port), "-i", str(self.key), "-o", "BatchMode=yes",
@@ -102,7 +93,7 @@ class Node:
 
     def playbook(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
         argv = [require("ansible-playbook"), "-i", str(self.inventory), str(OUT / "ansible" / name),
-                "-e", f"mig_restore_kubectl={self.work / 'kubectl'}",
+                "-e", f"mig_restore_kubectl={self.kubectl}",
                 "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}", *extra]
         start = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=1500, check=False,
@@ -212,7 +203,7 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
         node.fresh_evidence(*evidence)
         ok = node.playbook("activate.yml")
         assert ok.returncode == 0, ok.stdout
-        assert node.calls() == ["cordon node1", DRAIN, "uncordon node1"]
+        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"]
         failed = [c for c in _claims(node, base, node.report(), vm.serial_log) if not c.passed]
         assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
 
@@ -221,7 +212,7 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
         bad = node.playbook("activate.yml")
         said = bad.stdout + bad.stderr
         assert bad.returncode == 2, said
-        assert node.calls() == ["cordon node1", DRAIN, "uncordon node1", "cordon node1", DRAIN], said
+        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1", "cordon node1", DRAIN_NODE1], said
         assert "node1 stays drained (not uncordoned, not resumed)" in said, said
         assert "nvidia-mig-restore.service is failed" in said, said
         failing = replace(base, scenario="fail-apply", boot=3)

@@ -31,3 +31,27 @@ def require_vm_host() -> None:
     missing = [tool for tool in HOST_TOOLS if shutil.which(tool, path=path) is None]
     if missing:
         unavailable(f"missing host tools: {', '.join(missing)}")
+
+
+# the fleet tests (test_fleet_chroot.py, test_fleet_vm.py): a fake kubectl of the control host that
+# records each call, in order, to $KUBECTL_LOG, and the drain call activate.yml makes with its defaults
+FAKE_KUBECTL = """#!/bin/sh
+# fake kubectl of the control host: records each call, in order
+printf '%s\\n' "$*" >>"$KUBECTL_LOG"
+echo "node/$2 done"
+"""
+DRAIN_NODE1 = "drain node1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"
+
+
+def fake_kubectl(work: Path) -> Path:
+    """FAKE_KUBECTL as the executable ``work``/kubectl."""
+    kubectl = work / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    return kubectl
+
+
+def ansible_env(work: Path, **extra: str) -> dict[str, str]:
+    """The environment of an ansible-playbook run whose state stays in ``work`` (no colour), plus ``extra``."""
+    return {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
+            "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), **extra}
