@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from support import REPO
 
 PACKAGE = REPO / "generator" / "migbake"
@@ -48,7 +49,7 @@ LAYERS = (
     ("commands",),
     ("boottest",),
     ("render", "bake"),
-    ("node",),
+    ("node", "slurm"),
     ("rules",),
     ("kubernetes",),
     ("migparted",),
@@ -118,3 +119,59 @@ def test_the_graph_sees_the_arrows_it_checks() -> None:
     assert "migbake.boottest.scenarios.scenario" in g["migbake.boottest.run"]
     assert "click" in g["migbake.cli.group"]
     assert floor("migbake.commands.validate") > floor("migbake.boottest.run") > floor("migbake.rules.validate")
+
+
+# What a module of render/targets/ may import (tests/test_render_targets.py runs them on a plan that hides
+# the profile's GPUs): the plan, the files written so far, quoting and guard, the template environment,
+# its own folder, the foundation and the standard library. Everything else a target needs is a plan field.
+TARGETS = "migbake.render.targets"
+TARGET_MAY_IMPORT = ("migbake.render.plan", "migbake.render.artifact", "migbake.render.quoting",
+                     "migbake.render.guard", "migbake.render.environment", TARGETS,
+                     *(f"migbake.{m}" for m in FOUNDATION), "migbake")
+
+
+def target_modules() -> list[str]:
+    return sorted(m for m in graph() if m == TARGETS or m.startswith(TARGETS + "."))
+
+
+def forbidden_imports(imported: set[str]) -> list[str]:
+    """The imports a target may not have: any migbake module outside TARGET_MAY_IMPORT, and third parties
+    other than the standard library (jinja2 belongs to the environment)."""
+    import sys
+
+    stdlib = getattr(sys, "stdlib_module_names", None) or {"collections", "dataclasses", "typing", "posixpath",
+                                                            "__future__", "functools", "json", "re"}
+    bad = []
+    for t in sorted(imported):
+        if t.startswith("migbake"):
+            if not any(t == ok or t.startswith(ok + ".") for ok in TARGET_MAY_IMPORT if ok != "migbake") \
+                    and t != "migbake":
+                bad.append(t)
+        elif t.split(".")[0] not in stdlib:
+            bad.append(t)
+    return bad
+
+
+def test_every_output_target_reads_only_the_plan() -> None:
+    g = graph()
+    modules = target_modules()
+    assert len(modules) >= 8, modules  # the folder and one module per target: the rule has something to hold
+    assert {m: forbidden_imports(g[m]) for m in modules if forbidden_imports(g[m])} == {}
+
+
+@pytest.mark.parametrize("source", [
+    "from migbake.profile.nodeprofile import NodeProfile",
+    "from migbake.gpu.catalog import load_catalog",
+    "import migbake.kubernetes.resources",
+    "from migbake.migparted import config",
+    "from migbake.node.expectations import AFTER_RESET",
+    "from migbake.slurm.gres import slurm_nodes",
+    "from migbake.render.firstboot import commands",
+    "import jinja2",
+], ids=["profile", "catalog", "kubernetes", "migparted", "node", "slurm", "a-derivation", "jinja2"])
+def test_a_target_that_imports_the_profile_or_the_catalog_fails_the_rule(tmp_path: Path, source: str) -> None:
+    module = tmp_path / "newtarget.py"
+    module.write_text(f"from __future__ import annotations\n{source}\n", encoding="utf-8")
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    found = {m if m.startswith("migbake") else m.split(".")[0] for m in imports_of(module, modules)}
+    assert forbidden_imports(found) != []

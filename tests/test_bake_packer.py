@@ -13,7 +13,7 @@ from realtools import hcl_parse, packer, packer_console, packer_validate, requir
 from support import IMAGES, cli
 
 from migbake.bake.packer import SOURCES, plan_bake
-from migbake.render.tree import PACKER_PLUGINS
+from migbake.render.targets.packer import PACKER_PLUGINS
 
 PROFILE = IMAGES[-1] / "node-profile.yaml"
 

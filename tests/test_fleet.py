@@ -17,7 +17,8 @@ from realtools import require, run
 from support import IMAGES
 
 from migbake.problems import RenderError
-from migbake.render.fleet import ROLE, heredoc_body
+from migbake.render.targets.ansible import ROLE
+from migbake.render.targets.kickstart import heredoc_body
 from migbake.render.tree import render
 from migbake.rules.validate import check_file
 

@@ -19,7 +19,7 @@ from realtools import SystemdTree, packer, packer_console
 from support import command_lines
 
 from migbake.problems import RenderError
-from migbake.render.tree import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar
+from migbake.render.quoting import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar
 
 HOSTILE = [
     "plain",

@@ -26,8 +26,10 @@ from profile_inputs import HOSTILE, SEEDS
 from realtools import SystemdTree, hcl_parse, run, shellcheck
 
 from migbake.problems import RenderError, UsageError
+from migbake.render.artifact import Artifact
 from migbake.render.guard import CONTROL, Block, Quoted, guard, mime_header_value
-from migbake.render.tree import Artifact, render, sh_quote, systemd_word
+from migbake.render.quoting import sh_quote, systemd_word
+from migbake.render.tree import render
 from migbake.render.userdata import mime_user_data
 from migbake.rules.validate import check_bytes
 

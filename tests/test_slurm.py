@@ -91,7 +91,7 @@ def test_h200_type_names_are_what_slurmd_computes_from_nvml() -> None:
     real = _h200_nvml_types()
     assert real["1g.18gb"] == "1g.16gb" and real["2g.35gb"] == "2g.33gb"  # the driver's memory, not the name
     from migbake.gpu.catalog import load_catalog
-    from migbake.render.slurm import mig_type
+    from migbake.slurm.gres import mig_type
 
     h200 = load_catalog().by_key("h200-141gb")
     assert {name: mig_type(h200, name) for name in real} == real

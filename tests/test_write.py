@@ -367,11 +367,12 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
 ])
 def test_the_output_plan_refuses_clashing_paths(paths: list[str], message: str | None) -> None:
     from migbake.problems import RenderError
-    from migbake.render.tree import Artifact, _check_paths
+    from migbake.render.artifact import Artifact
+    from migbake.render.tree import check_paths
 
     artifacts = [Artifact(p, "x\n", 0o644) for p in paths]
     if message is None:
-        _check_paths(artifacts)
+        check_paths(artifacts)
         return
     with pytest.raises(RenderError, match=re.escape(message)):
-        _check_paths(artifacts)
+        check_paths(artifacts)

@@ -12,7 +12,7 @@ from migbake.bake import packer
 from migbake.commands.common import NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.problems import PackerError
-from migbake.render.tree import Artifact
+from migbake.render.artifact import Artifact
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
 
 _PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")

@@ -16,7 +16,8 @@ from migbake.exits import EXIT_INVALID
 from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
-from migbake.render.tree import Artifact, render
+from migbake.render.artifact import Artifact
+from migbake.render.tree import render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.wording import plural
 

@@ -12,7 +12,7 @@ from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.kubelet import layout_report
 from migbake.kubernetes.resources import resource_report
 from migbake.render.plan import gpu_notes
-from migbake.render.slurm import show_lines, slurm_applies
+from migbake.slurm.gres import show_lines, slurm_applies
 from migbake.wording import instances
 
 

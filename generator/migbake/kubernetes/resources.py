@@ -57,11 +57,13 @@ def _gpus(profile: NodeProfile, members: list[int]) -> list[int | None]:
     return [len(d) if (d := profile.gpus[i].devices) != "all" else profile.gpu_count for i in members]
 
 
-def node_kinds(profile: NodeProfile) -> list[NodeKind]:
-    """One kind per GPU model when entries filter by model and there are several, else one kind."""
+def node_kinds(profile: NodeProfile, with_filter: bool | None = None) -> list[NodeKind]:
+    """One kind per GPU model when entries filter by model and there are several, else one kind
+    (``with_filter``: ``uses_device_filter(profile)`` when the caller knows it)."""
     models = [m.key for m in profile.models]
     kinds: dict[str, list[int]] = {}
-    several = uses_device_filter(profile) and len(set(models)) > 1
+    filtered = uses_device_filter(profile) if with_filter is None else with_filter
+    several = filtered and len(set(models)) > 1
     for i, key in enumerate(models):
         kinds.setdefault(key if several else "", []).append(i)
     out = []
@@ -107,9 +109,10 @@ def resource_report(profile: NodeProfile) -> list[str]:
     return lines
 
 
-def verify_groups(profile: NodeProfile) -> list[dict[str, str]]:
-    """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources."""
-    filtered = uses_device_filter(profile)
+def verify_groups(profile: NodeProfile, with_filter: bool | None = None) -> list[dict[str, str]]:
+    """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources
+    (``with_filter``: ``uses_device_filter(profile)`` when the caller knows it)."""
+    filtered = uses_device_filter(profile) if with_filter is None else with_filter
     strategy = profile.kubernetes.mig_strategy
     return [{"model": m.key, "pci_ids": " ".join(entry_pci_ids(g, m)),
              "devices": "all" if g.devices == "all" else " ".join(map(str, g.devices)),

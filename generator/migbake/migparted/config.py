@@ -24,9 +24,10 @@ def entry_pci_ids(group: GpuGroup, model: GpuModel) -> tuple[str, ...]:
     return group.pci_device_ids or model.pci_device_ids
 
 
-def filter_notes(profile: NodeProfile) -> list[str]:
-    """What the config does on a GPU the profile does not list: comment lines for the generated config."""
-    if not uses_device_filter(profile):
+def filter_notes(profile: NodeProfile, with_filter: bool | None = None) -> list[str]:
+    """What the config does on a GPU the profile does not list: comment lines for the generated config
+    (``with_filter``: ``uses_device_filter(profile)`` when the caller knows it)."""
+    if not (uses_device_filter(profile) if with_filter is None else with_filter):
         if profile.device_filter == "never":
             return ["No device-filter (device_filter: never): each entry applies to its GPU indices,",
                     "whatever the GPU model."]
@@ -62,11 +63,11 @@ def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any
     return entry
 
 
-def mig_parted_config(profile: NodeProfile, name: str = "") -> dict[str, Any]:
+def mig_parted_config(profile: NodeProfile, name: str = "", with_filter: bool | None = None) -> dict[str, Any]:
     """``{version: v1, mig-configs: {<config_name>: [entries]}}`` exactly as apply/assert read it (``name``:
-    another key than ``restore.config_name``)."""
+    another key than ``restore.config_name``; ``with_filter``: ``uses_device_filter(profile)`` when known)."""
     models = profile.models
-    with_filter = uses_device_filter(profile)
+    with_filter = uses_device_filter(profile) if with_filter is None else with_filter
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
     return {"version": "v1", "mig-configs": {_ConfigName(name or profile.restore.config_name): entries}}
 

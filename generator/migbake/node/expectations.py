@@ -44,9 +44,10 @@ def layout_text(counts: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{n}x {name}" for name, n in sorted(counts)) or "no MIG devices"
 
 
-def expectations(profile: NodeProfile) -> tuple[Expectation, ...]:
-    """One expectation per ``gpus`` entry, in profile order."""
-    filtered = uses_device_filter(profile)
+def expectations(profile: NodeProfile, with_filter: bool | None = None) -> tuple[Expectation, ...]:
+    """One expectation per ``gpus`` entry, in profile order (``with_filter``: ``uses_device_filter(profile)``
+    when the caller knows it)."""
+    filtered = uses_device_filter(profile) if with_filter is None else with_filter
     out = []
     for i, (g, m) in enumerate(zip(profile.gpus, profile.models)):
         # nvidia-smi shows a GPU without MIG (a display GPU, an L40S) as mig.mode.current [N/A]

@@ -1,7 +1,9 @@
-"""Render: a validated node profile into the output tree, in memory (``tree``: the Jinja2 environment, the
-quoting per output language, every file), the check every printed value passes for its language
-(``guard``), the first boot's hold and start (``firstboot``), user-data delivery forms (``userdata``), and the
-atomic writer with ``--check`` (``write``).
+"""Render: a validated node profile into the output tree, in memory: one plan (``plan``) derived once, one
+module per output target reading only that plan (``targets/``), the list of targets and the path checks
+(``tree``), the template environment (``environment``), quoting per language (``quoting``) and the check
+every printed value passes (``guard``), the first boot's commands (``firstboot``), user-data delivery forms
+(``userdata``), and the atomic writer with ``--check`` (``write``).
 
-May import ``node``, ``rules``, ``kubernetes``, ``migparted``, ``profile``, ``gpu``, ``document`` and the foundation.
+May import ``node``, ``slurm``, ``rules``, ``kubernetes``, ``migparted``, ``profile``, ``gpu``, ``document`` and the
+foundation (``targets/`` much less: see its docstring).
 """

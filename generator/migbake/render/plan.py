@@ -1,10 +1,13 @@
 """The render plan: everything a node gets, derived once from a typed node profile.
 
 ``make_plan`` is the one place where the profile's groups become the mig-parted config, its device
-filters and their notes, what verify and preflight expect of each GPU, the generation notes, the paths
-of every file and the consumers each unit orders; every output target (units, scripts, cloud-init,
-Packer, and whatever joins them) reads this plan and derives nothing again. It is also the object to
-read when asking "what will this node get?".
+filters and their notes, what verify and preflight expect of each GPU, the exact placement of every
+instance, the Kubernetes resources and the Slurm counts per kind of node, how kubelet gets its labels,
+the first boot's commands, the generation notes, the paths of every file and the consumers each unit
+orders. Every output target (``render/targets/``) reads this plan and derives nothing again: a target
+may read the profile's own settings through ``plan.profile`` (its name, paths, units, timeouts), never
+its GPUs or their catalog models, and never calls the derivations. It is also the object to read when
+asking "what will this node get?".
 """
 
 from __future__ import annotations
@@ -13,39 +16,100 @@ from dataclasses import dataclass
 from typing import Any
 
 from migbake import __version__
-from migbake.kubernetes.kubelet import labels_apply, node_labels_flag
-from migbake.kubernetes.resources import verify_groups
+from migbake.gpu.placement import PlacedInstance, fit
+from migbake.kubernetes.kubelet import (
+    NODEADM_DROPIN,
+    OUR_VARIABLE,
+    kubeadm_exec_start,
+    labels_apply,
+    node_labels_flag,
+    nodeadm_dropin,
+)
+from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
-from migbake.node.expectations import Expectation, expectations
-from migbake.profile.nodeprofile import BasePiece, Consumer, NodeProfile
+from migbake.node.expectations import AFTER_RESET, Expectation, expectations
+from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
+from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
+from migbake.render.firstboot import commands
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
+from migbake.slurm.gres import SlurmPlan, slurm_plan
+
+__all__ = ["BasePiece", "Consumer", "Expectation", "KubeletPlan", "NodeKind", "PlacedInstance", "RenderPlan",
+           "SlurmPlan", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"
 
 
 @dataclass(frozen=True)
+class KubeletPlan:
+    """How kubelet gets the profile's node labels, per ``kubelet.layout`` (``none``: no label to pass)."""
+
+    layout: str  # generic, kubeadm, eks-al2023, eks-al2, or none
+    labels_assignment: str  # ``VAR=--node-labels=...`` for an Environment= line of our drop-in, or ""
+    exec_start: str  # kubeadm: our ExecStart= (kubeadm's command plus our variable), else ""
+    our_variable: str  # the variable our kubeadm drop-in adds to kubeadm's command
+    nodeadm_path: str  # eks-al2023: the NodeConfig drop-in's absolute path, else ""
+    nodeadm_text: str  # ... and its text (header included), else ""
+
+
+@dataclass(frozen=True)
+class FirstBoot:
+    """cloud-init's commands: bootcmd holds the GPU's users, runcmd restores and starts them again."""
+
+    bootcmd: tuple[tuple[str, ...], ...]
+    runcmd: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class GroupPlacement:
+    """Where the restore places the instances of one ``gpus`` entry on each of its GPUs."""
+
+    entry: int  # the index of the ``gpus`` entry
+    model: str  # the catalog model's key
+    memory_slices: int  # the model's memory slices (placements start at 0 .. memory_slices - 1)
+    instances: tuple[PlacedInstance, ...]  # in the order apply creates them; empty with MIG off
+
+
+@dataclass(frozen=True)
 class RenderPlan:
     """What the output tree is made of, for one node profile (paths are relative to the node's /)."""
 
-    profile: NodeProfile
+    profile: NodeProfile  # its settings only (name, paths, units, timeouts): every derived value is a field
     header: str  # the comment lines every generated file starts with (``#`` form)
+    source_sha256: str  # the profile's sha256 (Packer records it on the image)
     config: dict[str, Any]  # the mig-parted config (format v1), as data
     config_text: str  # ... and as the YAML the node gets
     device_filter: bool  # whether the config's entries carry device-filters
     filter_notes: tuple[str, ...]
     expectations: tuple[Expectation, ...]  # what verify and preflight expect of each gpus entry
     verify_groups: tuple[dict[str, str], ...]
+    node_kinds: tuple[NodeKind, ...]  # the kinds of node the image serves, with their Kubernetes resources
+    placements: tuple[GroupPlacement, ...]  # per gpus entry, where each instance goes
     gpu_notes: tuple[str, ...]  # what a reboot loses, per GPU model
     reset_models: tuple[str, ...]  # display names of the models whose MIG mode survives a reboot (Ampere)
+    reset_path: str  # restore.on_reset_required when a model needs a reset for a mode change, else ``none``
+    after_reset: str  # what the first restore does after a MIG mode change waits for a reset (preflight's words)
     per_gpu: str  # the layouts, one text (``1g.18gb: 7``), or ``MIG off``
     node_label_flag: str  # ``--node-labels=k=v,...`` for kubelet, or "" when no label is set
+    kubelet: KubeletPlan
     config_rel: str
     unit_rel: str
     consumers: tuple[Consumer, ...]  # kubelet (when present), then the profile's consumers
+    consumers_text: str  # ``kubelet.service and slurmd.service`` (``no consumer``)
+    held_text: str  # ... the fail-closed ones only
+    held_units: tuple[str, ...]  # the fail-closed consumers
     bake_pieces: tuple[BasePiece, ...]  # what the bake checks the base image for (tools, units)
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
+    first_boot: FirstBoot
+    slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
+    restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
+    reset_target: str = GPU_RESET_TARGET
+    restore_script: str = RESTORE_SCRIPT
+    reboot_marker: str = REBOOT_MARKER
+    unit_dirs: tuple[str, ...] = UNIT_DIRS  # systemd's unit folders, the node's first
 
     @property
     def dropin_rel(self) -> str:
@@ -93,30 +157,64 @@ def gpu_notes(profile: NodeProfile) -> list[str]:
     return notes
 
 
+def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
+    layout = p.kubelet.layout if flag else "none"
+    assignment = exec_start = ""
+    if layout == "generic" and p.kubernetes.kubelet_args_env:
+        assignment = f"{p.kubernetes.kubelet_args_env}={flag}"
+    elif layout == "kubeadm":
+        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start()
+    eks = layout == "eks-al2023"
+    return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
+                       nodeadm_dropin(p, head) if eks else "")
+
+
+def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
+    return tuple(GroupPlacement(i, g.gpu.key, g.gpu.total_memory_slices,
+                                fit(g.gpu, g.layout_dict).placements if g.mig_enabled else ())
+                 for i, g in enumerate(p.gpus))
+
+
 def make_plan(profile: NodeProfile) -> RenderPlan:
     """The plan of ``profile``'s output tree: every derived value, computed once."""
     p = profile
     layouts = {tuple(sorted(g.layout)) for g in p.gpus if g.mig_enabled}
     per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
                                for lay in layouts)) or "MIG off"
-    flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says (render.tree)
-    config = mig_parted_config(p)
+    flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says
+    filtered = uses_device_filter(p)
+    config = mig_parted_config(p, with_filter=filtered)
+    kinds = tuple(node_kinds(p, filtered))
+    head = header(p)
+    reset_models = tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists}))
+    bootcmd, runcmd = commands(p)
     return RenderPlan(
         profile=p,
-        header=header(p),
+        header=head,
+        source_sha256=p.source_sha256,
         config=config,
         config_text=config_yaml(config),
-        device_filter=uses_device_filter(p),
-        filter_notes=tuple(filter_notes(p)),
-        expectations=expectations(p),
-        verify_groups=tuple(verify_groups(p)),
+        device_filter=filtered,
+        filter_notes=tuple(filter_notes(p, filtered)),
+        expectations=expectations(p, filtered),
+        verify_groups=tuple(verify_groups(p, filtered)),
+        node_kinds=kinds,
+        placements=_placements(p),
         gpu_notes=tuple(gpu_notes(p)),
-        reset_models=tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists})),
+        reset_models=reset_models,
+        reset_path=p.restore.on_reset_required if reset_models else "none",
+        after_reset=AFTER_RESET.get(p.restore.on_reset_required, ""),  # another value: the guard stops it
         per_gpu=per_gpu,
         node_label_flag=flag,
+        kubelet=_kubelet(p, flag, head),
         config_rel=p.restore.config_path.lstrip("/"),
         unit_rel=f"{SYSTEM_UNITS}/{p.restore.unit}",
         consumers=p.all_consumers,
+        consumers_text=p.consumers_text(),
+        held_text=p.consumers_text(only_fail_closed=True),
+        held_units=p.held_units,
         bake_pieces=p.base_pieces_at("bake"),
         boot_pieces=p.base_pieces_at("boot"),
+        first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
+        slurm=slurm_plan(p, kinds),
     )

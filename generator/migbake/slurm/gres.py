@@ -1,4 +1,4 @@
-"""The Slurm view of a profile: ``slurm/gres.conf`` and the node's ``Gres=`` counts (``slurm/slurm.conf.node``).
+"""What slurmd counts on a node of a profile: the ``Gres=`` counts per kind of node and the explicit device lines.
 
 How slurmd names a MIG device when ``gres.conf`` says ``AutoDetect=nvml`` (SchedMD/slurm
 ``src/plugins/gpu/nvml/gpu_nvml.c``, ``_get_system_gpu_list_nvml`` and ``_handle_mig``): the parent
@@ -18,16 +18,13 @@ the counts are untyped (``gpu:N``), which Slurm documents as the plain form for 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
 from migbake.gpu.placement import fit
-from migbake.kubernetes.resources import node_kinds
+from migbake.kubernetes.resources import NodeKind, node_kinds
 from migbake.profile.nodeprofile import NodeProfile
-
-GRES_CONF = "slurm/gres.conf"
-NODE_CONF = "slurm/slurm.conf.node"
 
 # GPU-instance memory in MiB as NVML reports it, per model and GPU-instance profile (a +me profile has
 # its plain profile's memory: the real H200 lists both at 16384). Sizes are multiples of 256 MiB, so
@@ -102,11 +99,11 @@ class SlurmNode:
         return ",".join(f"gpu:{t}:{n}" for t, n in self.counts.items())
 
 
-def slurm_nodes(profile: NodeProfile) -> list[SlurmNode]:
+def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None) -> list[SlurmNode]:
     """Per kind of node (one per GPU model when the image serves several), what slurmd will count."""
     models = profile.models
     out = []
-    for kind in node_kinds(profile):
+    for kind in node_kinds(profile) if kinds is None else kinds:
         counts: dict[str | None, int] = {}
         unknown: list[str] = []
         whole = False
@@ -136,58 +133,14 @@ def slurm_nodes(profile: NodeProfile) -> list[SlurmNode]:
     return out
 
 
-def _node_line(profile: NodeProfile, node: SlurmNode) -> str:
-    name = profile.slurm.node_name or profile.name
-    return f"NodeName={name} Gres={node.gres()}" if node.total else f"NodeName={name}"
-
-
-def node_conf(profile: NodeProfile, header: str) -> str:
-    """``slurm/slurm.conf.node``: the node's ``Gres=`` for slurm.conf, with the GresTypes it needs."""
-    nodes = slurm_nodes(profile)
-    lines = [header,
-             "# The node's line for slurm.conf: merge Gres= into your NodeName line (CPUs, RealMemory, ...)",
-             "# and keep GresTypes=gpu. slurmctld drains a node that reports fewer GPUs than Gres= says.",
-             "GresTypes=gpu"]
-    if len(nodes) > 1:
-        lines.append("# This image serves several GPU models: each kind of node has its own line below; give each")
-        lines.append("# its own NodeName (set slurm.node_name, or edit).")
-    for node in nodes:
-        lines.append(f"# {node.label}" + (f" ({node.gpus} GPUs)" if node.gpus is not None else ""))
-        if node.gpus is None:
-            lines.append("# the GPU count is unknown: set gpu_count in the profile for the Gres= counts")
-            continue
-        if node.why_untyped and node.total:
-            lines.append(f"# untyped: {node.why_untyped}")
-        lines.append(_node_line(profile, node))
-    return "\n".join(lines) + "\n"
-
-
-def gres_conf(profile: NodeProfile, header: str) -> str:
-    """``slurm/gres.conf``: ``AutoDetect=nvml``, or explicit MIG device lines with ``slurm.autodetect: false``."""
-    lines = [header]
-    if profile.slurm.autodetect:
-        lines += ["# slurmd reads the MIG devices from NVML when it starts, which is after the MIG restore",
-                  "# (its unit is ordered after it). Install as /etc/slurm/gres.conf.", "AutoDetect=nvml"]
-        return "\n".join(lines) + "\n"
-    lines += ["# Explicit MIG devices (slurm.autodetect: false): one line per MIG device, its parent GPU's",
-              "# /dev/nvidiaN and the capability files of its GPU and compute instance. Computed from where",
-              "# migbake places the instances (GPU instance id from the placement, compute instance 0) and",
-              "# GPU index = device minor: check once against nvidia-smi mig -lgi and",
-              "# /proc/driver/nvidia-caps/mig-minors on a node. AutoDetect=nvml needs none of this.",
-              "AutoDetect=off"]
-    lines += list(_explicit_lines(profile))
-    return "\n".join(lines) + "\n"
-
-
 def gi_id(start: int, size: int, total_slices: int) -> int:
     """The GPU instance id the driver gives a placement: 0 for the whole GPU, then halves, quarters, ..."""
     return total_slices // size - 1 + start // size
 
 
-def _explicit_lines(profile: NodeProfile) -> Iterator[str]:
-    nodes = slurm_nodes(profile)
+def _explicit_lines(profile: NodeProfile, kinds: Sequence[NodeKind], nodes: Sequence[SlurmNode]) -> Iterator[str]:
     models = profile.models
-    for kind, node in zip(node_kinds(profile), nodes):
+    for kind, node in zip(kinds, nodes):
         if len(nodes) > 1:
             yield f"# {kind.label}"
         index = 0
@@ -209,6 +162,25 @@ def _gpu_lines(mig: bool, layout: dict[str, int], model: GpuModel, gpu: int, nod
         gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_id(placed.start, placed.size, model.total_memory_slices) * _PER_GI
         yield (f"Name=gpu{t} MultipleFiles=/dev/nvidia{gpu},/dev/nvidia-caps/nvidia-cap{gi},"
                f"/dev/nvidia-caps/nvidia-cap{gi + 1}")
+
+
+@dataclass(frozen=True)
+class SlurmPlan:
+    """What the ``slurm/`` files say: the node's name, how slurmd finds devices, each kind of node, device lines."""
+
+    node_name: str
+    autodetect: bool
+    nodes: tuple[SlurmNode, ...]
+    device_lines: tuple[str, ...]  # slurm.autodetect false: one line per MIG device (or GPU), "# kind" lines between
+
+
+def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind]) -> SlurmPlan | None:
+    """The Slurm files' content for ``profile`` (None when it writes none), from its kinds of node."""
+    if not slurm_applies(profile):
+        return None
+    nodes = slurm_nodes(profile, kinds)
+    lines = () if profile.slurm.autodetect else tuple(_explicit_lines(profile, kinds, nodes))
+    return SlurmPlan(profile.slurm.node_name or profile.name, profile.slurm.autodetect, tuple(nodes), lines)
 
 
 def show_lines(profile: NodeProfile) -> list[str]:

@@ -1,0 +1,99 @@
+"""The one Jinja2 environment the targets render with, and ``Templates``: a shared context that renders files.
+
+Templates hold loops and conditionals only; every value they print passes the guard of its template's
+language (``guard``) on its way out. Output is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from functools import cache, lru_cache
+from typing import Any
+
+import jinja2
+
+from migbake.problems import RenderError
+from migbake.render.artifact import Artifact
+from migbake.render.guard import Quoted, guard, language
+from migbake.render.quoting import comment_text, hcl_string, sh_quote, yaml_scalar
+from migbake.resources import templates_dir
+
+
+class _Environment(jinja2.Environment):
+    """Templates whose globals are a plain dict: every render copies them into its context.
+
+    Jinja's default, a ChainMap over the environment's globals (so that later changes to those show),
+    costs more to copy than rendering most of our templates; ours never change after start-up.
+    """
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
+        return {**self.globals, **(d or {})}
+
+
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
+    return guard(value, _language(context.name), context.name)
+
+
+_language = cache(language)
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The environment (one per process: it caches compiled templates, which is most of a render's cost)."""
+    env = _Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        auto_reload=False,  # templates do not change while migbake runs: no stat() per render
+        finalize=_finalize,  # every printed value passes the guard of its template's language
+    )
+    env.filters["sh"] = sh_quote
+    env.filters["hcl"] = hcl_string
+    env.filters["yaml"] = yaml_scalar
+    env.filters["comment"] = comment_text
+    # Ansible's own Jinja2 delimiters, for the Ansible templates that name Ansible's variables
+    env.globals["ansible_open"] = Quoted("{{")
+    env.globals["ansible_close"] = Quoted("}}")
+    return env
+
+
+@cache
+def _template(name: str) -> jinja2.Template:
+    """A template of the one environment, loaded once (the environment's cache takes a lock per look-up)."""
+    return environment().get_template(name)
+
+
+def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[str, Any]) -> str:
+    """``template.render(variables)`` for ``variables`` that already hold the globals, without copying them.
+
+    Template.render copies its arguments, then those and the globals into a new context, twice a
+    dict of some forty entries for each of the fifteen files of a profile. (Jinja2 3.1 joins the parts
+    with ``env.concat``, which 3.0 does not have; for a text environment it is ``"".join``.)
+    """
+    try:
+        return "".join(template.root_render_func(template.new_context(variables, shared=True)))
+    except Exception:
+        env.handle_exception()
+
+
+class Templates:
+    """Renders the templates of one output tree, each with the variables every target shares (and its own)."""
+
+    def __init__(self, variables: dict[str, Any]) -> None:
+        self._env = environment()
+        self._shared = {**self._env.globals, **variables}  # what Template.render would copy into each context
+
+    def text(self, template: str, extra: dict[str, Any] | None = None) -> str:
+        """``template`` rendered (a RenderError names the template when it fails)."""
+        try:
+            return _render(self._env, _template(template), {**self._shared, **extra} if extra else self._shared)
+        except jinja2.TemplateError as e:
+            raise RenderError(f"template {template}: {e}") from e
+
+    def file(self, template: str, path: str, mode: int, extra: dict[str, Any] | None = None) -> Artifact:
+        """``template`` rendered as the file ``path`` of OUT."""
+        return Artifact(path, self.text(template, extra), mode)

@@ -1,0 +1,91 @@
+"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments).
+
+Every value a template prints has been quoted here for its language, or restricted by the schema; the
+guard (``guard``) checks the result once more when it is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from migbake.document.patterns import whole
+from migbake.problems import RenderError
+from migbake.render.guard import Block, Quoted
+from migbake.render.guard import line as guard_line
+
+_SYSTEMD_SAFE = whole(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def systemd_word(word: str, *, executable: bool = False) -> str:
+    """One word of an Exec= line: specifiers (%) and variables ($) escaped, quoted if needed.
+
+    Control characters become C escapes (a raw newline would end the line). The executable may
+    not start with one of systemd's prefix characters (@ - : + !): systemd reads them after
+    unquoting, so no quoting can keep them literal, and such a word is refused.
+    """
+    if "\x00" in word:
+        raise RenderError(f"{word!r}: a NUL byte cannot be part of a systemd command line")
+    if executable and word.startswith(("@", "-", ":", "+", "!")):
+        raise RenderError(f"{word!r}: an executable may not start with one of systemd's prefixes @ - : + !")
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if _SYSTEMD_SAFE.match(escaped):
+        return Quoted(escaped)
+    inner = escaped.replace("\\", "\\\\").replace('"', '\\"')
+    inner = re.sub(r"[\x01-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", inner)
+    return Quoted(f'"{inner}"')
+
+
+def systemd_command(argv: list[str]) -> str:
+    """A whole Exec= command line."""
+    return Quoted(" ".join(systemd_word(a, executable=(i == 0)) for i, a in enumerate(argv)))
+
+
+def hcl_string(value: str) -> str:
+    """An HCL2 quoted string literal with template sequences escaped."""
+    out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("\t", "\\t").replace("${", "$${").replace("%{", "%%{")
+    return Quoted(f'"{out}"')
+
+
+# characters a YAML 1.1 reader (PyYAML, cloud-init) rejects or reads as a line break inside a quoted
+# scalar, although JSON leaves them raw
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(value, ensure_ascii=False), made once
+
+
+def yaml_scalar(value: object) -> str:
+    """A YAML flow scalar (JSON is a subset of YAML 1.2 and of what cloud-init's loader reads)."""
+    text = _JSON(value)
+    return Quoted(_YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text)
+
+
+def yaml_flow_list(argv: list[str]) -> str:
+    """A YAML flow sequence of strings, for cloud-init's bootcmd/runcmd argv form."""
+    return Quoted("[" + ", ".join(yaml_scalar(a) for a in argv) + "]")
+
+
+def sh_quote(value: object) -> str:
+    """POSIX shell quoting, always in single quotes (so ``a-b`` never reads as arithmetic)."""
+    text = str(value)
+    if "\x00" in text:
+        raise RenderError(f"{text!r}: a NUL byte cannot be part of a shell word")
+    return Quoted("'" + text.replace("'", "'\\''") + "'")
+
+
+def comment_text(value: object) -> str:
+    """Text for the rest of a comment line, in any language: refused when it holds a control character."""
+    return Quoted(guard_line("" if value is None else str(value), "the comment text"))
+
+
+def indent(text: str, spaces: int) -> Block:
+    """A rendered file's text as a block indented by ``spaces`` (empty lines stay empty)."""
+    pad = " " * spaces
+    return Block("\n".join([(pad + line) if line else "" for line in text.rstrip("\n").split("\n")]))
+
+
+def and_list(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c`` (empty for no names)."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + (" and " + names[-1] if names else "")

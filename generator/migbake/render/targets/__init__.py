@@ -1,0 +1,11 @@
+"""The output targets, one module each: a function from the render plan to the files of that target.
+
+A target reads only the plan (``render.plan``), the files earlier targets wrote (``render.artifact``), the
+quoting and guard helpers (``render.quoting``, ``render.guard``) and the template environment
+(``render.environment``, with the variables every target shares from ``context``). It never imports the
+profile, the catalog, ``kubernetes``, ``migparted``, ``node`` or ``slurm``: when a target needs a value
+the plan does not have, the plan grows a field (tests/test_architecture.py holds this for every module here).
+
+May import ``render.plan``, ``render.artifact``, ``render.quoting``, ``render.guard``, ``render.environment``,
+its own folder and the foundation.
+"""

@@ -1,0 +1,65 @@
+"""The template variables every target shares, read from the plan (quoted here for the language that prints them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from migbake import __version__
+from migbake.render.guard import Block, Quoted
+from migbake.render.plan import RenderPlan
+from migbake.render.quoting import and_list, hcl_string, systemd_command, systemd_word
+
+# Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
+# as root directly, else through sudo; the staging directory is the script's first argument
+EXECUTE_COMMAND = Quoted('"chmod +x {{ .Path }}; if [ \\"$(id -u)\\" -eq 0 ]; then {{ .Vars }} {{ .Path }} '
+                         "'${var.staging_dir}'; else sudo -n env {{ .Vars }} {{ .Path }} '${var.staging_dir}'; fi\"")
+
+
+def shared_variables(plan: RenderPlan) -> dict[str, Any]:
+    """What the templates of every target may print."""
+    p = plan.profile
+    k = plan.kubelet
+    name, sha = p.name, plan.source_sha256
+    return {
+        "plan": plan,
+        "profile": p,
+        "consumers": plan.consumers,
+        "consumers_text": plan.consumers_text,
+        "held_text": plan.held_text,
+        "gpu_clients": plan.gpu_clients,
+        "restore_after": plan.restore_after,
+        "reset_target": plan.reset_target,
+        "restore_script": plan.restore_script,
+        "restore_cmd": systemd_command(["/bin/bash", plan.restore_script]),
+        "marker": plan.reboot_marker,
+        "reset_models": ", ".join(plan.reset_models),
+        "reset_path": plan.reset_path,
+        "labels_env": systemd_word(k.labels_assignment) if k.labels_assignment else "",
+        "labels_layout": k.layout,
+        "kubeadm_exec": k.exec_start,
+        "our_variable": k.our_variable,
+        "nodeadm_path": k.nodeadm_path,
+        "header": plan.header,
+        "gpu_notes": list(plan.gpu_notes),
+        "config_yaml": Block(plan.config_text.rstrip("\n")),
+        "filter_notes": list(plan.filter_notes),
+        "verify_groups": list(plan.verify_groups),
+        "dropin_path": "/" + plan.dropin_rel,
+        "dropin_paths": plan.dropin_paths,
+        "unit_path": "/" + plan.unit_rel,
+        "expected_per_gpu": plan.per_gpu,
+        "manager_verb": p.conflicting_manager.action,
+        "profile_name": hcl_string(name),
+        "profile_sha": hcl_string(sha),
+        "migbake_version": hcl_string(__version__),
+        "ami_name_prefix": hcl_string(f"migbake-{name}"),
+        "image_name_prefix": hcl_string(f"migbake-{name}"),
+        "image_description": hcl_string(f"MIG restore of node profile {name} (sha256 {sha[:16]}), "
+                                        f"baked by migbake {__version__}"),
+        "execute_command": EXECUTE_COMMAND,
+        "unit_dirs": plan.unit_dirs,
+        "bake_pieces": plan.bake_pieces,
+        "boot_pieces": plan.boot_pieces,
+        "bake_pieces_text": and_list([x.name for x in plan.bake_pieces]) or "nothing",
+        "boot_pieces_text": and_list([x.name for x in plan.boot_pieces]),
+    }

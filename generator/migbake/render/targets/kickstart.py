@@ -1,0 +1,47 @@
+"""Kickstart (``OUT/kickstart/mig-restore.ks``): a %post that carries the rendered Packer provisioner scripts.
+
+The %post embeds the rootfs files and the bake's own provisioner scripts as quoted here-documents, so the
+base-image checks of the bake run there unchanged; each embedded text is guarded below.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from migbake.problems import RenderError
+from migbake.render.artifact import Artifact, Rendered
+from migbake.render.environment import Templates
+from migbake.render.guard import Block
+from migbake.render.plan import RenderPlan
+from migbake.render.targets.packer import INSTALL_SCRIPT, MANAGER_SCRIPT
+from migbake.render.targets.rootfs import ROOTFS
+
+HEREDOC_END = "MIGBAKE_EOF"
+KS_STAGING = "/tmp/migbake-kickstart"
+
+
+def kickstart(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """The %post: the staged rootfs, then the bake's scripts run over it."""
+    embedded = [{"path": f"rootfs/{rel}", "text": heredoc_body(f"rootfs/{rel}", a.text)}
+                for rel, a in done.under(ROOTFS)]
+    embedded += [{"path": f"scripts/{posixpath.basename(path)}",
+                  "text": heredoc_body(posixpath.basename(path), done[path].text)}
+                 for path in (MANAGER_SCRIPT, INSTALL_SCRIPT)]
+    for e in embedded:
+        e["dir"] = posixpath.dirname(e["path"])
+    return [templates.file("kickstart/mig-restore.ks.j2", "kickstart/mig-restore.ks", 0o644,
+                           {"embedded": embedded, "staging": KS_STAGING, "heredoc_end": HEREDOC_END})]
+
+
+def heredoc_body(name: str, text: str) -> Block:
+    """``text`` as the body of a quoted here-document inside a Kickstart %post, or a RenderError.
+
+    Anaconda ends a section at a line starting with ``%`` (``%end``), and the shell at the delimiter;
+    the here-document adds the final newline back, so the text must end with one.
+    """
+    if not text.endswith("\n"):
+        raise RenderError(f"{name}: a file embedded in the Kickstart %post must end with a newline")
+    for line in text.splitlines():
+        if line.lstrip().startswith("%") or line == HEREDOC_END:
+            raise RenderError(f"{name}: the line {line!r} would end the Kickstart %post or its here-document")
+    return Block(text.rstrip("\n"))  # a file the render wrote itself, every value in it guarded there

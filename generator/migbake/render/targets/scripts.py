@@ -1,0 +1,30 @@
+"""The node's scripts (``OUT/scripts/``): verify, uninstall, capture, and preflight with each entry's expectation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from migbake.render.artifact import Artifact, Rendered
+from migbake.render.environment import Templates
+from migbake.render.plan import RenderPlan
+
+
+def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """The four scripts a person runs on a node."""
+    out = [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
+           for name in ("verify-mig-restore", "uninstall-mig-restore", "capture-mig-config")]
+    out.append(templates.file("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
+                              _preflight(plan)))
+    return out
+
+
+def _preflight(plan: RenderPlan) -> dict[str, Any]:
+    """The values the preflight template prints (each goes through the ``sh`` filter there)."""
+    groups = [{"check": e.check, "model": e.model, "pci_ids": " ".join(e.pci_ids),
+               "devices": "all" if e.devices == "all" else " ".join(map(str, e.devices)),
+               "filtered": "yes" if e.filtered else "no", "want": e.want,
+               "persists": "yes" if e.mode_persists else "no"}
+              for e in plan.expectations]
+    count = "" if plan.profile.gpu_count is None else str(plan.profile.gpu_count)
+    return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
+                          "after_reset": plan.after_reset}}
