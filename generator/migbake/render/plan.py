@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from migbake import __version__
-from migbake.gpu.placement import PlacedInstance, fit
+from migbake.gpu.driverplacement import placements_of
+from migbake.gpu.placement import PlacedInstance
+from migbake.kubernetes.dra import DraDevice, DraEntry, claim_templates, dra_entries
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
@@ -35,7 +37,7 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "Expectation", "KubeletPlan", "NodeKind", "PlacedInstance", "RenderPlan",
+__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "Expectation", "KubeletPlan", "NodeKind", "PlacedInstance", "RenderPlan",
            "SlurmPlan", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
@@ -70,6 +72,7 @@ class GroupPlacement:
     model: str  # the catalog model's key
     memory_slices: int  # the model's memory slices (placements start at 0 .. memory_slices - 1)
     instances: tuple[PlacedInstance, ...]  # in the order apply creates them; empty with MIG off
+    # (gpu.driverplacement: mig-parted's creation order and the modelled driver choice of placement)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,10 @@ class RenderPlan:
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
+    dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
+    claim_templates: tuple[dict[str, Any], ...] = ()  # allocation dra: one ResourceClaimTemplate per profile
+    placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -171,7 +178,7 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
     return tuple(GroupPlacement(i, g.gpu.key, g.gpu.total_memory_slices,
-                                fit(g.gpu, g.layout_dict).placements if g.mig_enabled else ())
+                                placements_of(g.gpu, g.layout_dict) if g.mig_enabled else ())
                  for i, g in enumerate(p.gpus))
 
 
@@ -217,4 +224,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         boot_pieces=p.base_pieces_at("boot"),
         first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
         slurm=slurm_plan(p, kinds),
+        allocation=p.kubernetes.allocation,
+        dra=dra_entries(p),
+        claim_templates=tuple(claim_templates(p)) if p.kubernetes.allocation == "dra" else (),
+        placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
     )
