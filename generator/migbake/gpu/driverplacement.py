@@ -38,7 +38,7 @@ def creation_order(model: GpuModel, names: list[str]) -> list[MigProfile]:
 
 def _attrs_key(p: MigProfile) -> tuple[int, ...]:
     # descending string order of ",".join(attributes): negate each character's code point
-    return tuple(-ord(ch) for ch in ",".join(p.attributes)) + (1,)
+    return (*(-ord(ch) for ch in ",".join(p.attributes)), 1)
 
 
 def _mask(start: int, size: int) -> int:

@@ -113,7 +113,8 @@ def claim_name(profile_name: str, taken: set[str]) -> str:
 
 def claim_templates(profile: NodeProfile, api: str = CLAIM_API) -> list[dict[str, Any]]:
     """One ResourceClaimTemplate per GPU-instance profile of the layouts: one device of that profile."""
-    out, taken = [], set()
+    out: list[dict[str, Any]] = []
+    taken: set[str] = set()
     for prof in whole_instance_profiles(profile):
         name = claim_name(prof, taken)
         exact = {"deviceClassName": MIG_CLASS, "selectors": [{"cel": {"expression": selector(prof)}}]}

@@ -37,8 +37,8 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "Expectation", "KubeletPlan", "NodeKind", "PlacedInstance", "RenderPlan",
-           "SlurmPlan", "make_plan"]
+__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "Expectation", "KubeletPlan", "NodeKind",
+           "PlacedInstance", "RenderPlan", "SlurmPlan", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"
