@@ -118,3 +118,21 @@ def test_dra_names_per_gpu() -> None:
     assert [(i.profile, i.start) for i in plan.placements[1].instances] == [("3g.71gb", 4), ("1g.18gb", 0),
                                                                             ("1g.18gb", 1)]
     assert [t["metadata"]["name"] for t in claim_templates(prof)] == ["mig-1g-18gb", "mig-3g-40gb", "mig-3g-71gb"]
+
+
+def test_show_lists_the_dra_device_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from support import cli
+
+    path = tmp_path / "p.yaml"
+    path.write_text(A100_H200.format(allocation="dra", a100=LAYOUT.format("3g.40gb"),
+                                     h200="    mig:\n      layout:\n        3g.71gb: 1\n        1g.18gb: 2"))
+    rc, out, _ = cli("show", str(path))
+    assert rc == 0, out
+    assert "  GPU 2 (h200-141gb): gpu-2-mig-3g71gb-9-4, gpu-2-mig-1g18gb-19-0, gpu-2-mig-1g18gb-19-1" in out
+    assert "  GPU 1 (a100-80gb): gpu-1-mig-3g40gb-9-4" in out
+    assert "nvidia.com/mig-" not in out  # the device plugin's resources do not apply
+    dynamic = tmp_path / "d.yaml"
+    dynamic.write_text(A100_H200.format(allocation="dra-dynamic", a100="", h200=""))
+    rc, out, _ = cli("show", str(dynamic))
+    assert "/gpus/1 (h200-141gb): MIG off (the driver turns MIG on per claim)" in out
+    assert "/gpus/0 (a100-80gb): MIG on, no instances" in out

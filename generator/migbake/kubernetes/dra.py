@@ -126,3 +126,41 @@ def claim_templates(profile: NodeProfile, api: str = CLAIM_API) -> list[dict[str
         out.append({"apiVersion": api, "kind": "ResourceClaimTemplate", "metadata": {"name": name},
                     "spec": {"spec": {"devices": {"requests": [request]}}}})
     return out
+
+
+def _gpu_indices(devices: str, count: int | None) -> list[str]:
+    if devices != "all":
+        return devices.split()
+    return [str(i) for i in range(count)] if count else ["<minor>"]
+
+
+def dra_report(profile: NodeProfile) -> list[str]:
+    """Lines for ``migbake show`` under a DRA allocation: what the driver publishes (dra) or does (dra-dynamic)."""
+    if profile.kubernetes.allocation == "dra-dynamic":
+        lines = ["Kubernetes DRA (kubernetes.allocation: dra-dynamic): the DRA driver's DynamicMIG creates MIG "
+                 "devices per claim; the restore creates none."]
+        for i, (g, m) in enumerate(zip(profile.gpus, profile.models)):
+            state = ("MIG on, no instances (Ampere: MIG mode changes need a GPU reset, so it is on before the "
+                     "driver starts)" if g.mig_enabled else
+                     "MIG off (the driver turns MIG on per claim)" if m.has_mig and m.mig_mode_persists is False
+                     else "MIG off")
+            lines.append(f"  /gpus/{i} ({m.key}): {state}")
+        lines.append("  The driver needs featureGates.DynamicMIG=true (and on Kubernetes 1.34/1.35 the "
+                     "DRAPartitionableDevices gate): docs/dra.md.")
+        return lines
+    lines = [f"Kubernetes DRA (kubernetes.allocation: dra): the devices driver {DRIVER} publishes in the node's "
+             f"ResourceSlice (device class {MIG_CLASS}); names as v25.12.0 and later write them, <minor> the GPU's "
+             "device minor (/dev/nvidiaN, usually its index):"]
+    for e in dra_entries(profile):
+        if not e.mig:
+            for gpu in _gpu_indices(e.devices, profile.gpu_count):
+                lines.append(f"  gpu-{gpu} (the whole GPU: MIG off)")
+            continue
+        for gpu in _gpu_indices(e.devices, profile.gpu_count):
+            lines.append(f"  GPU {gpu} ({e.model}): " + ", ".join(d.name(gpu) for d in e.instances))
+    if any(d.gi_profile_id is None for e in dra_entries(profile) for d in e.instances):
+        lines.append("  ?: the catalog does not know this profile's GPU-instance profile id (nvidia-smi mig -lgip)")
+    lines.append("  Placements (the last two numbers: GI profile id, first memory slice) are migbake's prediction of "
+                 "where the driver puts each instance (NVIDIA documents no rule); the restore compares them with "
+                 "nvidia-smi mig -lgi (restore.placements). Claims that select by profile are unaffected.")
+    return lines

@@ -111,6 +111,7 @@ class RenderPlan:
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     claim_templates: tuple[dict[str, Any], ...] = ()  # allocation dra: one ResourceClaimTemplate per profile
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
+    placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -155,6 +156,11 @@ def gpu_notes(profile: NodeProfile) -> list[str]:
         seen.add(m.key)
         if not m.has_mig:
             notes.append(f"{m.display_name}: no MIG; mig-parted keeps MIG off on it.")
+        elif profile.kubernetes.allocation == "dra-dynamic":
+            notes.append(f"{m.display_name} ({m.generation.capitalize()}): " + (
+                "MIG mode survives a reboot and changes only with a GPU reset: the restore keeps it on, with no "
+                "instances; the DRA driver creates them per claim." if m.mig_mode_persists else
+                "the restore keeps MIG off; the DRA driver turns it on and creates instances per claim."))
         elif m.mig_mode_persists:
             notes.append(f"{m.display_name} ({m.generation.capitalize()}): MIG mode survives a reboot, "
                          "the GPU/compute instances do not; apply re-creates them.")
@@ -182,6 +188,13 @@ def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
                  for i, g in enumerate(p.gpus))
 
 
+def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPlacement, ...]
+                      ) -> tuple[dict[str, str], ...]:
+    """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi``: ``PROFILE@START`` sorted (C order)."""
+    return tuple({**g, "placements": " ".join(sorted(f"{i.profile}@{i.start}" for i in p.instances))}
+                 for g, p in zip(groups, placed))
+
+
 def make_plan(profile: NodeProfile) -> RenderPlan:
     """The plan of ``profile``'s output tree: every derived value, computed once."""
     p = profile
@@ -195,6 +208,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     head = header(p)
     reset_models = tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists}))
     bootcmd, runcmd = commands(p)
+    groups, placed = tuple(verify_groups(p, filtered)), _placements(p)
     return RenderPlan(
         profile=p,
         header=head,
@@ -204,9 +218,9 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         device_filter=filtered,
         filter_notes=tuple(filter_notes(p, filtered)),
         expectations=expectations(p, filtered),
-        verify_groups=tuple(verify_groups(p, filtered)),
+        verify_groups=groups,
         node_kinds=kinds,
-        placements=_placements(p),
+        placements=placed,
         gpu_notes=tuple(gpu_notes(p)),
         reset_models=reset_models,
         reset_path=p.restore.on_reset_required if reset_models else "none",
@@ -228,4 +242,5 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         dra=dra_entries(p),
         claim_templates=tuple(claim_templates(p)) if p.kubernetes.allocation == "dra" else (),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
+        placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
     )
