@@ -75,7 +75,7 @@ def test_dynamic_config_mig_on_for_ampere_off_for_hopper() -> None:
     entries = yaml.safe_load(plan.config_text)["mig-configs"]["current"]
     assert [(e["mig-enabled"], e["mig-devices"]) for e in entries] == [(True, {}), (False, {})]
     assert plan.reset_models == ("A100-SXM4-80GB",) and plan.reset_path == "reboot-once"
-    assert plan.claim_templates == () and plan.dra == ()
+    assert plan.claim_templates == "" and plan.dra == ()
     off = make_plan(_profile(A100_H200.format(allocation="dra-dynamic", a100=OFF, h200="")))
     assert [e["mig-enabled"] for e in yaml.safe_load(off.config_text)["mig-configs"]["current"]] == [False, False]
 

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
 from migbake.gpu.driverplacement import placements_of
 from migbake.profile.nodeprofile import GpuGroup, NodeProfile
@@ -126,6 +128,14 @@ def claim_templates(profile: NodeProfile, api: str = CLAIM_API) -> list[dict[str
         out.append({"apiVersion": api, "kind": "ResourceClaimTemplate", "metadata": {"name": name},
                     "spec": {"spec": {"devices": {"requests": [request]}}}})
     return out
+
+
+def claim_templates_yaml(profile: NodeProfile) -> str:
+    """The templates as YAML documents (``---`` before each), or "" when the profile has none."""
+    if profile.kubernetes.allocation != "dra":
+        return ""
+    return "".join("---\n" + yaml.safe_dump(t, sort_keys=False, default_flow_style=False, width=1000)
+                   for t in claim_templates(profile))
 
 
 def _gpu_indices(devices: str, count: int | None) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 from migbake import __version__
 from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import PlacedInstance
-from migbake.kubernetes.dra import DraDevice, DraEntry, claim_templates, dra_entries
+from migbake.kubernetes.dra import DraDevice, DraEntry, claim_templates_yaml, dra_entries
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
@@ -109,7 +109,7 @@ class RenderPlan:
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
-    claim_templates: tuple[dict[str, Any], ...] = ()  # allocation dra: one ResourceClaimTemplate per profile
+    claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
@@ -240,7 +240,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         slurm=slurm_plan(p, kinds),
         allocation=p.kubernetes.allocation,
         dra=dra_entries(p),
-        claim_templates=tuple(claim_templates(p)) if p.kubernetes.allocation == "dra" else (),
+        claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
     )
