@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from support import REPO, generate
+from test_dra_preflight import H200
 
 from migbake.kubernetes.dra import claim_templates
 from migbake.rules.validate import check_bytes
@@ -37,14 +38,6 @@ gpus:
   - model: A100-SXM4-80GB
     devices: [2]
     mig: {enabled: false}
-"""
-H200 = """\
-version: 1
-name: h200-dra
-kubernetes: {allocation: dra}
-gpus:
-  - model: NVIDIA H200
-    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}
 """
 CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
 
