@@ -22,6 +22,7 @@ from support import REPO, shared_file
 from migbake.boottest.simgpu import node as simnode
 from migbake.boottest.simgpu.build import SimGpuBuild, compile_simgpu
 from migbake.gpu.catalog import GpuModel, load_catalog
+from migbake.gpu.driverplacement import predict
 from migbake.gpu.placement import maximal_layouts
 
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
@@ -209,3 +210,27 @@ def test_zero_gpu_trap(make_node: NodeFactory) -> None:
     (node.root / "pci").mkdir()
     assert node.mig_parted("assert", "-f", str(node.config("seven", [SEVEN])), "-c", "current").returncode == 0
     assert per_gpu(node.mig_parted("export").stdout, 1) == []
+
+
+H100 = load_catalog().by_key("h100-80gb")
+PARTIAL = [(H100, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}), (H200, {"3g.71gb": 1, "1g.18gb": 2}),
+           (A100, {"2g.20gb": 1, "1g.10gb": 2}), (H200, {"3g.71gb": 2}), (H200, {"4g.71gb": 1, "1g.18gb+me": 1})]
+
+
+@pytest.mark.parametrize(("model", "layout"), PARTIAL, ids=lambda v: v.key if isinstance(v, GpuModel) else
+                         "-".join(f"{n}x{c}" for n, c in v.items()))
+def test_real_mig_parted_places_as_the_plan_predicts(model: GpuModel, layout: dict[str, int],
+                                                     make_node: NodeFactory) -> None:
+    """NVIDIA's mig-parted (creation order, no placement) on the simulated driver (migbake's model of its choice):
+    `nvidia-smi mig -lgi` shows every instance where gpu.driverplacement.predict says; the first case is the
+    public observation of NVIDIA/DCGM#138 (H100: 3g at 4:4, 2g at 0:2, the 1g's at 2:1 and 3:1)."""
+    node = make_node("partial", [layout], model)
+    applied = node.mig_parted("apply", "-f", str(node.config("partial", [layout])), "-c", "current")
+    assert applied.returncode == 0, applied.stderr[-2000:]
+    listed = node.run("nvidia-smi", "mig", "-lgi")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines() if line.startswith("|") and " MIG " in line]
+    have = sorted((r[3], int(r[6].split(":")[0])) for r in rows)
+    predicted = predict(model, layout)
+    assert predicted is not None
+    assert have == sorted((p.profile, p.start) for p in predicted)

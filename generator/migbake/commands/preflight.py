@@ -9,7 +9,8 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.kubernetes.labels import read_cluster_policy, read_node_labels
+from migbake.kubernetes.labels import GPU_CLUSTER_NOTE, read_node_labels, read_node_name, read_operator_cr
+from migbake.node.draslices import read_resource_slices, slice_checks
 from migbake.node.driveroffer import read_generate_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.node.preflight import check_capture, table
@@ -27,15 +28,24 @@ from migbake.node.preflight import check_capture, table
                    "(nvidia.com/gpu.deploy.mig-manager, nvidia.com/mig.config).")
 @click.option("--cluster-policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Output of `kubectl get clusterpolicy NAME -o json` (or -o yaml), with --node-json: "
-                   "migManager.enabled=false means the GPU Operator runs no mig-manager on any node.")
+                   "migManager.enabled=false means the GPU Operator runs no mig-manager on any node. A GPUCluster "
+                   "(`kubectl get gpucluster gpu-cluster -o json`, the operator's DRA stack) has none: a NOTE.")
 @click.option("--mig-parted-generate-config", "gc_file",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Output of `nvidia-mig-parted generate-config` captured on the node (read-only; YAML or "
                    "-o json): every layout's profiles must be offered by the node's own driver, within its "
                    "maximum counts. See docs/preflight-generate-config.md.")
+@click.option("--resource-slices", "slices_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Output of `kubectl get resourceslices -o json` (any number of nodes), with --node NAME or "
+                   "--node-json: kubernetes.allocation dra: does the node publish exactly the profile's MIG devices "
+                   "(count per profile per GPU, and their names)? dra-dynamic: no static MIG device. No nvidia-smi "
+                   "capture needed.")
+@click.option("--node", "node_name", metavar="NAME", help="The node whose slices --resource-slices checks "
+              "(spec.nodeName); --node-json names it too.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_file: Path | None,
-              policy_file: Path | None, gc_file: Path | None, as_json: bool) -> int:
+              policy_file: Path | None, gc_file: Path | None, slices_file: Path | None, node_name: str | None,
+              as_json: bool) -> int:
     """Check captured nvidia-smi output and/or the Kubernetes node of a node against PROFILE, offline.
 
     PROFILE may be `-` (standard input). The GPU checks of scripts/preflight-mig-restore.sh: GPU
@@ -49,23 +59,40 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     driver offers).
     Checks that need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the
     profile or the generate-config capture is invalid), 2 for bad usage or an unreadable capture.
+    With --resource-slices (a `kubectl get resourceslices -o json` capture) and --node NAME (or --node-json),
+    kubernetes.allocation dra is READY when the node publishes exactly the profile's MIG devices (count
+    per profile per GPU and the names `migbake show` lists) and NOT READY for a stranded GPU, a partial
+    layout or moved placements; dra-dynamic is READY when no static MIG device exists (docs/dra.md).
     """
     capture_file = xml_file or csv_file
     if xml_file is not None and csv_file is not None:
         raise click.UsageError("give one of --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, not both")
-    if capture_file is None and node_file is None and gc_file is None:
+    if capture_file is None and node_file is None and gc_file is None and slices_file is None:
         raise click.UsageError("give --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, and/or --node-json FILE, "
-                               "and/or --mig-parted-generate-config FILE")
+                               "and/or --mig-parted-generate-config FILE, and/or --resource-slices FILE")
+    if slices_file is not None and node_name is None and node_file is None:
+        raise click.UsageError("--resource-slices needs --node NAME or --node-json FILE (which node's slices)")
+    if node_name is not None and slices_file is None:
+        raise click.UsageError("--node names the node whose --resource-slices are checked: give --resource-slices")
     if policy_file is not None and node_file is None:
         raise click.UsageError("--cluster-policy needs --node-json FILE (it says how to read the node's labels)")
     prof = valid_profile(profile, "nothing checked")
     capture = None if capture_file is None else read_capture(
         capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
     labels = None if node_file is None else read_node_labels(node_file)
-    enabled = None if policy_file is None else read_cluster_policy(policy_file)
+    kind, enabled = (None, None) if policy_file is None else read_operator_cr(policy_file)
     offers = None if gc_file is None else read_generate_config(gc_file)
+    slices = None
+    if slices_file is not None:
+        if not prof.dra:
+            raise click.UsageError("--resource-slices checks what NVIDIA's DRA driver publishes: the profile's "
+                                   "kubernetes.allocation is device-plugin (use dra or dra-dynamic)")
+        node = node_name or read_node_name(node_file)  # type: ignore[arg-type]
+        slices = slice_checks(prof, read_resource_slices(slices_file, node), node)
+    if kind == "GPUCluster":
+        slices = [*(slices or []), ("gpu-cluster", "NOTE", GPU_CLUSTER_NOTE)]
     result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""), offers=offers,
-                           mig_manager_enabled=enabled)
+                           mig_manager_enabled=enabled, slices=slices, slices_file=str(slices_file or ""))
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -7,8 +7,10 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
+from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
+from migbake.kubernetes.dra import dra_report
 from migbake.kubernetes.kubelet import layout_report
 from migbake.kubernetes.resources import resource_report
 from migbake.render.plan import gpu_notes
@@ -32,15 +34,18 @@ def show(profile: Path) -> None:
     for i, (group, m) in enumerate(zip(prof.gpus, prof.models)):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
         click.echo(f"\n/gpus/{i}: {m.key}, {devices}")
+        dynamic = prof.kubernetes.allocation == "dra-dynamic"
         if not group.mig_enabled:
-            click.echo("  MIG disabled: the whole GPU is one device")
+            click.echo("  MIG disabled: the DRA driver turns MIG on per claim" if dynamic and m.has_mig
+                       else "  MIG disabled: the whole GPU is one device")
             continue
         layout = group.layout_dict
         if not layout:
-            click.echo("  MIG enabled, no instances")
+            click.echo("  MIG enabled, no instances" + (": the DRA driver creates them per claim" if dynamic else ""))
             continue
         click.echo(f"  {instances(layout)}")
-        click.echo(render_slice_map(m, fit(m, layout).placements))
+        placed = placements_of(m, layout) if prof.kubernetes.allocation == "dra" else fit(m, layout).placements
+        click.echo(render_slice_map(m, placed))
     slurm = slurm_applies(prof)
     if slurm:
         for line in show_lines(prof):
@@ -48,7 +53,7 @@ def show(profile: Path) -> None:
     if prof.kubelet.present or not slurm:
         if slurm:
             click.echo()
-        for line in resource_report(prof):
+        for line in (dra_report(prof) if prof.dra else resource_report(prof)):
             click.echo(line)
         for line in layout_report(prof):
             click.echo(line)

@@ -42,6 +42,16 @@ class NodeJsonError(MigbakeError):
     exit_code = EXIT_USAGE  # like an unreadable option value
 
 
+def read_node_name(path: Path) -> str:
+    """``metadata.name`` of the node in ``kubectl get node NAME -o json`` (read as ``read_node_labels`` reads it)."""
+    read_node_labels(path)  # the same checks, the same errors
+    name = json.loads(read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError).decode("utf-8")).get(
+        "metadata", {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise NodeJsonError(f"{path}: metadata.name is not a node name")
+    return name
+
+
 def read_node_labels(path: Path) -> dict[str, str]:
     """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB)."""
     data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
@@ -120,9 +130,21 @@ def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tu
     return checks
 
 
+GPU_CLUSTER_NOTE = ("the GPU Operator's DRA stack (GPUCluster): it runs no MIG manager and reads no "
+                    f"{MIG_CONFIG_LABEL} label (NVIDIA/gpu-operator:internal/state/manager.go@v26.7.0 reconciles "
+                    "the DRA driver, DCGM, DCGM Exporter and the DRA validator only); the node's MIG layout is "
+                    "the restore's alone")
+
+
 def read_cluster_policy(path: Path) -> bool:
     """``spec.migManager.enabled`` of a ClusterPolicy (``kubectl get clusterpolicy NAME -o json`` or ``-o yaml``;
-    a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``)."""
+    a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``).
+    A GPUCluster (``nvidia.com/v1alpha1``, the operator's DRA stack) has no MIG manager: False."""
+    return read_operator_cr(path)[1]
+
+
+def read_operator_cr(path: Path) -> tuple[str, bool]:
+    """The kind (ClusterPolicy or GPUCluster) and whether the operator runs a mig-manager (see above)."""
     data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
     try:
         text = data.decode("utf-8")
@@ -132,13 +154,17 @@ def read_cluster_policy(path: Path) -> bool:
     except (UnicodeDecodeError, yaml.YAMLError) as err:
         raise NodeJsonError(f"{path}: not JSON or YAML: {err}") from err
     if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-        items = [i for i in doc["items"] if isinstance(i, dict) and i.get("kind") == "ClusterPolicy"]
+        items = [i for i in doc["items"] if isinstance(i, dict) and i.get("kind") in ("ClusterPolicy", "GPUCluster")]
         doc = items[0] if len(items) == 1 else None
+    if isinstance(doc, dict) and doc.get("kind") == "GPUCluster":
+        # NVIDIA/gpu-operator:api/nvidia/v1alpha1/gpucluster_types.go@v26.7.0: no MIG field at all
+        return "GPUCluster", False
     if not isinstance(doc, dict) or doc.get("kind") != "ClusterPolicy":
-        raise NodeJsonError(f"{path}: not one ClusterPolicy (kubectl get clusterpolicy NAME -o json)")
+        raise NodeJsonError(f"{path}: not one ClusterPolicy or GPUCluster (kubectl get clusterpolicy NAME -o json, "
+                            "kubectl get gpucluster gpu-cluster -o json)")
     spec = doc.get("spec") or {}
     mig = spec.get("migManager") if isinstance(spec, dict) else None
     enabled = mig.get("enabled", True) if isinstance(mig, dict) else True
     if not isinstance(enabled, bool):
         raise NodeJsonError(f"{path}: spec.migManager.enabled is not true or false")
-    return enabled
+    return "ClusterPolicy", enabled

@@ -244,7 +244,8 @@ def check_names(profile: NodeProfile) -> list[str]:
 
 def check_capture(profile: NodeProfile, capture: Capture | None,
                   labels: dict[str, str] | None = None, node_file: str = "",
-                  offers: DriverOffers | None = None, mig_manager_enabled: bool | None = None) -> Preflight:
+                  offers: DriverOffers | None = None, mig_manager_enabled: bool | None = None,
+                  slices: list[tuple[str, Status, str]] | None = None, slices_file: str = "") -> Preflight:
     """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP.
 
     With ``offers`` (a generate-config capture) a driver-offer row comes before mig-parted's.
@@ -265,7 +266,10 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
     if offers is not None:
         checks.insert(next(i for i, c in enumerate(checks) if c.name == "mig-parted"),
                       driver_check(profile, offers))
+    checks += [Check(n, s, d) for n, s, d in slices or ()]  # kubernetes.allocation dra, dra-dynamic
     clean = tuple(Check(c.name, c.status, _CONTROL.sub(" ", c.detail)) for c in checks)
+    if slices is not None and capture is None and offers is None and not node_file:
+        return Preflight(profile.name, "resource-slices", slices_file, clean)
     if capture is not None:
         return Preflight(profile.name, capture.source, capture.file, clean)
     if offers is not None and not node_file:

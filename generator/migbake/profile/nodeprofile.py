@@ -17,6 +17,8 @@ MigStrategy = Literal["single", "mixed"]
 OnResetRequired = Literal["reboot-once", "fail"]
 CdiRefresh = Literal["auto", "never"]
 KubeletLayout = Literal["generic", "kubeadm", "eks-al2023", "eks-al2"]
+Allocation = Literal["device-plugin", "dra", "dra-dynamic"]
+PlacementCheck = Literal["warn", "strict"]
 
 
 
@@ -59,6 +61,7 @@ class Restore:
     on_reset_required: OnResetRequired = "reboot-once"
     cdi_refresh: CdiRefresh = "auto"
     metrics_textfile: str = ""  # empty: no metrics file
+    placements: PlacementCheck = "warn"  # allocation dra: a placement other than the plan's fails the restore
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,9 @@ class ConflictingManager:
 
 @dataclass(frozen=True)
 class Kubernetes:
-    """How the node's device plugin advertises MIG devices (its MIG strategy)."""
+    """Who allocates the node's GPUs (device plugin or DRA driver), and the device plugin's MIG strategy."""
 
+    allocation: Allocation = "device-plugin"
     mig_strategy: MigStrategy = "mixed"
     node_labels: tuple[tuple[str, str], ...] = ()
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
@@ -160,6 +164,11 @@ class NodeProfile:
     source_sha256: str = ""
 
     @property
+    def dra(self) -> bool:
+        """Whether NVIDIA's DRA driver allocates the GPUs (static or dynamic MIG), not the device plugin."""
+        return self.kubernetes.allocation != "device-plugin"
+
+    @property
     def models(self) -> tuple[GpuModel, ...]:
         """The catalog model of each ``gpus`` entry, in order."""
         return tuple(g.gpu for g in self.gpus)
@@ -202,17 +211,26 @@ class NodeProfile:
         return units[0] if len(units) == 1 else ", ".join(units[:-1]) + " and " + units[-1]
 
 
-def _group(raw: dict[str, Any], catalog: Catalog) -> GpuGroup:
+def dynamic_mig_mode(gpu: GpuModel, enabled: bool) -> bool:
+    """The MIG mode the restore sets under allocation ``dra-dynamic``: on (no instances) only on a GPU that
+    cannot change MIG mode without a reset (Ampere), off on Hopper and newer, where the DRA driver turns it
+    on per claim (``isDynamicMIGCapable``/``supportsMIGModeToggle``,
+    kubernetes-sigs/dra-driver-nvidia-gpu:cmd/gpu-kubelet-plugin/nvlib.go@v0.4.0)."""
+    return enabled and gpu.has_mig and gpu.mig_mode_persists
+
+
+def _group(raw: dict[str, Any], catalog: Catalog, allocation: str = "device-plugin") -> GpuGroup:
     gpu = catalog.find_gpu(str(raw["model"]))
     if gpu is None:  # the rules refuse an unknown model before a profile is built
         raise KeyError(raw["model"])
     devices = raw.get("devices", "all")
     mig = raw.get("mig", {})
     layout = mig.get("layout", {})
+    enabled = bool(mig.get("enabled", True))
     return GpuGroup(
         model=str(raw["model"]),
         devices="all" if devices == "all" else tuple(int(d) for d in devices),
-        mig_enabled=bool(mig.get("enabled", True)),
+        mig_enabled=dynamic_mig_mode(gpu, enabled) if allocation == "dra-dynamic" else enabled,
         layout=tuple((str(k), int(v)) for k, v in layout.items()),
         gpu=gpu,
         pci_device_ids=tuple(canonical_pci_id(str(p)) for p in raw.get("pci_device_ids", ())),
@@ -233,7 +251,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         name=data["name"],
         description=data.get("description", ""),
         gpu_count=data.get("gpu_count"),
-        gpus=tuple(_group(g, cat) for g in data["gpus"]),
+        gpus=tuple(_group(g, cat, str(k8s.get("allocation", "device-plugin"))) for g in data["gpus"]),
         kubelet=Kubelet(**kub),
         restore=Restore(**res),
         tools=Tools(**tools),

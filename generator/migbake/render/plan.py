@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from migbake import __version__
-from migbake.gpu.placement import PlacedInstance, fit
+from migbake.gpu.driverplacement import placements_of
+from migbake.gpu.placement import PlacedInstance
+from migbake.kubernetes.dra import DraDevice, DraEntry, claim_templates_yaml, dra_entries
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
@@ -35,8 +37,8 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "Expectation", "KubeletPlan", "NodeKind", "PlacedInstance", "RenderPlan",
-           "SlurmPlan", "make_plan"]
+__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "Expectation", "KubeletPlan", "NodeKind",
+           "PlacedInstance", "RenderPlan", "SlurmPlan", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"
@@ -70,6 +72,7 @@ class GroupPlacement:
     model: str  # the catalog model's key
     memory_slices: int  # the model's memory slices (placements start at 0 .. memory_slices - 1)
     instances: tuple[PlacedInstance, ...]  # in the order apply creates them; empty with MIG off
+    # (gpu.driverplacement: mig-parted's creation order and the modelled driver choice of placement)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,11 @@ class RenderPlan:
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
+    dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
+    claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
+    placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
+    placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -148,6 +156,11 @@ def gpu_notes(profile: NodeProfile) -> list[str]:
         seen.add(m.key)
         if not m.has_mig:
             notes.append(f"{m.display_name}: no MIG; mig-parted keeps MIG off on it.")
+        elif profile.kubernetes.allocation == "dra-dynamic":
+            notes.append(f"{m.display_name} ({m.generation.capitalize()}): " + (
+                "MIG mode survives a reboot and changes only with a GPU reset: the restore keeps it on, with no "
+                "instances; the DRA driver creates them per claim." if m.mig_mode_persists else
+                "the restore keeps MIG off; the DRA driver turns it on and creates instances per claim."))
         elif m.mig_mode_persists:
             notes.append(f"{m.display_name} ({m.generation.capitalize()}): MIG mode survives a reboot, "
                          "the GPU/compute instances do not; apply re-creates them.")
@@ -171,8 +184,15 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
     return tuple(GroupPlacement(i, g.gpu.key, g.gpu.total_memory_slices,
-                                fit(g.gpu, g.layout_dict).placements if g.mig_enabled else ())
+                                placements_of(g.gpu, g.layout_dict) if g.mig_enabled else ())
                  for i, g in enumerate(p.gpus))
+
+
+def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPlacement, ...]
+                      ) -> tuple[dict[str, str], ...]:
+    """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi``: ``PROFILE@START`` sorted (C order)."""
+    return tuple({**g, "placements": " ".join(sorted(f"{i.profile}@{i.start}" for i in p.instances))}
+                 for g, p in zip(groups, placed))
 
 
 def make_plan(profile: NodeProfile) -> RenderPlan:
@@ -188,6 +208,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     head = header(p)
     reset_models = tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists}))
     bootcmd, runcmd = commands(p)
+    groups, placed = tuple(verify_groups(p, filtered)), _placements(p)
     return RenderPlan(
         profile=p,
         header=head,
@@ -197,9 +218,9 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         device_filter=filtered,
         filter_notes=tuple(filter_notes(p, filtered)),
         expectations=expectations(p, filtered),
-        verify_groups=tuple(verify_groups(p, filtered)),
+        verify_groups=groups,
         node_kinds=kinds,
-        placements=_placements(p),
+        placements=placed,
         gpu_notes=tuple(gpu_notes(p)),
         reset_models=reset_models,
         reset_path=p.restore.on_reset_required if reset_models else "none",
@@ -217,4 +238,9 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         boot_pieces=p.base_pieces_at("boot"),
         first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
         slurm=slurm_plan(p, kinds),
+        allocation=p.kubernetes.allocation,
+        dra=dra_entries(p),
+        claim_templates=claim_templates_yaml(p),
+        placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
+        placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
     )

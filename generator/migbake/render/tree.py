@@ -18,6 +18,7 @@ from migbake.render.targets.ansible import ansible
 from migbake.render.targets.cloudinit import cloud_init
 from migbake.render.targets.context import shared_variables
 from migbake.render.targets.kickstart import kickstart
+from migbake.render.targets.kubernetes import kubernetes
 from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
@@ -34,6 +35,7 @@ TARGETS: tuple[tuple[str, Target], ...] = (
     ("packer", packer),
     ("scripts", scripts),
     ("slurm", slurm),
+    ("kubernetes", kubernetes),
     ("ansible", ansible),
     ("kickstart", kickstart),
 )

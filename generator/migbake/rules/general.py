@@ -14,6 +14,7 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
+from migbake.rules.allocation import allocation_of, rule_allocation, rule_placements
 from migbake.rules.gpus import rule_no_mig, rule_pci_device_ids
 from migbake.rules.layouts import (
     layout_entries,
@@ -28,20 +29,21 @@ from migbake.wording import article, gpus, index_list, instances
 
 
 def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """MIG on needs instances (warning), MIG off must have none."""
+    """MIG on needs instances (warning; under a DRA allocation rule_allocation says it), MIG off must have none."""
+    device_plugin = allocation_of(data) == "device-plugin"
     for ptr, group in gpu_entries(data):
         mig = group.get("mig")
         if (model := model_of(group, catalog)) is not None and not model.has_mig:
             continue  # rule_no_mig
         if not isinstance(mig, dict):
-            if "mig" not in group:
+            if "mig" not in group and device_plugin:
                 yield loaded.problem(ptr, "no mig: section: MIG will be enabled with no instances; the device "
                                      "plugin fails on a MIG GPU without instances", "empty-layout",
                                      severity="warning")
             continue
         enabled = mig.get("enabled", True)
         layout = mig.get("layout", {})
-        if enabled is True and isinstance(layout, dict) and not layout:
+        if enabled is True and isinstance(layout, dict) and not layout and device_plugin:
             yield loaded.problem(f"{ptr}/mig", "MIG is enabled with an empty layout: the GPU will have no MIG "
                                  "devices and the device plugin fails on it", "empty-layout", severity="warning")
         if enabled is False and isinstance(layout, dict) and layout:
@@ -225,6 +227,8 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
     """mig_strategy single: per node, MIG on for every GPU, one identical layout of one profile type."""
     if as_mapping(as_mapping(data).get("kubernetes")).get("mig_strategy") != "single":
         return
+    if allocation_of(data) != "device-plugin":
+        return  # no device plugin: rule_allocation warns that the strategy does not apply
     for key, members in _strategy_kinds(data, catalog).items():
         node = f" of {article(key)} {key} node" if key else ""
         first: tuple[str, dict[str, Any]] | None = None
@@ -246,7 +250,7 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
                            rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
                            rule_paths, rule_unit_ordering, rule_restore_unit_name, rule_kubelet_args_env,
-                           rule_provided_later)
+                           rule_provided_later, rule_allocation, rule_placements)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:

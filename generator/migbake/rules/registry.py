@@ -101,6 +101,10 @@ _RULES = (
     ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
+    ("dra-stranded-gpu", "allocation dra: a MIG GPU with no instances (the DRA driver publishes nothing of it)"),
+    ("dra-dynamic-layout", "kubernetes.allocation dra-dynamic with a layout (DynamicMIG destroys it at start)"),
+    ("dra-device-plugin-setting", "a device-plugin setting (mig_strategy) under a DRA allocation: it does not apply"),
+    ("placements-without-dra", "restore.placements without kubernetes.allocation dra: ignored"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
 )
 _CATALOG = (
@@ -139,6 +143,7 @@ _CAPTURE = (
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
-                              "node-labels-env-file": "warning"}),
+                              "node-labels-env-file": "warning", "dra-device-plugin-setting": "warning",
+                              "placements-without-dra": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}

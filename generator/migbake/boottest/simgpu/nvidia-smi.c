@@ -55,6 +55,32 @@ static void describe_instances(const struct sim_gpu *gpu, char *out, unsigned si
         snprintf(out, size, "-");
 }
 
+/* `nvidia-smi mig -lgi`: the GPU instances in the columns of the real table (GPU, Name, Profile ID,
+ * Instance ID, Placement Start:Size; the row form as in NVIDIA/DCGM#138), or the real "no MIG" line. */
+static int list_gpu_instances(const struct sim_state *st) {
+    int rows = 0;
+    for (unsigned g = 0; g < cfg.gpus; g++)
+        for (unsigned s = 0; s < SIM_MAX_GIS; s++) {
+            const struct sim_gi *gi = &st->gpu[g].gi[s];
+            if (!gi->used)
+                continue;
+            if (rows++ == 0)
+                printf("+-------------------------------------------------------+\n"
+                       "| GPU instances:                                        |\n"
+                       "| GPU   Name             Profile  Instance   Placement  |\n"
+                       "|                          ID       ID       Start:Size |\n"
+                       "|=======================================================|\n");
+            printf("|  %2u  MIG %-14s %4u %8u %10u:%-u     |\n", g, cfg.profile[gi->profile].label,
+                   cfg.profile[gi->profile].id, s + 1, gi->start, gi->size);
+        }
+    if (rows == 0) {
+        printf("No MIG-enabled devices found.\n");
+        return 6;
+    }
+    printf("+-------------------------------------------------------+\n");
+    return 0;
+}
+
 /* A GPU reset: the pending MIG mode becomes current, and every instance is gone. */
 static int reset(const char *ids) {
     struct sim_state st;
@@ -151,12 +177,14 @@ int main(int argc, char **argv) {
     struct sim_state st;
     char bus[32], id[64], instances[1024];
     const char *ids = NULL, *fields = NULL, *format = NULL;
-    int do_reset = 0, list = 0, raw = 0;
+    int do_reset = 0, list = 0, raw = 0, lgi = 0;
     if (sim_load_config(&cfg) != 0)
         return 9;
     log_call(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--gpu-reset")) do_reset = 1;
+        else if (i == 1 && !strcmp(argv[i], "mig") && i + 1 < argc
+                 && (!strcmp(argv[i + 1], "-lgi") || !strcmp(argv[i + 1], "--list-gpu-instances"))) lgi = 1, i++;
         else if (!strcmp(argv[i], "-L") || !strcmp(argv[i], "--list-gpus")) list = 1;
         else if (!strcmp(argv[i], "--simgpu-state")) raw = 1;
         else if ((!strcmp(argv[i], "-i") || !strcmp(argv[i], "--id")) && i + 1 < argc) ids = argv[++i];
@@ -178,6 +206,8 @@ int main(int argc, char **argv) {
     int fd = sim_lock(&cfg);
     sim_load_state(&cfg, &st);
     sim_unlock(fd);
+    if (lgi)
+        return list_gpu_instances(&st);
     if (fields != NULL) {
         int chosen[SIM_MAX_GPUS];
         for (unsigned g = 0; g < SIM_MAX_GPUS; g++)

@@ -187,7 +187,23 @@ EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
     return close_session(&s, 1, ret);
 }
 
-/* Whether a new instance of profile `index` fits; its first free placement goes to *start. */
+/* How many placements of every profile, still free beside `used`, the placement `mask` would rule out. */
+static unsigned blocked_by(unsigned used, unsigned mask) {
+    unsigned n = 0;
+    for (unsigned q = 0; q < NVML_GPU_INSTANCE_PROFILE_COUNT; q++) {
+        const struct sim_profile *o = &cfg.profile[q];
+        for (unsigned j = 0; o->present && j < o->nplacements; j++) {
+            unsigned other = ((1u << o->size[j]) - 1u) << o->start[j];
+            n += (used & other) == 0 && (mask & other) != 0;
+        }
+    }
+    return n;
+}
+
+/* Whether a new instance of profile `index` fits; the index of its placement goes to *start. The placement
+ * is migbake's model of the driver's choice (gpu/driverplacement.py; NVML documents none): the free one
+ * that rules out the fewest placements still free, the lowest start among equals. It reproduces the one
+ * public observation (NVIDIA/DCGM#138: H100 3g, 2g, 1g, 1g created without placement -> 4:4, 0:2, 2:1, 3:1). */
 static nvmlReturn_t find_room(const struct sim_gpu *gpu, unsigned index, unsigned *start) {
     const struct sim_profile *p = &cfg.profile[index];
     unsigned used_memory = 0, compute = 0, count = 0, total = 0, media = 0;
@@ -205,14 +221,19 @@ static nvmlReturn_t find_room(const struct sim_gpu *gpu, unsigned index, unsigne
     if (total >= cfg.max_gpu_instances || count >= p->instances || compute + p->slices > cfg.compute_slices
         || (p->media && media > 0))
         return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    unsigned best = 0, best_blocked = 0;
     for (unsigned k = 0; k < p->nplacements; k++) {
-        unsigned mask = ((1u << p->size[k]) - 1u) << p->start[k];
-        if ((used_memory & mask) == 0) {
-            *start = k;
-            return NVML_SUCCESS;
-        }
+        unsigned mask = ((1u << p->size[k]) - 1u) << p->start[k], blocked;
+        if ((used_memory & mask) != 0)
+            continue;
+        blocked = blocked_by(used_memory, mask);
+        if (best == 0 || blocked < best_blocked || (blocked == best_blocked && p->start[k] < p->start[best - 1]))
+            best = k + 1, best_blocked = blocked;
     }
-    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (best == 0)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    *start = best - 1;
+    return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,

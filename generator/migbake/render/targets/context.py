@@ -44,6 +44,8 @@ def shared_variables(plan: RenderPlan) -> dict[str, Any]:
         "config_yaml": Block(plan.config_text.rstrip("\n")),
         "filter_notes": list(plan.filter_notes),
         "verify_groups": list(plan.verify_groups),
+        "placement_groups": list(plan.placement_groups),
+        "placement_check": plan.placement_check,
         "dropin_path": "/" + plan.dropin_rel,
         "dropin_paths": plan.dropin_paths,
         "unit_path": "/" + plan.unit_rel,

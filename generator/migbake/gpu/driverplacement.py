@@ -1,0 +1,100 @@
+"""Where apply really puts each GPU instance: mig-parted's creation order and a model of the driver's choice.
+
+NVIDIA's mig-parted (v0.15.0) creates GPU instances with ``CreateGpuInstance`` and no placement
+(NVIDIA/mig-parted:pkg/mig/config/config.go@v0.15.0, ``SetMigConfig``), in the order of
+``MigConfig.Flatten()``: GPU slices (G) descending, then compute slices (C), then the attribute string
+descending (NVIDIA/mig-parted:pkg/types/mig_config.go@v0.15.0 l.99-134); when one creation fails it tries
+the next ordering of the same instances (``iteratePermutationsUntilSuccess``, config.go l.255-296).
+The driver chooses the placement; NVML documents no rule for it (``nvmlDeviceCreateGpuInstance``,
+NVIDIA/go-nvml:pkg/nvml/nvml.h). The one public observation (H100 80GB, mig-parted order 3g, 2g, 1g, 1g:
+``3g.40gb 4:4``, ``2g.20gb 0:2``, ``1g.10gb 2:1``, ``1g.10gb 3:1`` on two GPUs, NVIDIA/DCGM#138) is what
+this module's model of the driver reproduces: each instance takes the free placement that rules out the
+fewest placements other instances could still take, the lowest start among equals. "Lowest free start"
+would put the 3g at 0 and does not. It is a model, not NVIDIA's word: the restore compares what
+``nvidia-smi mig -lgi`` reports with it after every apply (``restore.placements``), and the simulated
+GPU of the boot test (``boottest/simgpu/nvml.c``, ``find_room``) places the same way.
+A full layout (every memory slice used) has one answer whatever the driver does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import permutations
+
+from migbake.gpu.catalog import GpuModel, MigProfile
+from migbake.gpu.placement import PlacedInstance, fit
+
+MAX_ORDERINGS = 5040  # 7! : mig-parted's own search is over the orderings of at most 7 GPU instances
+
+
+def creation_order(model: GpuModel, names: list[str]) -> list[MigProfile]:
+    """The GPU-instance profiles of ``names`` in mig-parted's Flatten order (G, C, attributes descending).
+
+    Profiles that tie (e.g. H200 ``1g.18gb`` and ``1g.35gb``: G=1, C=1, no attribute) come from a Go map in
+    random order and an unstable sort; here they keep the order given (the caller sorts by name)."""
+    profiles = [p for p in (model.profile(n) for n in names) if p is not None]
+    return sorted(profiles, key=lambda p: (-p.g, -p.compute_slices, _attrs_key(p)))
+
+
+def _attrs_key(p: MigProfile) -> tuple[int, ...]:
+    # descending string order of ",".join(attributes): negate each character's code point
+    return (*(-ord(ch) for ch in ",".join(p.attributes)), 1)
+
+
+def _mask(start: int, size: int) -> int:
+    return ((1 << size) - 1) << start
+
+
+def driver_choice(model: GpuModel, profile: MigProfile, taken: int) -> int | None:
+    """The start the modelled driver gives a new ``profile`` instance with memory slices ``taken`` in use."""
+    still_possible = [_mask(pl.start, pl.size) for p in model.profiles for pl in p.placements
+                      if not taken & _mask(pl.start, pl.size)]
+    best: tuple[int, int] | None = None
+    for pl in profile.placements:
+        mask = _mask(pl.start, pl.size)
+        if taken & mask:
+            continue
+        blocked = sum(1 for other in still_possible if other & mask)
+        if best is None or (blocked, pl.start) < best:
+            best = (blocked, pl.start)
+    return None if best is None else best[1]
+
+
+def _apply(model: GpuModel, order: tuple[MigProfile, ...]) -> tuple[PlacedInstance, ...] | None:
+    taken, placed = 0, []
+    for p in order:
+        start = driver_choice(model, p, taken)
+        if start is None:
+            return None
+        size = p.placements[0].size
+        taken |= _mask(start, size)
+        placed.append(PlacedInstance(p.name, start, size))
+    return tuple(placed)
+
+
+def predict(model: GpuModel, layout: Mapping[str, int]) -> tuple[PlacedInstance, ...] | None:
+    """The instances of ``layout`` with the placement apply is predicted to give them, in creation order;
+    None when the layout has compute-instance forms (their GPU instances are packed by ``fit``) or no
+    ordering the model tries succeeds."""
+    names = [n for n, c in sorted(layout.items()) for _ in range(max(c, 0))]
+    first = tuple(creation_order(model, names))
+    if len(first) != len(names):
+        return None  # a compute-instance form (Cc.Gg.XXgb) or an unknown profile
+    seen: set[tuple[str, ...]] = set()
+    for tried, order in enumerate(permutations(first)):
+        if tried >= MAX_ORDERINGS:
+            break
+        key = tuple(p.name for p in order)
+        if key in seen:  # mig-parted does not swap duplicates of one profile either
+            continue
+        seen.add(key)
+        placed = _apply(model, order)
+        if placed is not None:
+            return placed
+    return None
+
+
+def placements_of(model: GpuModel, layout: Mapping[str, int]) -> tuple[PlacedInstance, ...]:
+    """The predicted placements, or ``fit``'s (sorted by start) where no prediction exists."""
+    predicted = predict(model, layout)
+    return predicted if predicted is not None else fit(model, layout).placements

@@ -1,0 +1,27 @@
+"""Kubernetes (``OUT/kubernetes/``): ResourceClaimTemplates for the MIG devices of a ``dra`` profile's layouts.
+
+One ``resource.k8s.io/v1`` ResourceClaimTemplate per GPU-instance profile: one device of the device class
+``mig.nvidia.com`` whose ``profile`` attribute is that profile (the CEL form of
+kubernetes-sigs/dra-driver-nvidia-gpu:demo/specs/quickstart/v1/gpu-test4.yaml@v25.12.0). docs/dra.md shows
+the ``resource.k8s.io/v1beta2`` form for Kubernetes 1.32/1.33.
+"""
+
+from __future__ import annotations
+
+from migbake.render.artifact import Artifact, Rendered
+from migbake.render.environment import Templates
+from migbake.render.plan import RenderPlan
+
+CLAIM_TEMPLATES = "kubernetes/resource-claim-templates.yaml"
+
+
+def kubernetes(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """``kubernetes/resource-claim-templates.yaml`` when the profile's allocation is ``dra`` and has MIG devices."""
+    if not plan.claim_templates:
+        return []
+    lines = [plan.header,
+             "# One ResourceClaimTemplate per MIG profile of the layout (kubernetes.allocation: dra): reference",
+             "# one from a pod's spec.resourceClaims[].resourceClaimTemplateName and the container's",
+             "# resources.claims. resource.k8s.io/v1 needs Kubernetes 1.34 or later (docs/dra.md has the",
+             "# v1beta2 form for 1.32/1.33). Apply with kubectl apply -n NAMESPACE -f this file."]
+    return [Artifact(CLAIM_TEMPLATES, "\n".join(lines) + "\n" + plan.claim_templates, 0o644)]

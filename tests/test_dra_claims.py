@@ -1,0 +1,116 @@
+"""The claim templates of a dra profile, judged by the Kubernetes OpenAPI schemas and a real CEL evaluator.
+
+kubernetes-validate (strict: unknown fields are errors) checks every ResourceClaimTemplate against
+Kubernetes 1.34 and 1.35 (resource.k8s.io/v1) and the v1beta2 form docs/dra.md shows against 1.33;
+cel-python evaluates each selector (with the mig.nvidia.com DeviceClass expression) against every device of
+driver-shaped ResourceSlices (tests/fixtures/dra/, README.md there): each selects exactly its profile's devices.
+Both judges are skipped when absent, and fail the run in CI (CI=true).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import REPO, generate
+from test_dra_preflight import H200
+
+from migbake.kubernetes.dra import claim_templates
+from migbake.rules.validate import check_bytes
+
+FIXTURES = REPO / "tests/fixtures/dra"
+A100_MIXED = """\
+version: 1
+name: a100-mixed
+kubernetes: {allocation: dra}
+gpu_count: 3
+gpus:
+  - model: A100-SXM4-80GB
+    devices: [0]
+    mig: {layout: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 1, 1g.10gb+me: 1}}
+  - model: A100-SXM4-80GB
+    devices: [1]
+    mig: {layout: {1g.10gb: 7}}
+  - model: A100-SXM4-80GB
+    devices: [2]
+    mig: {enabled: false}
+"""
+CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
+
+
+def judge(module: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{module} is required in CI (pip install -e '.[test]')")
+        pytest.skip(f"{module} is not installed")
+
+
+def _templates(text: str, tmp_path: Path) -> list[dict[str, Any]]:
+    out = generate(text, tmp_path / "out")
+    return [d for d in yaml.safe_load_all((out / "kubernetes/resource-claim-templates.yaml").read_text()) if d]
+
+
+@pytest.mark.parametrize("text", [A100_MIXED, H200], ids=["a100-mixed", "h200"])
+def test_templates_pass_the_kubernetes_schemas(text: str, tmp_path: Path) -> None:
+    kv = judge("kubernetes_validate")
+    from kubernetes_validate.utils import ValidationError
+
+    docs = _templates(text, tmp_path)
+    assert docs and all(d["apiVersion"] == "resource.k8s.io/v1" for d in docs)
+    for doc in docs:
+        for version in ("1.34.0", "1.35.0"):
+            kv.validate(doc, version, strict=True)
+    profile = check_bytes(text.encode(), "p.yaml").profile
+    assert profile is not None
+    for doc in claim_templates(profile, "resource.k8s.io/v1beta2"):
+        kv.validate(doc, "1.33.0", strict=True)
+    broken = {**docs[0], "spec": {"spec": {"devices": {"requests": [{"name": "mig", "deviceClassName": "x"}]}}}}
+    with pytest.raises(ValidationError):  # the judge refuses the v1beta1 shape under v1
+        kv.validate(broken, "1.34.0", strict=True)
+
+
+def _cel_device(device: dict[str, Any]) -> dict[str, Any]:
+    """A slice device as CEL sees it: attributes and capacities by domain (bare keys: the driver's)."""
+    attrs: dict[str, dict[str, Any]] = {}
+    for key, value in device["attributes"].items():
+        domain, name = key.split("/", 1) if "/" in key else ("gpu.nvidia.com", key)
+        attrs.setdefault(domain, {})[name] = next(iter(value.values()))
+    caps: dict[str, dict[str, Any]] = {}
+    for key, value in device.get("capacity", {}).items():
+        caps.setdefault("gpu.nvidia.com", {})[key] = value["value"]
+    return {"driver": "gpu.nvidia.com", "attributes": attrs, "capacity": caps}
+
+
+@pytest.mark.parametrize(("text", "fixture"), [(A100_MIXED, "a100-mixed.json"), (H200, "h200-ready.json")],
+                         ids=["a100-mixed", "h200"])
+def test_each_selector_matches_exactly_its_profiles_devices(text: str, fixture: str, tmp_path: Path) -> None:
+    celpy = judge("celpy")
+    env = celpy.Environment()
+    klass = env.program(env.compile(CLASS))
+    devices = [d for item in json.loads((FIXTURES / fixture).read_text())["items"]
+               if item["spec"]["driver"] == "gpu.nvidia.com" for d in item["spec"]["devices"]]
+    profiles = {d["name"]: d["attributes"].get("profile", {}).get("string") for d in devices}
+    assert None in profiles.values() or fixture != "a100-mixed.json"  # a whole GPU is among them
+    docs = _templates(text, tmp_path)
+    for doc in docs:
+        exact = doc["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        assert exact["deviceClassName"] == "mig.nvidia.com"
+        program = env.program(env.compile(exact["selectors"][0]["cel"]["expression"]))
+        chosen = set()
+        for device in devices:
+            activation = {"device": celpy.json_to_cel(_cel_device(device))}
+            if bool(klass.evaluate(activation)) and bool(program.evaluate(activation)):
+                chosen.add(device["name"])
+        wanted = doc["metadata"]["name"].removeprefix("mig-")
+        assert chosen, doc
+        assert {profiles[n] for n in chosen} == {p for p in profiles.values()
+                                                 if p and p.replace(".", "-").replace("+", "-") == wanted}
+    names = {d["metadata"]["name"] for d in docs}
+    a100 = {"mig-1g-10gb", "mig-1g-10gb-me", "mig-2g-20gb", "mig-3g-40gb"}
+    assert names == (a100 if fixture == "a100-mixed.json" else {"mig-1g-18gb", "mig-3g-71gb"})
