@@ -167,7 +167,8 @@ HOSTLISTS = [  # (slurm.node_name, a node it means); migbake's verdict must be s
     ("gpu-[01-04]", "gpu-04"), ("rack[1-2]-gpu[01-02]", "rack2-gpu01"), ("gpu-[1,3-4],cpu-01", "cpu-01"),
     ("gpu-[9-10]", "gpu-10"), ("gpu-01,,gpu-02", "gpu-02"), ("n.example_1", "n.example_1"),
     ("gpu-[01-04", "gpu-01"), ("gpu-[x-y]", "gpu-x"), ("gpu-[09-01]", "gpu-09"), ("gpu[1-2]x", "gpu1x"),
-    ("gpu-[01-02]]", "gpu-01"), ("gpu-[01-04],gpu-03", "gpu-03"), ("a[[1]]", "a1"), ("gpu-[1-70000]", "gpu-1"),
+    ("gpu-[01-02]]", "gpu-01"), ("gpu-[]", "gpu-"), ("gpu-[01-04],gpu-03", "gpu-03"), ("a[[1]]", "a1"),
+    ("gpu-[1-70000]", "gpu-1"),
 ]
 
 

@@ -191,9 +191,14 @@ def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind]) -> SlurmPlan | N
 
 def show_lines(profile: NodeProfile) -> list[str]:
     """Lines for ``migbake show``: what slurmd will count, per kind of node."""
-    how = "AutoDetect=nvml" if profile.slurm.autodetect else "explicit MIG device lines"
-    lines = [f"Slurm GRES (slurm/gres.conf: {how}; slurm/slurm.conf.node):"]
     nodes = slurm_nodes(profile)
+    if profile.slurm.autodetect:
+        where = "slurm/gres.conf: AutoDetect=nvml"
+    elif len(nodes) > 1:
+        where = "slurm/<model>/gres.conf per kind of node: explicit MIG device lines"
+    else:
+        where = "slurm/gres.conf: explicit MIG device lines"
+    lines = [f"Slurm GRES ({where}; slurm/slurm.conf.node):"]
     for node in nodes:
         if node.gpus is None:
             lines.append(f"  {node.label}: the GPU count is unknown (set gpu_count for the Gres= counts)")
