@@ -41,8 +41,9 @@ def node_conf(s: SlurmPlan, header: str) -> str:
              "# and keep GresTypes=gpu. slurmctld drains a node that reports fewer GPUs than Gres= says.",
              "GresTypes=gpu"]
     if len(s.nodes) > 1:
-        lines.append("# This image serves several GPU models: each kind of node has its own line below; give each")
-        lines.append("# its own NodeName (set slurm.node_name, or edit).")
+        lines.append("# This image serves several GPU models: each kind of node has its own line below, all with")
+        lines.append("# slurm.node_name; slurmd stops on a node defined twice, so edit each line's NodeName= to")
+        lines.append("# the nodes of its kind.")
     own = dict((node.key, path) for path, node in gres_files(s) if node is not None and len(s.nodes) > 1)
     for node in s.nodes:
         lines.append(f"# {node.label}" + (f" ({node.gpus} GPUs)" if node.gpus is not None else "")
