@@ -1,19 +1,16 @@
 """Slurm: slurm/gres.conf and slurm/slurm.conf.node for every example image, the counts checked against
 the mig-parted config migbake writes (read back as YAML, counted here), the type names against a real
-H200's NVML memory sizes, and both files against Debian's real slurmd (``slurmd -G``)."""
+H200's NVML memory sizes; ``tests/test_slurm_slurmd.py`` judges both files with Debian's real slurmd (``slurmd -G``)."""
 
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
-from realtools import require
 from support import H200_FIXTURES, IMAGES, cli, generate
 
 SLURM_SECTION = "slurm:\n  node_name: gpu-[01-04]\n"
@@ -110,67 +107,3 @@ def test_unknown_memory_gives_untyped_counts_and_says_why(tmp_path: Path) -> Non
     text = (out / "slurm/slurm.conf.node").read_text()
     assert "NodeName=gpu-[01-04] Gres=gpu:44\n" in text
     assert "# untyped: migbake does not know the memory NVML reports for a100-80gb 1g.10gb" in text
-
-
-def _slurmd_gres(out: Path, tmp_path: Path, node: str) -> Ran:
-    """``slurmd -G`` on a minimal slurm.conf holding slurm.conf.node, with gres.conf beside it; the device
-    files it names exist as character devices in a private /dev (a mount namespace of our own)."""
-    conf = tmp_path / "etc"
-    conf.mkdir()
-    (tmp_path / "spool").mkdir()
-    node_conf = (out / "slurm/slurm.conf.node").read_text()
-    (conf / "slurm.conf").write_text(
-        "ClusterName=judge\nSlurmctldHost=localhost\n"
-        f"SlurmdSpoolDir={tmp_path}/spool\nSlurmdPidFile={tmp_path}/slurmd.pid\n"
-        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-        + node_conf + f"PartitionName=p Nodes={node} Default=YES\n")
-    gres = (out / "slurm/gres.conf").read_text()
-    (conf / "gres.conf").write_text(gres)
-    files = sorted({f for line in gres.splitlines() for f in re.findall(r"/dev/(\S+?)(?:,|$)", line)})
-    script = ["set -e", 'nd="$(mktemp -d)"', 'mount -t tmpfs tmpfs "$nd"',
-              'for f in null zero urandom random; do touch "$nd/$f"; mount --bind "/dev/$f" "$nd/$f"; done',
-              'mkdir -p "$nd/nvidia-caps"']
-    script += [f'mknod "$nd/{f}" c 1 3' for f in files]  # any character device: slurmd checks the type only
-    script += ['mount --bind "$nd" /dev', f'exec slurmd -G -f {conf}/slurm.conf -N {node}']
-    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(script)],
-                       capture_output=True, text=True, timeout=60)
-    return Ran(p.returncode, p.stdout, p.stderr)
-
-
-class Ran:
-    def __init__(self, rc: int, out: str, err: str) -> None:
-        self.rc, self.text = rc, out + err
-
-
-def _needs_root_and_slurmd() -> None:
-    require("slurmd")
-    require("unshare")
-    if os.geteuid() != 0:
-        pytest.skip("slurmd -G in a private /dev needs root (CI runs as root)")
-
-
-@pytest.mark.parametrize("image", [p for p in IMAGES if p.name != "h100-h200-inference"], ids=lambda p: p.name)
-def test_real_slurmd_reads_explicit_lines_that_add_up_to_gres(image: Path, tmp_path: Path) -> None:
-    _needs_root_and_slurmd()
-    out = generate(_profile_text(image, "  autodetect: false\n"), tmp_path / "out")
-    lines = _gres_lines(out)
-    node_conf = out / "slurm/slurm.conf.node"
-    assert len(lines) == 1  # one kind of node (the image for two models has one line per model)
-    counts = lines[0][1]
-    got = _slurmd_gres(out, tmp_path, "gpu-01")
-    assert got.rc == 0, got.text
-    assert "error" not in got.text, got.text
-    seen: Counter[str] = Counter()
-    for t, c in re.findall(r"Gres Name=gpu Type=(\S+) Count=(\d+)", got.text):
-        seen["" if t == "(null)" else t] += int(c)
-    assert dict(seen) == counts, (node_conf.read_text(), got.text)
-
-
-def test_real_slurmd_accepts_autodetect_nvml(tmp_path: Path) -> None:
-    _needs_root_and_slurmd()
-    image = next(p for p in IMAGES if p.name == "h100-slurm")
-    out = generate(_profile_text(image), tmp_path / "out")
-    got = _slurmd_gres(out, tmp_path, "gpu-01")
-    assert got.rc == 0, got.text
-    # Debian builds slurmd without the NVML plugin: it says so, and parses everything else
-    assert "configured with nvml functionality" in got.text and "fatal" not in got.text, got.text

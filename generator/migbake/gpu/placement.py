@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from itertools import product
 
@@ -25,11 +25,16 @@ MAX_MEDIA_EXTENSION_INSTANCES = 1
 
 @dataclass(frozen=True)
 class PlacedInstance:
-    """One GPU instance at a placement: profile name, first memory slice, number of memory slices."""
+    """One GPU instance at a placement: profile name, first memory slice, number of memory slices.
+
+    ``carries``: the layout's names it serves, one per MIG device (a compute-instance form packed into
+    it gives one per compute instance); not part of its identity.
+    """
 
     profile: str
     start: int
     size: int
+    carries: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
 
     starts = _search(tuple(units))
     placed = sorted(
-        (PlacedInstance(u.profile.name, s, _size(u.profile)) for u, s in zip(units, starts)
+        (PlacedInstance(u.profile.name, s, _size(u.profile), u.carries) for u, s in zip(units, starts)
          if s is not None),
         key=lambda p: p.start,
     )

@@ -35,10 +35,10 @@ from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, 
 from migbake.render.firstboot import commands
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
-from migbake.slurm.gres import SlurmPlan, slurm_plan
+from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
 __all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "Expectation", "KubeletPlan", "NodeKind",
-           "PlacedInstance", "RenderPlan", "SlurmPlan", "make_plan"]
+           "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"

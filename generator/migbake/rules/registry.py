@@ -106,6 +106,8 @@ _RULES = (
     ("dra-device-plugin-setting", "a device-plugin setting (mig_strategy) under a DRA allocation: it does not apply"),
     ("placements-without-dra", "restore.placements without kubernetes.allocation dra: ignored"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
+    ("slurm-node-name", "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)"),
+    ("slurm-gpu-count", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'"),
 )
 _CATALOG = (
     ("catalog-json", "a catalog file that is not valid JSON"),
@@ -144,6 +146,6 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
                               "node-labels-env-file": "warning", "dra-device-plugin-setting": "warning",
-                              "placements-without-dra": "warning"}),
+                              "placements-without-dra": "warning", "slurm-gpu-count": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}

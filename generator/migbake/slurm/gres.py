@@ -19,7 +19,7 @@ the counts are untyped (``gpu:N``), which Slurm documents as the plain form for 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
 from migbake.gpu.placement import fit
@@ -78,12 +78,15 @@ def nvml_prefix(nvidia_smi_name: str) -> str:
 
 @dataclass(frozen=True)
 class SlurmNode:
-    """One kind of node: its label, GPUs, the Gres counts (type -> count; None: untyped) and why untyped."""
+    """One kind of node: its label, GPUs, the Gres counts (type -> count; None: untyped), why untyped,
+    its folder under ``slurm/`` ("" for the only kind) and its explicit device lines (``autodetect: false``)."""
 
     label: str
     gpus: int | None
     counts: dict[str | None, int]
     why_untyped: str
+    key: str = ""
+    devices: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -103,7 +106,8 @@ def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None) -
     """Per kind of node (one per GPU model when the image serves several), what slurmd will count."""
     models = profile.models
     out = []
-    for kind in node_kinds(profile) if kinds is None else kinds:
+    kinds = node_kinds(profile) if kinds is None else kinds
+    for kind in kinds:
         counts: dict[str | None, int] = {}
         unknown: list[str] = []
         whole = False
@@ -129,7 +133,11 @@ def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None) -
             why = f"migbake does not know the memory NVML reports for {', '.join(sorted(set(unknown)))}"
         if why:
             counts = {None: sum(counts.values())}
-        out.append(SlurmNode(kind.label, gpus, counts, why))
+        key = models[kind.groups[0]].key if len(kinds) > 1 else ""
+        node = SlurmNode(kind.label, gpus, counts, why, key)
+        if not profile.slurm.autodetect:
+            node = replace(node, devices=tuple(_explicit_lines(profile, kind, node)))
+        out.append(node)
     return out
 
 
@@ -138,30 +146,30 @@ def gi_id(start: int, size: int, total_slices: int) -> int:
     return total_slices // size - 1 + start // size
 
 
-def _explicit_lines(profile: NodeProfile, kinds: Sequence[NodeKind], nodes: Sequence[SlurmNode]) -> Iterator[str]:
+def _explicit_lines(profile: NodeProfile, kind: NodeKind, node: SlurmNode) -> Iterator[str]:
+    """One line per device slurmd counts on a node of ``kind``: every MIG device (each compute instance), or
+    the whole GPU with MIG off; all typed or all untyped, as ``node.counts`` (slurmd refuses a mix)."""
     models = profile.models
-    for kind, node in zip(kinds, nodes):
-        if len(nodes) > 1:
-            yield f"# {kind.label}"
-        index = 0
-        for i, n in zip(kind.groups, kind.gpus):
-            group, model = profile.gpus[i], models[i]
-            indices = range(index, index + (n or 0)) if group.devices == "all" else group.devices
-            index += n or 0
-            for gpu in indices:
-                yield from _gpu_lines(group.mig_enabled, group.layout_dict, model, gpu, node)
+    index = 0
+    for i, n in zip(kind.groups, kind.gpus):
+        group, model = profile.gpus[i], models[i]
+        indices = range(index, index + (n or 0)) if group.devices == "all" else group.devices
+        index += n or 0
+        for gpu in indices:
+            yield from _gpu_lines(group.mig_enabled, group.layout_dict, model, gpu, None in node.counts)
 
 
-def _gpu_lines(mig: bool, layout: dict[str, int], model: GpuModel, gpu: int, node: SlurmNode) -> Iterator[str]:
-    untyped = None in node.counts
+def _gpu_lines(mig: bool, layout: dict[str, int], model: GpuModel, gpu: int, untyped: bool) -> Iterator[str]:
     if not mig:
         yield f"Name=gpu File=/dev/nvidia{gpu}"
         return
     for placed in fit(model, layout).placements:
         t = "" if untyped else f" Type={mig_type(model, placed.profile)}"
         gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_id(placed.start, placed.size, model.total_memory_slices) * _PER_GI
-        yield (f"Name=gpu{t} MultipleFiles=/dev/nvidia{gpu},/dev/nvidia-caps/nvidia-cap{gi},"
-               f"/dev/nvidia-caps/nvidia-cap{gi + 1}")
+        # one MIG device per compute instance: compute instances 0, 1, ... of the GPU instance, in creation order
+        for ci in range(len(placed.carries) or 1):
+            yield (f"Name=gpu{t} MultipleFiles=/dev/nvidia{gpu},/dev/nvidia-caps/nvidia-cap{gi},"
+                   f"/dev/nvidia-caps/nvidia-cap{gi + 1 + ci}")
 
 
 @dataclass(frozen=True)
@@ -171,7 +179,6 @@ class SlurmPlan:
     node_name: str
     autodetect: bool
     nodes: tuple[SlurmNode, ...]
-    device_lines: tuple[str, ...]  # slurm.autodetect false: one line per MIG device (or GPU), "# kind" lines between
 
 
 def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind]) -> SlurmPlan | None:
@@ -179,15 +186,19 @@ def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind]) -> SlurmPlan | N
     if not slurm_applies(profile):
         return None
     nodes = slurm_nodes(profile, kinds)
-    lines = () if profile.slurm.autodetect else tuple(_explicit_lines(profile, kinds, nodes))
-    return SlurmPlan(profile.slurm.node_name or profile.name, profile.slurm.autodetect, tuple(nodes), lines)
+    return SlurmPlan(profile.slurm.node_name or profile.name, profile.slurm.autodetect, tuple(nodes))
 
 
 def show_lines(profile: NodeProfile) -> list[str]:
     """Lines for ``migbake show``: what slurmd will count, per kind of node."""
-    how = "AutoDetect=nvml" if profile.slurm.autodetect else "explicit MIG device lines"
-    lines = [f"Slurm GRES (slurm/gres.conf: {how}; slurm/slurm.conf.node):"]
     nodes = slurm_nodes(profile)
+    if profile.slurm.autodetect:
+        where = "slurm/gres.conf: AutoDetect=nvml"
+    elif len(nodes) > 1:
+        where = "slurm/<model>/gres.conf per kind of node: explicit MIG device lines"
+    else:
+        where = "slurm/gres.conf: explicit MIG device lines"
+    lines = [f"Slurm GRES ({where}; slurm/slurm.conf.node):"]
     for node in nodes:
         if node.gpus is None:
             lines.append(f"  {node.label}: the GPU count is unknown (set gpu_count for the Gres= counts)")

@@ -1,10 +1,15 @@
-"""Slurm (``OUT/slurm/``): ``gres.conf`` and the node's ``Gres=`` line for ``slurm.conf``, from ``plan.slurm``."""
+"""Slurm (``OUT/slurm/``): ``gres.conf`` and the node's ``Gres=`` line for ``slurm.conf``, from ``plan.slurm``.
+
+With ``slurm.autodetect: false`` an image for several GPU models gets one ``gres.conf`` per kind of node,
+``slurm/<model>/gres.conf``, each with only that kind's devices: slurmd applies every line of a gres.conf
+without ``NodeName=`` to its node, and stops when some lines are typed and others not.
+"""
 
 from __future__ import annotations
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import RenderPlan, SlurmPlan
+from migbake.render.plan import RenderPlan, SlurmNode, SlurmPlan
 
 GRES_CONF = "slurm/gres.conf"
 NODE_CONF = "slurm/slurm.conf.node"
@@ -14,8 +19,19 @@ def slurm(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifa
     """Both files, when the profile has a ``slurm`` section or a slurmd consumer."""
     if plan.slurm is None:
         return []
-    return [Artifact(GRES_CONF, gres_conf(plan.slurm, plan.header), 0o644),
+    return [*(Artifact(path, gres_conf(plan.slurm, node, plan.header), 0o644)
+              for path, node in gres_files(plan.slurm)),
             Artifact(NODE_CONF, node_conf(plan.slurm, plan.header), 0o644)]
+
+
+def gres_files(s: SlurmPlan) -> list[tuple[str, SlurmNode | None]]:
+    """Where each gres.conf goes and whose devices it lists: one for every node (AutoDetect=nvml, or one kind)
+    or, with explicit lines for several kinds of node, ``slurm/<model>/gres.conf`` per kind."""
+    if s.autodetect:
+        return [(GRES_CONF, None)]
+    if len(s.nodes) == 1:
+        return [(GRES_CONF, s.nodes[0])]
+    return [(f"slurm/{node.key}/gres.conf", node) for node in s.nodes]
 
 
 def node_conf(s: SlurmPlan, header: str) -> str:
@@ -25,10 +41,13 @@ def node_conf(s: SlurmPlan, header: str) -> str:
              "# and keep GresTypes=gpu. slurmctld drains a node that reports fewer GPUs than Gres= says.",
              "GresTypes=gpu"]
     if len(s.nodes) > 1:
-        lines.append("# This image serves several GPU models: each kind of node has its own line below; give each")
-        lines.append("# its own NodeName (set slurm.node_name, or edit).")
+        lines.append("# This image serves several GPU models: each kind of node has its own line below, all with")
+        lines.append("# slurm.node_name; slurmd stops on a node defined twice, so edit each line's NodeName= to")
+        lines.append("# the nodes of its kind.")
+    own = dict((node.key, path) for path, node in gres_files(s) if node is not None and len(s.nodes) > 1)
     for node in s.nodes:
-        lines.append(f"# {node.label}" + (f" ({node.gpus} GPUs)" if node.gpus is not None else ""))
+        lines.append(f"# {node.label}" + (f" ({node.gpus} GPUs)" if node.gpus is not None else "")
+                     + (f"; its gres.conf: {own[node.key]}" if node.key in own else ""))
         if node.gpus is None:
             lines.append("# the GPU count is unknown: set gpu_count in the profile for the Gres= counts")
             continue
@@ -38,18 +57,26 @@ def node_conf(s: SlurmPlan, header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def gres_conf(s: SlurmPlan, header: str) -> str:
-    """``slurm/gres.conf``: ``AutoDetect=nvml``, or explicit MIG device lines with ``slurm.autodetect: false``."""
+def gres_conf(s: SlurmPlan, node: SlurmNode | None, header: str) -> str:
+    """A ``gres.conf``: ``AutoDetect=nvml`` (``node`` None), or with ``slurm.autodetect: false`` the explicit
+    lines of one kind of node."""
     lines = [header]
-    if s.autodetect:
+    if node is None:
         lines += ["# slurmd reads the MIG devices from NVML when it starts, which is after the MIG restore",
                   "# (its unit is ordered after it). Install as /etc/slurm/gres.conf.", "AutoDetect=nvml"]
         return "\n".join(lines) + "\n"
-    lines += ["# Explicit MIG devices (slurm.autodetect: false): one line per MIG device, its parent GPU's",
-              "# /dev/nvidiaN and the capability files of its GPU and compute instance. Computed from where",
-              "# migbake places the instances (GPU instance id from the placement, compute instance 0) and",
-              "# GPU index = device minor: check once against nvidia-smi mig -lgi and",
-              "# /proc/driver/nvidia-caps/mig-minors on a node. AutoDetect=nvml needs none of this.",
+    if len(s.nodes) > 1:
+        lines += [f"# For {node.label} only: install as /etc/slurm/gres.conf on those nodes (each kind of",
+                  "# node has its own gres.conf; slurmd applies every line here to its node)."]
+    lines += ["# Explicit MIG devices (slurm.autodetect: false): one line per MIG device slurmd counts (one per",
+              "# compute instance), its parent GPU's /dev/nvidiaN and the capability files of its GPU and",
+              "# compute instance. Computed from where migbake places the instances (GPU instance id from the",
+              "# placement, compute instances 0, 1, ... in creation order) and GPU index = device minor: check",
+              "# once against nvidia-smi mig -lgi, mig -lci and /proc/driver/nvidia-caps/mig-minors on a node.",
+              "# AutoDetect=nvml needs none of this.",
               "AutoDetect=off"]
-    lines += list(s.device_lines)
+    if node.gpus is None:
+        lines += ["# No device lines: gpu_count is not set, so migbake does not know how many GPUs 'devices: all'",
+                  "# covers (rule slurm-gpu-count). Set gpu_count in the profile, or use AutoDetect=nvml."]
+    lines += list(node.devices)
     return "\n".join(lines) + "\n"

@@ -1,0 +1,191 @@
+"""Every Slurm output judged by Debian's real slurmd, per kind of node, as the hostile-input campaign did.
+
+For each example image and for profiles that cover two GPU models (typed and untyped), compute-instance
+layouts, a GPU with MIG off, ``gres_types: untyped`` and a hostlist with two bracket groups, each with
+``slurm.autodetect`` on and off: per kind of node, a minimal slurm.conf with ``GresTypes=gpu`` and that
+kind's generated ``NodeName=... Gres=...`` line, the kind's generated gres.conf beside it, and
+``slurmd -G -f slurm.conf -N <its first node>`` (the device files it names made in a private /dev).
+slurmd must exit 0 and say nothing but the devices, and with explicit lines the devices it lists must add up to
+``Gres=`` type by type. Debian's slurmd has no ``gpu/nvml`` plugin (the simulated NVML of
+``boottest/simgpu`` cannot stand in for a plugin that is not built): with ``AutoDetect=nvml`` it says
+so and parses the rest, and the ``Gres=`` lines must be those its explicit twin was judged on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from realtools import require
+from support import IMAGES, generate
+
+from migbake.rules.slurm import hosts
+
+_TWO_MODELS = {"gpu_count": 2, "device_filter": "auto", "gpus": [
+    {"model": "h100-80gb", "mig": {"layout": {"3g.40gb": 2}}},
+    {"model": "a100-80gb", "mig": {"layout": {"3g.40gb": 2}}}]}  # H100 typed, A100 untyped (memory unknown)
+_COMPUTE = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "mig": {"layout": {"1c.3g.40gb": 2, "4g.40gb": 1}}}]}
+_COMPUTE_7G = {"gpu_count": 1, "gpus": [{"model": "h200-141gb", "mig": {"layout": {"1c.7g.141gb": 3,
+                                                                                   "2c.7g.141gb": 2}}}]}
+_MIG_OFF = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "devices": [0], "mig": {"enabled": False}},
+                                     {"model": "h100-80gb", "devices": [1], "mig": {"layout": {"1g.10gb": 7}}}]}
+_UNTYPED = {"gpu_count": 2, "gpus": [{"model": "h200-141gb", "mig": {"layout": {"2g.35gb": 3}}}],
+            "slurm": {"gres_types": "untyped", "node_name": "rack[1-2]-gpu[01-02]"}}
+PROFILES = {"two-models": _TWO_MODELS, "compute-instances": _COMPUTE, "compute-instances-7g": _COMPUTE_7G,
+            "mig-off": _MIG_OFF, "untyped": _UNTYPED}
+CASES = [*((p.name, None) for p in IMAGES), *((name, data) for name, data in PROFILES.items())]
+
+
+def profile_text(name: str, extra: dict[str, object] | None, autodetect: bool) -> str:
+    """An example image's profile, or a small Slurm node of ``extra``, with slurm.autodetect set."""
+    if extra is None:
+        data = yaml.safe_load((IMAGES[[p.name for p in IMAGES].index(name)] / "node-profile.yaml").read_text())
+    else:
+        data = {"version": 1, "name": name, "kubelet": {"present": False}, **extra}
+    slurm = dict(data.get("slurm") or {"node_name": "gpu-[01-04]"})
+    slurm["autodetect"] = autodetect
+    return yaml.safe_dump({**data, "slurm": slurm}, sort_keys=False)
+
+
+def node_kinds(out: Path) -> list[tuple[str, str]]:
+    """Each kind of node in slurm.conf.node: its NodeName line and the gres.conf (path under OUT) it goes with."""
+    kinds, own = [], "slurm/gres.conf"
+    for line in (out / "slurm/slurm.conf.node").read_text().splitlines():
+        if m := re.search(r"; its gres\.conf: (\S+)$", line):
+            own = m[1]
+        elif line.startswith("NodeName="):
+            kinds.append((line, own))
+            own = "slurm/gres.conf"
+    return kinds
+
+
+def gres_counts(node_line: str) -> dict[str, int]:
+    """``NodeName=x Gres=gpu:3g.40gb:4`` -> {'3g.40gb': 4}; untyped counts under ''."""
+    m = re.fullmatch(r"NodeName=\S+ Gres=(\S+)", node_line)
+    assert m, node_line
+    counts: Counter[str] = Counter()
+    for item in m[1].split(","):
+        parts = item.split(":")
+        assert parts[0] == "gpu", node_line
+        counts[parts[1] if len(parts) == 3 else ""] += int(parts[-1])
+    return dict(counts)
+
+
+def slurmd_gres(node_line: str, gres: str, tmp_path: Path, node: str = "") -> tuple[int, str]:
+    """``slurmd -G`` for ``node`` (default: the first node of ``node_line``) on a minimal slurm.conf with gres.conf
+    ``gres`` beside it; the device files it names exist as character devices in a private /dev (a mount
+    namespace)."""
+    conf, node = tmp_path / "etc", node or hosts(node_line.split()[0].split("=", 1)[1])[0]
+    conf.mkdir(parents=True)
+    (tmp_path / "spool").mkdir()
+    (conf / "slurm.conf").write_text(
+        "ClusterName=judge\nSlurmctldHost=localhost\n"
+        f"SlurmdSpoolDir={tmp_path}/spool\nSlurmdPidFile={tmp_path}/slurmd.pid\n"
+        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nGresTypes=gpu\n"
+        f"{node_line}\nPartitionName=p Nodes=ALL Default=YES\n")
+    (conf / "gres.conf").write_text(gres)
+    files = sorted({f for line in gres.splitlines() for f in re.findall(r"/dev/(\S+?)(?:,|$)", line)})
+    script = ["set -e", 'nd="$(mktemp -d)"', 'mount -t tmpfs tmpfs "$nd"',
+              'for f in null zero urandom random; do touch "$nd/$f"; mount --bind "/dev/$f" "$nd/$f"; done',
+              'mkdir -p "$nd/nvidia-caps"']
+    script += [f'mknod "$nd/{f}" c 1 3' for f in files]  # any character device: slurmd checks the type only
+    script += ['mount --bind "$nd" /dev', f"exec slurmd -G -f {conf}/slurm.conf -N {shlex.quote(node)}"]
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(script)],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+def _needs_root_and_slurmd() -> None:
+    require("slurmd")
+    require("unshare")
+    if os.geteuid() != 0:
+        pytest.skip("slurmd -G in a private /dev needs root (CI runs as root)")
+
+
+_NO_NVML = "We were configured with nvml functionality, but that lib wasn't found on the system."
+
+
+def _judge_kinds(out: Path, tmp_path: Path) -> list[tuple[str, str]]:
+    kinds = node_kinds(out)
+    assert kinds, (out / "slurm/slurm.conf.node").read_text()
+    for n, (line, gres_path) in enumerate(kinds):
+        gres = (out / gres_path).read_text()
+        rc, text = slurmd_gres(line, gres, tmp_path / f"kind{n}")
+        # nothing but the devices (and, without the NVML plugin, that it is missing): no error, no fatal, no
+        # "WARNING: A line in gres.conf for GRES gpu:1g.16gb has 1 more configured than expected" (other kinds' lines)
+        said = [t for t in text.splitlines() if "Gres Name=gpu " not in t and _NO_NVML not in t]
+        assert rc == 0 and not said, (line, gres_path, text)
+        seen: Counter[str] = Counter()
+        for t, c in re.findall(r"Gres Name=gpu Type=(\S+) Count=(\d+)", text):
+            seen["" if t == "(null)" else t] += int(c)
+        if "AutoDetect=nvml" in gres.splitlines():
+            assert _NO_NVML in text and not seen, text  # Debian's slurmd has no gpu/nvml plugin
+        else:
+            assert dict(seen) == gres_counts(line), (line, gres, text)
+    return kinds
+
+
+@pytest.mark.parametrize(("name", "extra"), CASES, ids=[c[0] for c in CASES])
+def test_slurmd_reads_every_kind_of_node_as_gres_counts_it(name: str, extra: dict[str, object] | None,
+                                                           tmp_path: Path) -> None:
+    _needs_root_and_slurmd()
+    explicit = _judge_kinds(generate(profile_text(name, extra, False), tmp_path / "off"), tmp_path / "j-off")
+    nvml = _judge_kinds(generate(profile_text(name, extra, True), tmp_path / "on"), tmp_path / "j-on")
+    assert [line for line, _ in nvml] == [line for line, _ in explicit]  # the counts slurmd listed above
+    assert {path for _, path in nvml} == {"slurm/gres.conf"}  # AutoDetect=nvml: one file for every node
+
+
+def test_two_models_get_a_gres_conf_each_with_only_their_devices(tmp_path: Path) -> None:
+    out = generate(profile_text("two-models", _TWO_MODELS, False), tmp_path / "out")
+    kinds = node_kinds(out)
+    assert [path for _, path in kinds] == ["slurm/h100-80gb/gres.conf", "slurm/a100-80gb/gres.conf"]
+    assert not (out / "slurm/gres.conf").exists()  # no file that would give a node the other kind's lines
+    for line, path in kinds:
+        devices = [d for d in (out / path).read_text().splitlines() if d.startswith("Name=")]
+        assert len(devices) == sum(gres_counts(line).values())
+        typed = {"Type=" in d for d in devices}
+        assert typed == {"" not in gres_counts(line)}  # all typed or all untyped, as Gres= is
+
+
+def test_compute_instances_get_a_device_line_each(tmp_path: Path) -> None:
+    out = generate(profile_text("compute-instances", _COMPUTE, False), tmp_path / "out")
+    (line, path), = node_kinds(out)
+    devices = [d for d in (out / path).read_text().splitlines() if d.startswith("Name=")]
+    assert gres_counts(line) == {"3g.40gb": 4, "4g.40gb": 2}
+    assert len(devices) == len(set(devices)) == 6  # one per compute instance, each its own capability file
+
+
+def test_no_gpu_count_says_why_gres_conf_lists_no_devices(tmp_path: Path) -> None:
+    text = profile_text("no-count", {"gpus": [{"model": "h100-80gb", "mig": {"layout": {"3g.40gb": 2}}}]}, False)
+    out = generate(text, tmp_path / "out")
+    gres = (out / "slurm/gres.conf").read_text()
+    assert "gpu_count is not set" in gres and "slurm-gpu-count" in gres
+    assert not [d for d in gres.splitlines() if d.startswith("Name=")]
+
+
+HOSTLISTS = [  # (slurm.node_name, a node it means); migbake's verdict must be slurmd's
+    ("gpu-[01-04]", "gpu-04"), ("rack[1-2]-gpu[01-02]", "rack2-gpu01"), ("gpu-[1,3-4],cpu-01", "cpu-01"),
+    ("gpu-[9-10]", "gpu-10"), ("gpu-01,,gpu-02", "gpu-02"), ("n.example_1", "n.example_1"),
+    ("gpu-[01-04", "gpu-01"), ("gpu-[x-y]", "gpu-x"), ("gpu-[09-01]", "gpu-09"), ("gpu[1-2]x", "gpu1x"),
+    ("gpu-[01-02]]", "gpu-01"), ("gpu-[]", "gpu-"), ("gpu-[01-04],gpu-03", "gpu-03"), ("a[[1]]", "a1"),
+    ("gpu-[1-70000]", "gpu-1"),
+]
+
+
+@pytest.mark.parametrize(("expression", "node"), HOSTLISTS, ids=[h[0] for h in HOSTLISTS])
+def test_slurm_node_name_is_refused_exactly_where_slurmd_fails_or_reads_other_nodes(
+        expression: str, node: str, tmp_path: Path) -> None:
+    from migbake.rules.slurm import hostlist_problem
+
+    _needs_root_and_slurmd()
+    rc, text = slurmd_gres(f"NodeName={expression}", "AutoDetect=off\n", tmp_path, node)
+    ours = hostlist_problem(expression)
+    assert (rc == 0 and "error" not in text) == (ours is None), (ours, text)
+    if ours is None:
+        assert node in hosts(expression)
