@@ -101,6 +101,9 @@ _RULES = (
     ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
+    ("openshift-binary-in-image", "a download of nvidia-mig-parted: the OpenShift MachineConfig takes data: URLs only"),
+    ("mig-parted-path-read-only", "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr"),
+    ("bottlerocket-inexpressible", "bottlerocket.required: a layout Bottlerocket cannot express (mixed, model)"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
 )
 _CATALOG = (
@@ -139,6 +142,7 @@ _CAPTURE = (
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
-                              "node-labels-env-file": "warning"}),
+                              "node-labels-env-file": "warning", "openshift-binary-in-image": "warning",
+                              "mig-parted-path-read-only": "warning", "bottlerocket-inexpressible": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}
