@@ -66,7 +66,7 @@ def test_each_target_is_listed_once_and_writes_its_own_folder() -> None:
     assert len(names) == len(set(names))
     plan = _plan(IMAGES[0] / "node-profile.yaml")
     folders = {a.path.split("/")[0] for a in render_plan(plan)}
-    assert folders == {"rootfs", "cloud-init", "packer", "scripts", "ansible", "kickstart"} | (
+    assert folders == {"rootfs", "cloud-init", "packer", "scripts", "ansible", "kickstart", "butane"} | (
         {"slurm"} if plan.slurm else set())
 
 

@@ -29,7 +29,14 @@ from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
 from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
-from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
+from migbake.profile.units import (
+    GPU_CLIENTS,
+    GPU_RESET_TARGET,
+    REBOOT_MARKER,
+    RESTORE_AFTER,
+    RESTORE_SCRIPT,
+    immutable_writable,
+)
 from migbake.render.firstboot import commands
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
@@ -104,6 +111,7 @@ class RenderPlan:
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -217,4 +225,5 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         boot_pieces=p.base_pieces_at("boot"),
         first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
         slurm=slurm_plan(p, kinds),
+        ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
     )

@@ -11,13 +11,8 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
 from migbake.problems import Problem
+from migbake.profile.units import immutable_writable
 from migbake.rules.layouts import model_of
-
-# /usr is read-only on Flatcar ("The OS partition is read-only and dm-verity protected",
-# https://flatcar.org/docs/latest) and on Fedora CoreOS / RHCOS (rpm-ostree); /bin, /sbin and /lib lead
-# there. Flatcar places user binaries under /opt/bin (flatcar/flatcar-website:content/docs/latest/
-# provisioning/sysext/_index.md@13f623ae); /opt is /var/opt, writable, on rpm-ostree systems.
-READ_ONLY = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/")
 
 
 def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
@@ -34,7 +29,7 @@ def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -
                          "download out and the OpenShift nodes' base image must hold tools.nvidia_mig_parted "
                          "(fcos.bu and flatcar.bu download it)", "openshift-binary-in-image", severity="warning")
     path = tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted")
-    if isinstance(path, str) and path.startswith(READ_ONLY):
+    if isinstance(path, str) and not immutable_writable(path):
         where = "/tools/nvidia_mig_parted" if "nvidia_mig_parted" in tools else "/tools/nvidia_mig_parted_url"
         yield loaded.problem(where, f"{path} is on the read-only /usr of Flatcar, Fedora CoreOS and RHCOS: "
                              "Ignition cannot write it there, so the Butane configs leave the download out; set "
