@@ -25,6 +25,7 @@ from migbake.kubernetes.kubelet import (
     node_labels_flag,
     nodeadm_dropin,
 )
+from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
@@ -111,6 +112,7 @@ class RenderPlan:
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
     ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
@@ -183,6 +185,15 @@ def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
                  for i, g in enumerate(p.gpus))
 
 
+def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
+    """One MIG profile per Bottlerocket model key, when Bottlerocket expresses every model's layout, else ().
+
+    Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none.
+    """
+    found = verdicts("bottlerocket", entries_of(p.gpus)) if p.kubelet.present else []
+    return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
+
+
 def make_plan(profile: NodeProfile) -> RenderPlan:
     """The plan of ``profile``'s output tree: every derived value, computed once."""
     p = profile
@@ -225,5 +236,6 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         boot_pieces=p.base_pieces_at("boot"),
         first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
         slurm=slurm_plan(p, kinds),
+        bottlerocket=_bottlerocket(p),
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
     )

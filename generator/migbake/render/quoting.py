@@ -114,3 +114,19 @@ def yaml_document(data: object) -> Block:
     text = yaml.dump(data, Dumper=_LiteralDumper, sort_keys=False, default_flow_style=False,
                      allow_unicode=True, width=1 << 20)
     return Block(text)
+
+
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_TOML_SPECIAL = re.compile('["\\\\\x00-\x1f\x7f]')
+
+
+def toml_string(value: str) -> str:
+    """A TOML basic string (``"..."``), for a value or a quoted key: quotes, backslashes and controls escaped.
+
+    TOML v1.0.0 (toml.io/en/v1.0.0#string): a basic string may hold any Unicode character except ``"``,
+    ``\\`` and the control characters U+0000-U+001F and U+007F, which are escaped.
+    """
+    def escape(m: re.Match[str]) -> str:
+        return _TOML_ESCAPES.get(m.group(), f"\\u{ord(m.group()):04X}")
+
+    return Quoted('"' + _TOML_SPECIAL.sub(escape, value) + '"')
