@@ -135,3 +135,35 @@ def entries_of(gpus: Sequence[Any]) -> list[Entry]:
 def format_command(template: str, values: Mapping[str, object]) -> str:
     """A flag or Terraform line of the data file with the verdict's values in its ``{fields}``."""
     return template.format(**values)
+
+
+def _gpus_per_node(entries: Sequence[Entry], model: str, one_model: bool, gpu_count: int | None) -> str:
+    counts = [e.gpu_count for e in entries if e.model == model]
+    if all(c is not None for c in counts):
+        return str(sum(c for c in counts if c is not None))
+    return str(gpu_count) if one_model and gpu_count else "COUNT"
+
+
+def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: bool) -> list[str]:
+    """``migbake show``'s lines: per platform and GPU model, native or not, with the flag and Terraform or why."""
+    lines = ["", "Native MIG elsewhere (one MIG profile on every GPU of a node pool or instance):"]
+    one_model = len({e.model for e in entries}) == 1
+    written = kubelet and all(v.native for v in verdicts("bottlerocket", entries))
+    for platform in ("gke", "aks", "bottlerocket"):
+        table = managed_data()[platform]
+        for v in verdicts(platform, entries):  # type: ignore[arg-type]
+            head = f"  {PLATFORM_NAMES[v.platform]}, {v.model or 'unknown model'}:"
+            if not v.native:
+                lines.append(f"{head} not native: {v.pointer}: {v.reason}")
+            elif platform == "bottlerocket":
+                where = "OUT/bottlerocket/settings.toml" if written else (
+                    "no file: another model is not native" if kubelet else "no file: kubelet.present is false")
+                lines.append(f'{head} native: mig.profile."{v.key}" = "{v.value}" ({where})')
+            else:
+                values = {"accelerator": v.key, "count": _gpus_per_node(entries, v.model, one_model, gpu_count),
+                          "size": v.value, "value": v.value}
+                word = f"gpu-partition-size={v.value}" if platform == "gke" else f"gpuInstanceProfile {v.value}"
+                lines.append(f"{head} native: {word} ({v.profile} x{v.count} on every GPU)")
+                lines.append(f"    {format_command(table['flag'], values)}")
+                lines.append(f"    Terraform: {format_command(table['terraform'], values)}")
+    return lines
