@@ -149,9 +149,10 @@ def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: boo
     lines = ["", "Native MIG elsewhere (one MIG profile on every GPU of a node pool or instance):"]
     one_model = len({e.model for e in entries}) == 1
     written = kubelet and all(v.native for v in verdicts("bottlerocket", entries))
-    for platform in ("gke", "aks", "bottlerocket"):
+    platforms: tuple[Platform, ...] = ("gke", "aks", "bottlerocket")
+    for platform in platforms:
         table = managed_data()[platform]
-        for v in verdicts(platform, entries):  # type: ignore[arg-type]
+        for v in verdicts(platform, entries):
             head = f"  {PLATFORM_NAMES[v.platform]}, {v.model or 'unknown model'}:"
             if not v.native:
                 lines.append(f"{head} not native: {v.pointer}: {v.reason}")
