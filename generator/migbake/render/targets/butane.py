@@ -17,6 +17,7 @@ from typing import Any
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block
+from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan
 from migbake.render.quoting import yaml_document
 from migbake.render.targets.ignition import ROLE_LABEL, ignition, machine_config
@@ -41,7 +42,7 @@ def butane(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artif
         config = butane_config(plan, rootfs, variant, version)
         out.append(_yaml(plan, f"{BUTANE}/{variant}.bu", config, f"butane --strict {variant}.bu"))
         out.append(Artifact(f"{BUTANE}/{variant}.ign", _json(ignition(config)), 0o644))
-    role = plan.profile.openshift.role
+    role = guard_line(plan.profile.openshift.role, "openshift.role")  # a file name and a comment: one plain line
     config = butane_config(plan, rootfs, *OPENSHIFT)
     out.append(_yaml(plan, f"{BUTANE}/openshift-{role}.bu", config, f"butane --strict openshift-{role}.bu"))
     out.append(_yaml(plan, f"{BUTANE}/openshift-{role}.yaml", machine_config(config),
