@@ -152,7 +152,9 @@ def test_nasty_profiles_are_valid() -> None:
 
 def test_every_file_names_the_description_in_a_comment(nasty: tuple[Path, dict[str, Any]]) -> None:
     out, s = nasty
-    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != ".migbake-output"):
+    # Ignition JSON (butane/*.ign) has no comments, and ignition-validate warns on any key it does not know
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != ".migbake-output"
+                       and p.suffix != ".ign"):
         lines = path.read_text(encoding="utf-8").split("\n")
         assert f"# Node: {s['description']}" in lines, path
 

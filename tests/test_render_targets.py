@@ -66,8 +66,8 @@ def test_each_target_is_listed_once_and_writes_its_own_folder() -> None:
     assert len(names) == len(set(names))
     plan = _plan(IMAGES[0] / "node-profile.yaml")
     folders = {a.path.split("/")[0] for a in render_plan(plan)}
-    assert folders == {"rootfs", "cloud-init", "packer", "scripts", "ansible", "kickstart"} | (
-        {"slurm"} if plan.slurm else set())
+    assert folders == {"rootfs", "cloud-init", "packer", "scripts", "ansible", "kickstart", "butane"} | (
+        {"slurm"} if plan.slurm else set()) | ({"bottlerocket"} if plan.bottlerocket else set())
 
 
 def test_the_plan_places_every_instance_once() -> None:

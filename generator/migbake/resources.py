@@ -52,6 +52,11 @@ def catalog_text() -> str:
     return (Path(__file__).parent / "gpu" / "data" / "mig-catalog.json").read_text(encoding="utf-8")
 
 
+def managed_text() -> str:
+    """What managed node pools and Bottlerocket express natively (``gpu/data/managed-mig.json``), as JSON text."""
+    return (Path(__file__).parent / "gpu" / "data" / "managed-mig.json").read_text(encoding="utf-8")
+
+
 @lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The node-profile JSON Schema, parsed."""

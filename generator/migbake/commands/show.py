@@ -1,4 +1,7 @@
-"""``migbake show``: each GPU drawn slice by slice, what the restore runs before, its Kubernetes and Slurm resources."""
+"""``migbake show``: each GPU drawn slice by slice, what the restore runs before, its Kubernetes and Slurm resources.
+
+Last, per GPU model, whether GKE, AKS and Bottlerocket express the layout natively (``kubernetes.managed``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.dra import dra_report
 from migbake.kubernetes.kubelet import layout_report
+from migbake.kubernetes.managed import entries_of, managed_report
 from migbake.kubernetes.resources import resource_report
 from migbake.render.plan import gpu_notes
 from migbake.slurm.gres import show_lines, slurm_applies
@@ -57,3 +61,5 @@ def show(profile: Path) -> None:
             click.echo(line)
         for line in layout_report(prof):
             click.echo(line)
+    for line in managed_report(entries_of(prof.gpus), prof.gpu_count, prof.kubelet.present):
+        click.echo(line)

@@ -70,6 +70,8 @@ class Tools:
 
     nvidia_smi: str = "/usr/bin/nvidia-smi"
     nvidia_mig_parted: str = "/usr/bin/nvidia-mig-parted"
+    nvidia_mig_parted_url: str = ""  # where Ignition fetches the binary (Butane configs); empty: the base image has it
+    nvidia_mig_parted_sha256: str = ""  # its sha256 (lowercase hex), given with the URL
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,20 @@ class Slurm:
 
 
 @dataclass(frozen=True)
+class OpenShift:
+    """The ``openshift`` section: the MachineConfigPool the generated MachineConfig targets."""
+
+    role: str = "worker"
+
+
+@dataclass(frozen=True)
+class Bottlerocket:
+    """The ``bottlerocket`` section: whether a layout Bottlerocket cannot express is a warning."""
+
+    required: bool = False
+
+
+@dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
 
@@ -161,6 +177,8 @@ class NodeProfile:
     kubernetes: Kubernetes = Kubernetes()
     consumers: tuple[Consumer, ...] = ()
     slurm: Slurm = Slurm()
+    openshift: OpenShift = OpenShift()
+    bottlerocket: Bottlerocket = Bottlerocket()
     source_sha256: str = ""
 
     @property
@@ -263,5 +281,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         consumers=tuple(Consumer(str(c["unit"]), bool(c.get("fail_closed", True)))
                         for c in data.get("consumers", [])),
         slurm=Slurm(present=True, **data["slurm"]) if "slurm" in data else Slurm(),
+        openshift=OpenShift(**data.get("openshift", {})),
+        bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

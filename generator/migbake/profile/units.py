@@ -43,6 +43,17 @@ NODE_UNIT_PREFIXES = ("systemd-", "dbus-", "cloud-init", "nvidia-persistenced", 
 # its mode can stay 0644); beside the default config, as NVIDIA keeps service.sh in
 # /etc/nvidia-mig-manager (writable on every image)
 RESTORE_SCRIPT = "/etc/nvidia-mig/restore.sh"
+
+# /usr is read-only on Flatcar ("The OS partition is read-only and dm-verity protected",
+# https://flatcar.org/docs/latest) and on Fedora CoreOS / RHCOS (rpm-ostree); /bin, /sbin and /lib lead
+# there. Flatcar places user binaries under /opt/bin (flatcar/flatcar-website:content/docs/latest/
+# provisioning/sysext/_index.md@13f623ae); /opt is /var/opt, writable, on rpm-ostree systems.
+IMMUTABLE_READ_ONLY = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/")
+
+
+def immutable_writable(path: str) -> bool:
+    """Whether Ignition can write ``path`` on Flatcar, Fedora CoreOS and RHCOS (not on their read-only /usr)."""
+    return not normal_path(path).startswith(IMMUTABLE_READ_ONLY)
 REBOOT_MARKER = "/var/lib/migbake/reboot-attempted"
 
 # every folder systemd (system manager) loads units or drop-ins from (`systemd-analyze unit-paths`,

@@ -27,11 +27,19 @@ from migbake.kubernetes.kubelet import (
     node_labels_flag,
     nodeadm_dropin,
 )
+from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
 from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
-from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
+from migbake.profile.units import (
+    GPU_CLIENTS,
+    GPU_RESET_TARGET,
+    REBOOT_MARKER,
+    RESTORE_AFTER,
+    RESTORE_SCRIPT,
+    immutable_writable,
+)
 from migbake.render.firstboot import commands
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
@@ -112,6 +120,8 @@ class RenderPlan:
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
+    bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
+    ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -193,6 +203,13 @@ def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPla
     """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi``: ``PROFILE@START`` sorted (C order)."""
     return tuple({**g, "placements": " ".join(sorted(f"{i.profile}@{i.start}" for i in p.instances))}
                  for g, p in zip(groups, placed))
+def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
+    """One MIG profile per Bottlerocket model key, when Bottlerocket expresses every model's layout, else ().
+
+    Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none.
+    """
+    found = verdicts("bottlerocket", entries_of(p.gpus)) if p.kubelet.present else []
+    return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
 
 
 def make_plan(profile: NodeProfile) -> RenderPlan:
@@ -243,4 +260,6 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
+        bottlerocket=_bottlerocket(p),
+        ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+import yaml
+
 from migbake.document.patterns import whole
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
@@ -89,3 +91,42 @@ def indent(text: str, spaces: int) -> Block:
 def and_list(names: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c`` (empty for no names)."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + (" and " + names[-1] if names else "")
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """PyYAML's safe emitter, multi-line strings as literal blocks (``|``) where YAML allows one."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    # a style PyYAML cannot keep (trailing spaces, control characters) falls back to double quotes
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_LiteralDumper.add_representer(str, _represent_text)
+
+
+def yaml_document(data: object) -> Block:
+    """A whole YAML document from plain data (dicts in their order, lists, str, int, bool), by a YAML emitter.
+
+    Every string is quoted as the emitter decides (YAML 1.1 words such as ``on`` or ``0644`` are quoted,
+    so YAML 1.2 readers such as go-yaml v3 read the same strings); nothing is pasted into YAML text.
+    """
+    text = yaml.dump(data, Dumper=_LiteralDumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True, width=1 << 20)
+    return Block(text)
+
+
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_TOML_SPECIAL = re.compile('["\\\\\x00-\x1f\x7f]')
+
+
+def toml_string(value: str) -> str:
+    """A TOML basic string (``"..."``), for a value or a quoted key: quotes, backslashes and controls escaped.
+
+    TOML v1.0.0 (toml.io/en/v1.0.0#string): a basic string may hold any Unicode character except ``"``,
+    ``\\`` and the control characters U+0000-U+001F and U+007F, which are escaped.
+    """
+    def escape(m: re.Match[str]) -> str:
+        return _TOML_ESCAPES.get(m.group(), f"\\u{ord(m.group()):04X}")
+
+    return Quoted('"' + _TOML_SPECIAL.sub(escape, value) + '"')

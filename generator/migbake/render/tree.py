@@ -15,6 +15,8 @@ from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan, make_plan
 from migbake.render.targets.ansible import ansible
+from migbake.render.targets.bottlerocket import bottlerocket
+from migbake.render.targets.butane import butane
 from migbake.render.targets.cloudinit import cloud_init
 from migbake.render.targets.context import shared_variables
 from migbake.render.targets.kickstart import kickstart
@@ -38,6 +40,8 @@ TARGETS: tuple[tuple[str, Target], ...] = (
     ("kubernetes", kubernetes),
     ("ansible", ansible),
     ("kickstart", kickstart),
+    ("butane", butane),
+    ("bottlerocket", bottlerocket),
 )
 
 

@@ -1,0 +1,39 @@
+"""Bottlerocket user data (``OUT/bottlerocket/settings.toml``): MIG for the ``aws-k8s-*-nvidia`` variants.
+
+Bottlerocket's NVIDIA device plugin settings (bottlerocket-os/bottlerocket-settings-sdk:
+bottlerocket-settings-models/modeled-types/src/kubernetes.rs@25e4241f) take
+``device-partitioning-strategy = "mig"`` and one ``mig.profile."<model>"`` per GPU model; its
+nvidia-migmanager fills every GPU of that model with the profile at boot. Written only when
+Bottlerocket can say the profile's layout (``plan.bottlerocket``: uniform per model, models it knows);
+otherwise nothing, and ``migbake show`` says why (with ``bottlerocket.required``, a warning too). TOML
+values and keys pass through ``toml_string``.
+"""
+
+from __future__ import annotations
+
+from migbake.render.artifact import Artifact, Rendered
+from migbake.render.environment import Templates
+from migbake.render.guard import Block
+from migbake.render.plan import RenderPlan
+from migbake.render.quoting import toml_string
+
+SETTINGS = "settings.kubelet-device-plugins.nvidia"
+
+
+def bottlerocket(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """settings.toml, or nothing when Bottlerocket cannot express the layout."""
+    if not plan.bottlerocket:
+        return []
+    lines = [
+        plan.header,
+        "#",
+        "# Bottlerocket user data (aws-k8s-*-nvidia variants), docs/immutable-os.md: the NVIDIA device plugin",
+        "# partitions with MIG, nvidia-migmanager fills every GPU of a model with its profile at boot (a change",
+        "# needs a reboot). Merge these tables into the node's user data.",
+    ]
+    if len(plan.bottlerocket) > 1:
+        lines.append("# One model per instance: nvidia-migmanager refuses an instance with GPUs of several models.")
+    lines += ["", f"[{SETTINGS}]", f"device-partitioning-strategy = {toml_string('mig')}", "",
+              f"[{SETTINGS}.mig.profile]"]
+    lines += [f"{toml_string(model)} = {toml_string(profile)}" for model, profile in plan.bottlerocket]
+    return [Artifact("bottlerocket/settings.toml", Block("\n".join(lines) + "\n"), 0o644)]

@@ -1,0 +1,54 @@
+"""Rules on the immutable and managed node OSes: the Butane configs' download of nvidia-mig-parted, and Bottlerocket.
+
+Warnings only: the bake, cloud-init and the other outputs are unaffected. Facts: docs/immutable-os.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
+from migbake.gpu.catalog import Catalog
+from migbake.kubernetes.managed import Entry, verdicts
+from migbake.problems import Problem
+from migbake.profile.units import immutable_writable
+from migbake.rules.layouts import model_of
+
+
+def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """A download of nvidia-mig-parted: not on OpenShift, and not into a read-only /usr."""
+    tools = as_mapping(as_mapping(data).get("tools"))
+    url = tools.get("nvidia_mig_parted_url")
+    if not isinstance(url, str):
+        return
+    role = as_mapping(as_mapping(data).get("openshift")).get("role", "worker")
+    # coreos/butane:config/openshift/v4_22/validate.go@v0.29.0: "file contents source must be data URL in
+    # this spec version"; a 4.14 config is refused the same way
+    yield loaded.problem("/tools/nvidia_mig_parted_url", f"OUT/butane/openshift-{role}.bu cannot download it: "
+                         "butane's openshift variant accepts only data: URLs, so the MachineConfig leaves the "
+                         "download out and the OpenShift nodes' base image must hold tools.nvidia_mig_parted "
+                         "(fcos.bu and flatcar.bu download it)", "openshift-binary-in-image", severity="warning")
+    path = tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted")
+    if isinstance(path, str) and not immutable_writable(path):
+        where = "/tools/nvidia_mig_parted" if "nvidia_mig_parted" in tools else "/tools/nvidia_mig_parted_url"
+        yield loaded.problem(where, f"{path} is on the read-only /usr of Flatcar, Fedora CoreOS and RHCOS: "
+                             "Ignition cannot write it there, so the Butane configs leave the download out; set "
+                             "tools.nvidia_mig_parted: /opt/bin/nvidia-mig-parted (Flatcar's place for binaries, "
+                             "writable on Fedora CoreOS too)", "mig-parted-path-read-only", severity="warning")
+
+
+def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """bottlerocket.required: a layout Bottlerocket cannot express (mixed, unknown model) is a warning."""
+    if as_mapping(as_mapping(data).get("bottlerocket")).get("required") is not True:
+        return
+    entries = []
+    for ptr, group in gpu_entries(data):
+        model = model_of(group, catalog)
+        mig = as_mapping(group.get("mig"))
+        layout = as_mapping(mig.get("layout"))
+        entries.append(Entry(ptr, model.key if model else "", mig.get("enabled", True) is not False,
+                             tuple((str(k), v) for k, v in layout.items() if isinstance(v, int))))
+    for v in verdicts("bottlerocket", entries):
+        if not v.native:
+            yield loaded.problem(v.pointer, f"{v.reason}; OUT/bottlerocket/settings.toml is not written",
+                                 "bottlerocket-inexpressible", severity="warning")
