@@ -48,7 +48,7 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
                                "account); nothing was written")
 
 
-def _dry_validate(artifacts: list[Artifact], packer_bin: str | None, only: tuple[str, ...],
+def _dry_validate(artifacts: list[Artifact], origin: Origin, packer_bin: str | None, only: tuple[str, ...],
                   variables: tuple[str, ...], var_files: tuple[Path, ...], wants_seed: bool) -> None:
     """``packer validate`` with the real run's arguments, on the templates written to a temporary folder."""
     try:
@@ -57,7 +57,7 @@ def _dry_validate(artifacts: list[Artifact], packer_bin: str | None, only: tuple
         click.echo("Packer not found: checked the variable names and files only, not `packer validate`")
         return
     with tempfile.TemporaryDirectory(prefix="migbake-dry-run-") as tmp:
-        write_tree(artifacts, Path(tmp) / "out", origin=None)
+        write_tree(artifacts, Path(tmp) / "out", origin=origin)  # the marker: Packer reads the sha256 there
         extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []
         steps = packer.plan_bake(Path(tmp) / "out/packer", binary=binary, version=packer.packer_version(binary),
                                  only=only, variables=(*variables, *extra), var_files=var_files)
@@ -122,7 +122,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         for step in packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
                                      variables=(*variables, *seed), var_files=var_files):
             click.echo(step.display())
-        _dry_validate(artifacts, packer_bin, only, variables, var_files, wants_seed)
+        _dry_validate(artifacts, origin, packer_bin, only, variables, var_files, wants_seed)
         return
     binary = packer.find_packer(packer_bin)
     write_tree(artifacts, out_dir, force=force, origin=origin)

@@ -257,12 +257,9 @@ def render_plan(plan: RenderPlan) -> list[Artifact]:
         "expected_per_gpu": plan.per_gpu,
         "manager_verb": p.conflicting_manager.action,
         "profile_name": hcl_string(p.name),
-        "profile_sha": hcl_string(p.source_sha256),
         "migbake_version": hcl_string(__version__),
         "ami_name_prefix": hcl_string(f"migbake-{p.name}"),
         "image_name_prefix": hcl_string(f"migbake-{p.name}"),
-        "image_description": hcl_string(f"MIG restore of node profile {p.name} (sha256 {p.source_sha256[:16]}), "
-                                        f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
         "unit_dirs": UNIT_DIRS,
         "bake_pieces": plan.bake_pieces,
