@@ -73,7 +73,7 @@ def _type_name(value: object) -> str:
 
 
 def _short_repr(value: object) -> str:
-    text = repr(value)
+    text = json.dumps(value) if isinstance(value, bool) or value is None else repr(value)  # as YAML writes them
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -104,6 +104,14 @@ def _did_you_mean(value: object, schema: dict[str, Any]) -> str:
     else:
         return ""
     return f"; did you mean {fixed!r}?" if fixed != value and _Validator(schema).is_valid(fixed) else ""
+
+
+def _quote_it(loaded: LoadedProfile, pointer: str, value: object, want: str) -> str:
+    """``: YAML reads the unquoted 0x20B210DE as an integer; quote it: "0x20B210DE"`` where a string was wanted."""
+    text = loaded.plain.get(pointer)
+    if want != "string" or not text or isinstance(value, (dict, list)) or len(text) > 60:
+        return ""
+    return f": YAML reads the unquoted {text} as {_type_name(value)}; quote it: {json.dumps(text)}"
 
 
 def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Problem]:
@@ -152,7 +160,8 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
         want = {"object": "mapping", "array": "list"}.get(want, want)
         yield loaded.problem(pointer, f"{_short_repr(value)} is {_type_name(value)}; expected {want}"
                              + (f" ({schema['description'].rstrip('.')})" if schema.get("description")
-                                and isinstance(value, (dict, list)) else ""), "schema-type")
+                                and isinstance(value, (dict, list)) else "")
+                             + _quote_it(loaded, pointer, value, want), "schema-type")
         return
     if kind in ("pattern", "enum", "const"):
         yield loaded.problem(pointer, f"{_short_repr(value)} is not allowed here; expected {_allowed(schema)}"
