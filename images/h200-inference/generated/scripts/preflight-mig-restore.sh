@@ -54,7 +54,7 @@ count() { printf '%s' "$#"; }
 
 # --- nvidia-smi and the driver -----------------------------------------------------------------
 gpu_ids=()
-declare -A gpu_name=() gpu_pci=() gpu_mode=() selected=()
+declare -A gpu_name=() gpu_pci=() gpu_mode=() selected=() own=()
 smi_ok=no
 if ! runs "$smi"; then
   add nvidia-smi FAIL "$smi is missing or not executable (install the driver tools, or set tools.nvidia_smi)"
@@ -117,6 +117,7 @@ check_group() {
     elif [[ $pci_ids == *" ${gpu_pci[$i]} "* ]]; then
       ok+=("$i")
       selected[$i]=$want
+      own[$i]=yes
     else
       if [ "$filtered" = no ] || [ "$devices" != all ]; then
         wrong+=("GPU $i is ${gpu_name[$i]} (${gpu_pci[$i]})")
@@ -144,13 +145,20 @@ if [ "$smi_ok" != yes ]; then
   add coverage SKIP "nvidia-smi did not answer"
 else
   uncovered=()
+  foreign=()
   for i in "${gpu_ids[@]}"; do
-    if [ -z "${selected[$i]+set}" ]; then uncovered+=("$i"); fi
+    if [ -z "${selected[$i]+set}" ]; then
+      uncovered+=("$i")
+    elif [ -z "${own[$i]+set}" ]; then
+      foreign+=("$i")
+    fi
   done
   if some "${uncovered[@]}"; then
     add coverage FAIL "GPU $(ids "${uncovered[@]}") in no gpus entry: nvidia-mig-parted assert then fails (not all GPUs match the specified config), and so does the restore at every boot"
+  elif some "${foreign[@]}"; then
+    add coverage FAIL "GPU $(ids "${foreign[@]}") in no gpus entry of its own model (the entry listing it is another model's, see above): the restore applies that layout to it and fails at every boot"
   else
-    add coverage PASS "every GPU is in a gpus entry"
+    add coverage PASS "every GPU is in a gpus entry of its own model"
   fi
 fi
 
@@ -332,10 +340,15 @@ if [ "$json" = yes ]; then
   done
   printf ']}\n'
 else
+  width=12  # consumer/NAME.service is longer: the column is as wide as the longest check name
+  for c in "${checks[@]}"; do
+
+    if [ "${#c}" -gt "$width" ]; then width=${#c}; fi
+  done
   printf 'migbake preflight: profile %s on %s (read-only)\n' "$profile" "$(uname -n)"
-  printf '%-12s %-6s %s\n' CHECK STATUS DETAIL
+  printf '%-*s %-6s %s\n' "$width" CHECK STATUS DETAIL
   for k in "${!checks[@]}"; do
-    printf '%-12s %-6s %s\n' "${checks[k]}" "${states[k]}" "${details[k]}"
+    printf '%-*s %-6s %s\n' "$width" "${checks[k]}" "${states[k]}" "${details[k]}"
   done
   if [ "$failed" -eq 0 ]; then
     printf '\nREADY: no check failed.\n'
