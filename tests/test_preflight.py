@@ -277,7 +277,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 
 def test_the_tutorials_preflight_pair_is_ready_as_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/examples/preflight-ready: a bundled profile + capture whose preflight is READY, as docs/tutorial.md shows."""
+    """docs/examples/preflight-ready: a bundled profile + capture that is READY, as docs/tutorial.md shows."""
     pair = REPO / "docs/examples/preflight-ready"
     tutorial = (REPO / "docs/tutorial.md").read_text()
     block = next(b for b in tutorial.split("```")[1::2] if "$ migbake preflight node-profile.yaml" in b)

@@ -248,7 +248,7 @@ def test_a_long_check_name_keeps_the_columns(tmp_path: Path) -> None:
     profile = profile_yaml(Path("@ROOT@"), kubelet=False, extra="consumers: [{unit: slurmd.service}]\n")
     (tmp_path / "script").mkdir()
     rc, out, err, _ = run_script(tmp_path / "script", SimNode(), profile)
-    assert "consumer/slurmd.service " in out and len(_status_columns(out)) == 1, out
+    assert rc == 0 and "consumer/slurmd.service " in out and len(_status_columns(out)) == 1, out
     root = tmp_path / "capture"
     root.mkdir()
     capture = root / "gpus.csv"
