@@ -16,7 +16,17 @@ from migbake.kubernetes.resources import (
     gpu_operator_configmap_many,
 )
 from migbake.migparted.config import mig_parted_config_text
+from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.plan import header
+
+
+def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
+    """A profile without kubelet (a Slurm node) in a GPU Operator ConfigMap: its config reaches no node."""
+    for prof in profiles:
+        if not prof.kubelet.present:
+            click.echo(f"migbake: warning: profile {prof.name} has no kubelet (kubelet.present: false): the GPU "
+                       "Operator's mig-manager runs on Kubernetes nodes only, so no node of this profile applies "
+                       "its config from the ConfigMap (its image restores the layout itself)", err=True)
 
 
 @click.command()
@@ -48,6 +58,7 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
                + ".\n# Do not edit: change the profiles and run `migbake export --gpu-operator` again.")
         text, named = gpu_operator_configmap_many(loaded, top)
         write_or_print(text, output)
+        _warn_without_kubelet([prof for _, prof in loaded])
         click.echo(f"migbake: ConfigMap {MANY_CONFIGMAP}: configs "
                    + ", ".join(f"{key} ({name})" for key, name in named)
                    + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
@@ -57,5 +68,6 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
         write_or_print(header(prof) + "\n" + mig_parted_config_text(prof), output)
         return
     write_or_print(gpu_operator_configmap(prof, header(prof)), output)
+    _warn_without_kubelet([prof])
     click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
                f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
