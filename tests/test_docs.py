@@ -146,3 +146,16 @@ def test_the_output_tree_check_notices_drift(tmp_path: Path) -> None:
     assert absent == ["packer/plugins/required-plugins.pkr.hcl"], absent
     assert "slurm/gres.conf" in undocumented and "rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml" in undocumented
     assert "packer/plugins/amazon/required-plugins.pkr.hcl" in undocumented
+
+
+def test_the_pages_on_cdi_say_the_order_the_unit_has() -> None:
+    # docs/real-nodes.md once gave the refresh's old After=multi-user.target as the reason for --no-block,
+    # while the unit is Before= the refresh (issue 36): both pages say what the generated unit says
+    unit = (IMAGES[0] / "generated/rootfs/etc/systemd/system/nvidia-mig-restore.service").read_text()
+    assert "\nBefore=nvidia-cdi-refresh.service\n" in unit
+    script = (IMAGES[0] / "generated/rootfs/etc/nvidia-mig/restore.sh").read_text()
+    assert "systemctl restart --no-block nvidia-cdi-refresh.service" in script
+    for page in ("real-nodes.md", "kubernetes.md"):
+        text = " ".join((REPO / "docs" / page).read_text(encoding="utf-8").split())
+        assert "`Before=nvidia-cdi-refresh.service`" in text, page
+        assert "it is `After=multi-user.target`" not in text, page
