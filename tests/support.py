@@ -64,12 +64,13 @@ class CliRunner(click.testing.CliRunner):
 def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:
     """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``."""
     from migbake.render.tree import render
-    from migbake.render.write import write_tree
+    from migbake.render.write import Origin, write_tree
     from migbake.rules.validate import check_bytes
 
     checked = check_bytes(profile_text.encode("utf-8"), name)
     assert checked.profile is not None, "\n".join(p.format() for p in checked.problems)
-    write_tree(render(checked.profile), out)
+    origin = Origin.of(name, out, checked.profile.name, checked.profile.source_sha256)  # Packer reads its sha256
+    write_tree(render(checked.profile), out, origin=origin)
     return out
 
 

@@ -12,7 +12,7 @@ import pytest
 from realtools import hcl_parse, packer, packer_console, packer_validate, require
 from support import IMAGES, cli
 
-from migbake.bake.packer import SOURCES, plan_bake
+from migbake.bake.packer import SOURCE_NAMES, SOURCES, plan_bake
 from migbake.render.targets.packer import PACKER_PLUGINS
 
 PROFILE = IMAGES[-1] / "node-profile.yaml"
@@ -40,6 +40,32 @@ def test_dry_run_refuses_an_unknown_variable(tmp_path: Path) -> None:
     assert code == 2, out + err
     assert "'ssh_hots' is not a variable of the templates (did you mean ssh_host?)" in err, err
     assert out == "" and not (tmp_path / "o").exists()
+
+
+def test_a_misspelt_required_variable_gets_its_did_you_mean(tmp_path: Path) -> None:
+    # docs/baking.md's own example: ssh_hots given, ssh_host missing; the misspelling is what to fix
+    code, out, err = cli("bake", str(PROFILE), "-o", str(tmp_path / "o"), "--dry-run", "--only", "null.ssh",
+                         "--var", "ssh_hots=10.0.0.5")
+    assert code == 2, out + err
+    assert "'ssh_hots' is not a variable of the templates (did you mean ssh_host?)" in err, err
+    assert "needs --var" not in err and out == "" and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("only", [(), ("--only", "amazon-ebs")], ids=["no-only", "short-name"])
+def test_the_sources_are_listed_one_a_line(tmp_path: Path, only: tuple[str, ...]) -> None:
+    code, out, err = cli("bake", str(PROFILE), "-o", str(tmp_path / "o"), "--dry-run", *only)
+    assert code == 2 and out == "", out + err
+    assert "\\n" not in err, err  # a line break, not its escape
+    listed = [line.split()[0] for line in err.splitlines() if line.startswith("  ")]
+    assert listed == list(SOURCE_NAMES), err
+    if only:
+        assert "'amazon-ebs' is not a source (did you mean amazon-ebs.golden?)" in err, err
+
+
+def test_an_echoed_source_name_cannot_add_a_line(tmp_path: Path) -> None:
+    code, _, err = cli("bake", str(PROFILE), "-o", str(tmp_path / "o"), "--only", "x\nmigbake: baked")
+    assert code == 2 and "'x\\nmigbake: baked' is not a source" in err, err
+    assert not any(line.startswith("migbake: baked") for line in err.splitlines()), err
 
 
 def test_dry_run_refuses_a_missing_var_file(tmp_path: Path) -> None:

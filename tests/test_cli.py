@@ -47,6 +47,20 @@ def test_validate_reports_every_problem_one_per_line(tmp_path: Path) -> None:
     assert summary == "2 problems in 1 file (2 checked)"
 
 
+def test_strict_says_the_warning_fails_the_file() -> None:
+    warned = REPO / "tests/cases/warning/devices-without-gpu-count/node-profile.yaml"
+    code, out, _ = cli("validate", str(warned))
+    assert code == 0 and out.endswith("\n1 file valid, 1 warning\n"), out
+    code, out, _ = cli("validate", "--strict", str(warned), str(IMAGES[0] / "node-profile.yaml"))
+    summary = out.splitlines()[-1]
+    assert code == 1 and "valid" not in summary, out  # the words match the verdict (exit 1)
+    assert summary == "1 problem in 1 file (2 checked): 1 warning counted as an error (--strict)", summary
+    code, _, err = cli("validate", "--strict", "--format", "github", str(warned))
+    assert code == 1 and err == "1 problem in 1 file (1 checked): 1 warning counted as an error (--strict)\n"
+    code, out, _ = cli("validate", "--strict", str(IMAGES[0] / "node-profile.yaml"))
+    assert code == 0 and out == "1 file valid\n"
+
+
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert cli("validate")[0] == 2
     assert cli("generate", str(IMAGES[0] / "node-profile.yaml"))[0] == 2  # no -o

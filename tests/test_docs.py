@@ -1,5 +1,6 @@
 """The docs stay true to the tree: a short README, links that resolve, the module map of CONTRIBUTING.md,
-and the two generated references (every profile key, every rule id) up to date."""
+the two generated references (every profile key, every rule id) up to date, and docs/output-tree.md's
+tree the one `generate` writes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import IMAGES, REPO, cli
 
 PACKAGE = REPO / "generator" / "migbake"
 PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -68,3 +69,114 @@ def test_the_reference_check_notices_a_stale_page(tmp_path: Path) -> None:
         assert run.returncode == 1 and "rules.md is stale" in run.stderr
     finally:
         page.write_bytes(saved)
+
+
+# a consumer's unit name, a Packer plugin, a GPU model's key, an OpenShift pool
+_PLACEHOLDERS = {"NAME": r"[^/]+", "PLUGIN": r"[^/]+", "MODEL": r"[^/]+", "ROLE": r"[^/]+"}
+
+
+def documented_tree(text: str) -> list[tuple[str, bool]]:
+    """The paths of docs/output-tree.md's tree (relative to OUT), each with whether it is a folder.
+
+    One path a line: its indentation (2 a level) says in which folder; a line indented 40 or more
+    continues the description above.
+    """
+    block = text.split("```text\nOUT/\n", 1)[1].split("```", 1)[0]
+    folders: list[str] = []
+    found = []
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip() or indent >= 40:
+            continue
+        assert indent % 2 == 0, line
+        folders = folders[: indent // 2 - 1]
+        token = line.split()[0]
+        path = "".join(folders) + token
+        found.append((path.rstrip("/"), token.endswith("/")))
+        if token.endswith("/"):
+            folders.append(token)
+    return found
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    text = re.escape(path)
+    for name, allowed in _PLACEHOLDERS.items():
+        text = text.replace(name, allowed)
+    return re.compile(text)
+
+
+def tree_drift(text: str, generated: set[str]) -> tuple[list[str], list[str]]:
+    """The generated paths docs/output-tree.md's ``text`` does not document, and the documented ones none has."""
+    documented = documented_tree(text)
+    files = [_pattern(path) for path, folder in documented if not folder]
+    leaves = [path for path, folder in documented  # a folder listed without its files stands for them all
+              if folder and not any(other.startswith(path + "/") for other, _ in documented)]
+    undocumented = sorted(g for g in generated
+                          if not any(f.fullmatch(g) for f in files) and not any(g.startswith(f + "/") for f in leaves))
+    absent = sorted(path for path, folder in documented
+                    if not any(_pattern(path).fullmatch(g) or (folder and g.startswith(path + "/")) for g in generated))
+    return undocumented, absent
+
+
+def _generated(tmp_path: Path) -> set[str]:
+    """Every path of the example images' committed trees, of one generated with the user-data options, and of
+    the valid cases (the outputs only some profiles get: DRA claims, per-model Slurm files, ...)."""
+    part = tmp_path / "part.sh"
+    part.write_text("#!/bin/sh\necho hi\n")
+    code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "out"),
+                       "--user-data-gzip", "--user-data-mime", str(part))
+    assert code == 0, err
+    trees = [*(image / "generated" for image in IMAGES), tmp_path / "out"]
+    for case in sorted((REPO / "tests" / "cases" / "valid").glob("*/node-profile.yaml")):
+        out = tmp_path / "cases" / case.parent.name
+        code, _, err = cli("generate", str(case), "-o", str(out))
+        assert code == 0, (case, err)
+        trees.append(out)
+    return {p.relative_to(tree).as_posix() for tree in trees for p in tree.rglob("*") if p.is_file()}
+
+
+def test_the_documented_output_tree_is_the_generated_one(tmp_path: Path) -> None:
+    undocumented, absent = tree_drift((REPO / "docs" / "output-tree.md").read_text(encoding="utf-8"),
+                                      _generated(tmp_path))
+    assert undocumented == [], "generated, but not in docs/output-tree.md"
+    assert absent == [], "in docs/output-tree.md, but no example image has it"
+
+
+def test_the_output_tree_check_notices_drift(tmp_path: Path) -> None:
+    text = (REPO / "docs" / "output-tree.md").read_text(encoding="utf-8")
+    generated = _generated(tmp_path)
+    # what the page said before issue 36: one plugins file, no slurm/ and no nodeadm drop-in
+    old = text.replace("    plugins/PLUGIN/required-plugins.pkr.hcl\n", "    plugins/required-plugins.pkr.hcl\n")
+    old = re.sub(r"  slurm/ .*\n(    .*\n)+?(?=  scripts/)", "", old)
+    old = re.sub(r"    etc/eks/nodeadm.d/.*\n( {44}.*\n)+", "", old)
+    undocumented, absent = tree_drift(old, generated)
+    assert absent == ["packer/plugins/required-plugins.pkr.hcl"], absent
+    assert "slurm/gres.conf" in undocumented and "rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml" in undocumented
+    assert "packer/plugins/amazon/required-plugins.pkr.hcl" in undocumented
+
+
+def test_the_pages_on_cdi_say_the_order_the_unit_has() -> None:
+    # docs/real-nodes.md once gave the refresh's old After=multi-user.target as the reason for --no-block,
+    # while the unit is Before= the refresh (issue 36): both pages say what the generated unit says
+    unit = (IMAGES[0] / "generated/rootfs/etc/systemd/system/nvidia-mig-restore.service").read_text()
+    assert "\nBefore=nvidia-cdi-refresh.service\n" in unit
+    script = (IMAGES[0] / "generated/rootfs/etc/nvidia-mig/restore.sh").read_text()
+    assert "systemctl restart --no-block nvidia-cdi-refresh.service" in script
+    for page in ("real-nodes.md", "kubernetes.md"):
+        text = " ".join((REPO / "docs" / page).read_text(encoding="utf-8").split())
+        assert "`Before=nvidia-cdi-refresh.service`" in text, page
+        assert "it is `After=multi-user.target`" not in text, page
+
+
+def test_boot_test_page_says_when_kvm_is_used() -> None:
+    # it promised "15-20 s under TCG" while a TCG boot here takes 75-240 s (issue 36): it now says when
+    # QEMU gets KVM, in kvm_usable's own terms, and what TCG costs
+    import inspect
+
+    from migbake.boottest.vm import qemu
+
+    text = " ".join((REPO / "docs" / "boot-test.md").read_text(encoding="utf-8").split())
+    source = inspect.getsource(qemu.kvm_usable)
+    for condition in ("/dev/kvm", "kvm_pvm", "vmx", "svm"):
+        assert condition in source and condition in text, condition
+    assert "-accel kvm" in text and "-accel tcg" in text and "15-20 s under TCG" not in text

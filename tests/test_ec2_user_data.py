@@ -82,13 +82,14 @@ def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytes
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "a"))
     assert code == 0
     assert err == ("migbake: warning: cloud-init/user-data is "
-                   f"{(tmp_path / 'a/cloud-init/user-data').stat().st_size} bytes, above EC2's 16 KB user-data "
-                   "limit (use --user-data-gzip: gzipped it fits)\n")
+                   f"{(tmp_path / 'a/cloud-init/user-data').stat().st_size} bytes: as EC2 instance user data it is "
+                   "above EC2's 16 KB limit; use --user-data-gzip: gzipped it fits (this concerns EC2 launches "
+                   "only: a NoCloud seed or a file served to a PXE node has no such limit)\n")
     for args in (["--user-data-gzip"], ["--user-data-gzip", "--user-data-mime", str(small)]):
         code, _, err = cli("generate", profile, "-o", str(tmp_path / "b"), "--force", *args)
         assert code == 0 and err == "", err  # the gzipped form is sent, and it fits
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "c"), "--user-data-mime", str(small))
-    assert code == 0 and "cloud-init/user-data.mime is" in err and "(use --user-data-gzip" in err, err
+    assert code == 0 and "cloud-init/user-data.mime is" in err and "; use --user-data-gzip" in err, err
 
     # gzip given, still too big: no option is named, as none would help
     monkeypatch.setattr(userdata, "EC2_USER_DATA_LIMIT", 1000)

@@ -311,3 +311,19 @@ def test_a_clash_in_the_shared_configmap_is_refused(tmp_path: Path, second: str,
 def test_several_profiles_need_gpu_operator(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["export", *map(str, IMAGES[:2])])
     assert r.exit_code == 2 and "several profiles need --gpu-operator" in r.stderr, r.stderr
+
+
+def test_export_warns_about_a_profile_without_kubelet(tmp_path: Path) -> None:
+    # a Slurm node (kubelet.present: false): the operator's mig-manager never runs there (issue 36)
+    slurm, k8s = REPO / "images/h100-slurm/node-profile.yaml", REPO / "images/h200-inference/node-profile.yaml"
+    warning = ("migbake: warning: profile h100-slurm has no kubelet (kubelet.present: false): the GPU Operator's "
+               "mig-manager runs on Kubernetes nodes only")
+    for profiles in ([slurm], [slurm, k8s]):
+        result = CliRunner().invoke(main, ["export", "--gpu-operator", *map(str, profiles), "-o",
+                                           str(tmp_path / "cm.yaml")])
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr.count(warning) == 1, result.stderr
+    result = CliRunner().invoke(main, ["export", "--gpu-operator", str(k8s)])
+    assert result.exit_code == 0 and "warning" not in result.stderr, result.stderr
+    result = CliRunner().invoke(main, ["export", str(slurm)])  # the plain mig-parted config: any node may use it
+    assert result.exit_code == 0 and "warning" not in result.stderr, result.stderr

@@ -130,8 +130,11 @@ def run_verify(tmp_path: Path, profile: str, gpus: list[str], allocatable: str |
     mig = _stub(bin_dir / "nvidia-mig-parted", "exit 1\n")
     if allocatable is not None:
         _stub(bin_dir / "kubectl", f"printf '%b' {shlex.quote(allocatable)}\n")
-    text = profile + f"tools: {{nvidia_smi: {smi}, nvidia_mig_parted: {mig}}}\n"
+    config = tmp_path / "etc/nvidia-mig/config.yaml"  # installed, as on a node the restore ran on
+    text = profile + f"tools: {{nvidia_smi: {smi}, nvidia_mig_parted: {mig}}}\nrestore: {{config_path: {config}}}\n"
     out = generate(text, tmp_path / "out")
+    config.parent.mkdir(parents=True)
+    config.write_bytes((out / "rootfs" / str(config).lstrip("/")).read_bytes())
     env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
     ran = subprocess.run(["bash", str(out / "scripts/verify-mig-restore.sh")], capture_output=True, text=True,
                          env=env, timeout=60, check=False)

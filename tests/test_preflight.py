@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from support import H200_FIXTURES, cli
+from support import H200_FIXTURES, REPO, cli
 
 from migbake.node.nvidiasmi import CaptureError, parse_csv, parse_xml
 
@@ -190,7 +190,10 @@ def test_real_h200_is_not_ready_for_an_h100_profile(tmp_path: Path, form: str, n
     assert code == 1 and report["ready"] is False
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert failed == [{"check": "gpus/0", "status": "FAIL", "detail": "GPU 0 is NVIDIA H200 (0x233510DE), "
-                       "not h100-80gb (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE)"}]
+                       "not h100-80gb (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE)"},
+                      {"check": "coverage", "status": "FAIL", "detail": "GPU 0 in no gpus entry of its own "
+                       "model (the entry listing it is another model's, see above): the restore applies that "
+                       "layout to it and fails at every boot"}]  # coverage agrees with gpus/0 (issue 36)
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])
@@ -271,3 +274,15 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     profile.write_text("version: 1\nname: x\ngpus: [{model: h300}]\n")
     code, _, err = cli("preflight", str(profile), "--nvidia-smi-csv", str(capture))
     assert code == 1 and "unknown GPU model" in err
+
+
+def test_the_tutorials_preflight_pair_is_ready_as_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/examples/preflight-ready: a bundled profile + capture that is READY, as docs/tutorial.md shows."""
+    pair = REPO / "docs/examples/preflight-ready"
+    tutorial = (REPO / "docs/tutorial.md").read_text()
+    block = next(b for b in tutorial.split("```")[1::2] if "$ migbake preflight node-profile.yaml" in b)
+    monkeypatch.chdir(pair)  # the tutorial runs it there
+    code, out, err = cli("preflight", "node-profile.yaml", "--nvidia-smi-csv", "nvidia-smi.csv")
+    assert code == 0 and out.splitlines()[-1].startswith("READY: no check failed"), out + err
+    assert block.split("\n", 3)[3] == out, out  # after "text" and the two `$` lines: exactly what migbake prints
+    assert (pair / "nvidia-smi.csv").read_bytes() == (fixtures() / "nvidia-smi-query-preflight.csv").read_bytes()

@@ -66,6 +66,10 @@ def test_json_form_of_the_capture_reads_the_same(tmp_path: Path) -> None:
     text = "".join(line for line in captured.splitlines(keepends=True) if not line.startswith("time="))
     assert text.startswith("{")
     assert run(tmp_path, H200.format(layout="{1g.18gb: 7}"), text)[0] == 0
+    # the capture as taken, mig-parted's logrus lines and all (issue 36: was a YAML syntax error)
+    as_taken = H200_FIXTURES / "mig-parted-generate-config.json"
+    code, out, err = run(tmp_path, H200.format(layout="{1g.18gb: 7}"), as_taken, "--json")
+    assert code == 0 and check(out)["status"] == "PASS", out + err
     code, out, _ = run(tmp_path, H200.format(layout="{2g.35gb: 3}"), text.replace('"2g.35gb": 3', '"2g.35gb": 1'),
                        "--json")
     assert code == 1
@@ -161,3 +165,38 @@ def test_unreadable_captures_exit_2(tmp_path: Path) -> None:
     big.write_text("#" * (256 * 1024 + 1))
     code, _, err = run(tmp_path, gpus, big)
     assert code == 2 and "is at most 262144 bytes" in err
+
+
+LOG = 'time="2026-12-01T13:45:05Z" level=info msg="Found 24 MIG profile(s) for device 0"\n'
+
+
+def test_a_yaml_capture_with_the_log_mixed_in_is_read(tmp_path: Path) -> None:
+    # `generate-config 2>&1`: the real stderr lines first, and one more in the middle of the YAML
+    stderr = (H200_FIXTURES / "mig-parted-generate-config.stderr").read_text()
+    lines = REAL.read_text().splitlines(keepends=True)
+    mixed = stderr + "".join(lines[:5]) + LOG.replace("info", "warning") + "".join(lines[5:])
+    code, out, err = run(tmp_path, H200.format(layout="{3g.71gb: 2}"), mixed, "--json")
+    assert code == 0 and check(out)["status"] == "PASS", out + err
+
+
+@pytest.mark.parametrize("line", [
+    'time="2026-12-01T13:45:05Z" level=info msg="Found 24 MIG profile(s)" trailing junk\n',  # not key=value
+    'time="2026-12-01T13:45:05Z" level=loud msg=x\n',  # no such level
+    'time=2026-12-01 level=info msg=x\n',  # not logrus's RFC 3339 time
+    'level=info msg="no time"\n',
+    '  time="2026-12-01T13:45:05Z" level=info msg=x\n',  # not the whole line
+    '[INFO] Found 24 MIG profile(s)\n',  # another tool's log form
+], ids=["junk-after", "level", "time", "no-time", "indented", "other-text"])
+def test_only_whole_logrus_lines_are_skipped(tmp_path: Path, line: str) -> None:
+    stderr = (H200_FIXTURES / "mig-parted-generate-config.stderr").read_text()
+    capture = stderr + line + REAL.read_text()
+    code, _, err = run(tmp_path, H200.format(layout="{1g.18gb: 7}"), capture)
+    at = len(stderr.splitlines()) + 1  # the line numbers are the file's: the skipped lines still count
+    assert code == 1 and "YAML syntax error" in err, err
+    assert int(err.split("generate-config.yaml:", 1)[1].split(":")[0]) in (at, at + 1), err  # YAML may see it there
+
+
+def test_a_capture_of_the_log_alone_says_to_capture_stdout(tmp_path: Path) -> None:
+    code, _, err = run(tmp_path, H200.format(layout="{1g.18gb: 7}"), LOG * 3)
+    assert code == 1
+    assert "the file is empty (only 3 line(s) of mig-parted's log: capture its standard output)" in err, err

@@ -79,7 +79,7 @@ CASES = {
         "driver": ("PASS", "host driver 580.159.04"),
         "gpu-count": ("PASS", "1 GPU(s), as gpu_count says"),
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
-        "coverage": ("PASS", "every GPU is in a gpus entry"),
+        "coverage": ("PASS", "every GPU is in a gpus entry of its own model"),
         "mig-state": ("NOTE", "GPU 0: MIG Disabled (profile: MIG Enabled, 7x 1g.18gb); the next boot's "
                               "restore replaces this"),
         "mig-parted": ("PASS", "runs: nvidia-mig-parted version v0.12.1"),
@@ -160,6 +160,7 @@ CASES = {
     }, ready=True, profile={"gpu_count": 8}),
     "one-wrong-gpu-of-four": Case(SimNode(gpus=[SimGpu(), SimGpu(), SimGpu(H100), SimGpu()]), {
         "gpus/0": ("FAIL", "GPU 2 is NVIDIA H100 80GB HBM3 (0x233010DE), not h200-141gb"),
+        "coverage": ("FAIL", "GPU 2 in no gpus entry of its own model"),
     }, ready=False, profile={"gpu_count": None}),
     "listed-gpu-missing": Case(SimNode(gpus=[SimGpu(), SimGpu()]), {
         "gpu-count": ("PASS", "2 GPU(s) (the profile sets no gpu_count)"),
@@ -184,7 +185,9 @@ CASES = {
     }, ready=False, profile={"gpu_count": 2, "extra": "device_filter: always\n"}),
     "device-filter-auto-other-model": Case(SimNode(gpus=[SimGpu(), SimGpu(H100)]), {
         "gpus/0": ("FAIL", "GPU 1 is NVIDIA H100 80GB HBM3 (0x233010DE), not h200-141gb"),
-        "coverage": ("PASS", "every GPU is in a gpus entry"),
+        # the same table cannot say PASS here: the entry of the other model is applied to GPU 1 and fails
+        "coverage": ("FAIL", "GPU 1 in no gpus entry of its own model (the entry listing it is another "
+                             "model's, see above): the restore applies that layout to it and fails at every boot"),
     }, ready=False, profile={"gpu_count": 2}),
 }
 
@@ -224,6 +227,35 @@ def test_script_table_and_usage(tmp_path: Path) -> None:
         assert (ran.rc, ran.out) == (2, ""), bad
         assert ran.err.startswith("usage: preflight-mig-restore.sh [--json]")
     assert run([str(script), "--help"]).rc == 0
+
+
+def _status_columns(table: str) -> set[int]:
+    """Where the STATUS column starts on the header and on every row of a preflight table."""
+    lines = table.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("CHECK "))
+    rows = lines[head + 1: lines.index("", head)]
+    assert rows, table
+    found = {lines[head].index("STATUS")}
+    for row in rows:
+        name, status = row.split()[:2]
+        assert status in ("PASS", "WARN", "NOTE", "FAIL", "SKIP"), row
+        found.add(row.index(f" {status} ", len(name)) + 1)
+    return found
+
+
+def test_a_long_check_name_keeps_the_columns(tmp_path: Path) -> None:
+    # consumer/slurmd.service is longer than the 12 characters the other names fit in
+    profile = profile_yaml(Path("@ROOT@"), kubelet=False, extra="consumers: [{unit: slurmd.service}]\n")
+    (tmp_path / "script").mkdir()
+    rc, out, err, _ = run_script(tmp_path / "script", SimNode(), profile)
+    assert rc == 0 and "consumer/slurmd.service " in out and len(_status_columns(out)) == 1, out
+    root = tmp_path / "capture"
+    root.mkdir()
+    capture = root / "gpus.csv"
+    capture.write_text("0, NVIDIA H200, 0x233510DE, Disabled\n")
+    (root / "p.yaml").write_text(profile.replace("@ROOT@", str(root)))
+    code, out, err = cli("preflight", str(root / "p.yaml"), "--nvidia-smi-csv", str(capture))
+    assert code == 0 and "consumer/slurmd.service " in out and len(_status_columns(out)) == 1, out + err
 
 
 def test_script_json_escapes_what_nvidia_smi_prints(tmp_path: Path) -> None:

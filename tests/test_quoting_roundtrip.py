@@ -32,6 +32,7 @@ from realtools import (
 )
 from support import command_lines, generate, unit_lines
 
+from migbake import __version__
 from migbake.profile.units import GPU_CLIENTS
 from migbake.render.quoting import hcl_string
 from migbake.rules.validate import check_bytes
@@ -396,12 +397,17 @@ def test_packer_templates_carry_name_and_hash(nasty: tuple[Path, dict[str, Any]]
     post = build["build"][0]["post-processor"][0]['"manifest"']  # type: ignore[index]
     custom = post["custom_data"]
     assert _hcl_value(custom["profile"]) == s["name"]
-    assert _hcl_value(custom["profile_sha256"]) == s["sha256"]
     assert '"amazon-ebs"' in repr(sources)
     text = (pk / "sources.pkr.hcl").read_text()  # the tags are merged with var.aws_tags: an expression
     assert f'"migbake:profile"        = {hcl_string(s["name"])}\n' in text
-    assert f'"migbake:profile-sha256" = {hcl_string(s["sha256"])}\n' in text
+    # the sha256 is no file's text but the marker's: Packer reads it from there (local.profile_sha256)
+    assert s["sha256"] not in text and s["sha256"] not in (pk / "build.pkr.hcl").read_text()
+    assert str(custom["profile_sha256"]).strip('"${}') == "local.profile_sha256"
+    assert '"migbake:profile-sha256" = local.profile_sha256\n' in text
     assert packer(["fmt", "-check", str(pk)]).rc == 0
     val = packer_validate(pk)
     assert val.rc == 0, val.text
     assert json.loads(packer_console(pk, "jsonencode([var.ami_name_prefix])")) == [f"migbake-{s['name']}"]
+    described = f"MIG restore of node profile {s['name']} (sha256 {s['sha256'][:16]}), baked by migbake {__version__}"
+    said = packer_console(pk, "jsonencode([local.profile_sha256, local.description])")
+    assert json.loads(said) == [s["sha256"], described]

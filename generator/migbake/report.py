@@ -38,10 +38,18 @@ def exit_code(results: Sequence[FileResult], *, strict: bool = False) -> int:
     return EXIT_INVALID if any(r.errors or (strict and r.problems) for r in results) else 0
 
 
-def summary(results: Sequence[FileResult]) -> str:
-    """``2 problems in 1 file (3 checked)`` or ``3 files valid``, plus warnings."""
+def summary(results: Sequence[FileResult], *, strict: bool = False) -> str:
+    """``2 problems in 1 file (3 checked)`` or ``3 files valid``, plus warnings.
+
+    With ``strict`` a warning fails its file as an error does (``exit_code``), and the words say so:
+    ``1 problem in 1 file (1 checked): 1 warning counted as an error (--strict)``.
+    """
     errors = sum(r.errors for r in results)
     warnings = sum(len(r.problems) for r in results) - errors
+    if strict and warnings:
+        failing = sum(bool(r.problems) for r in results)
+        return (f"{plural(errors + warnings, 'problem')} in {plural(failing, 'file')} ({len(results)} checked): "
+                f"{plural(warnings, 'warning')} counted as {'an error' if warnings == 1 else 'errors'} (--strict)")
     bad = sum(r.errors > 0 for r in results)
     text = (f"{plural(errors, 'problem')} in {plural(bad, 'file')} ({len(results)} checked)" if errors
             else f"{plural(len(results), 'file')} valid")
@@ -50,7 +58,8 @@ def summary(results: Sequence[FileResult]) -> str:
     return text
 
 
-def text_report(results: Sequence[FileResult], *, color: bool = False, with_summary: bool = True) -> str:
+def text_report(results: Sequence[FileResult], *, color: bool = False, with_summary: bool = True,
+                strict: bool = False) -> str:
     """One ``FILE:LINE:COL: severity: /pointer: message [rule]`` line per problem, then a summary."""
     lines = []
     for r in results:
@@ -62,7 +71,7 @@ def text_report(results: Sequence[FileResult], *, color: bool = False, with_summ
                 line = head + f"\x1b[1;{code}m{p.severity}\x1b[0m" + line[len(head) + len(p.severity):]
             lines.append(line)
     if with_summary:
-        lines.append(summary(results))
+        lines.append(summary(results, strict=strict))
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -152,10 +161,10 @@ def junit_report(results: Sequence[FileResult]) -> str:
 
 
 def render_report(fmt: str, results: Sequence[FileResult], *, color: bool = False,
-                  with_summary: bool = True) -> str:
+                  with_summary: bool = True, strict: bool = False) -> str:
     """The report in format ``fmt`` (one of FORMATS)."""
     if fmt == "text":
-        return text_report(results, color=color, with_summary=with_summary)
+        return text_report(results, color=color, with_summary=with_summary, strict=strict)
     return REPORTERS[fmt](results)
 
 

@@ -24,7 +24,7 @@ from migbake.boottest.scenarios.scenario import Scenario
 from migbake.boottest.simgpu.node import node_for_profile
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.tree import render
-from migbake.render.write import write_tree
+from migbake.render.write import Origin, write_tree
 from migbake.rules.validate import check_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
@@ -48,7 +48,7 @@ def boot(prof: NodeProfile, path: BootPath, scenario: Scenario, assets: BootAsse
     """Generate ``prof`` as the scenario boots it, boot it, print the claims and the boot times."""
     booted = variant(prof, scenario)
     out = tmp_path / "out"
-    write_tree(render(booted), out)
+    write_tree(render(booted), out, origin=Origin.of("-", out, booted.name, booted.source_sha256))
     result = run_boot_test(out, path=path, scenario=scenario, boots=boots_for(scenario, path, 1), assets=assets,
                            log=print, mig_parted=shared_file(MIG_PARTED), node=node_for_profile(booted),
                            expect=booted.restore.on_failure, promises=promises_of(booted), **kwargs)  # type: ignore[arg-type]

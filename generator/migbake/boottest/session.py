@@ -24,7 +24,7 @@ from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.tree import render
-from migbake.render.write import write_tree
+from migbake.render.write import Origin, write_tree
 
 BootPath = Literal["packer", "cloud-init"]
 BASE_SCENARIOS: tuple[Scenario, ...] = ("ok", "fail-apply", "fail-assert")
@@ -98,7 +98,8 @@ def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
         for sc, booted in booted_as.items():
             if repr(booted) not in generated:
                 generated[repr(booted)] = Path(tmp) / f"out-{len(generated)}"
-                write_tree(render(booted), generated[repr(booted)])
+                out = generated[repr(booted)]  # the marker records the sha256 Packer tags the image with
+                write_tree(render(booted), out, origin=Origin.of("-", out, booted.name, booted.source_sha256))
             outs[sc] = generated[repr(booted)]
         assets = prepare_assets(cache_root=cache, log=log)
         for path in boot_plan.paths:

@@ -131,7 +131,8 @@ class MigbakeGroup(click.Group):
                 if e.ctx.command.get_help_option(e.ctx) is not None:
                     hint = f"Try '{e.ctx.command_path} {e.ctx.help_option_names[0]}' for help.\n"
                 click.echo(f"{e.ctx.get_usage()}\n{hint}", err=True)
-            _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False)
+            _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False,
+                 multiline=getattr(e, "multiline", False))  # commands.common.ListedUsageError: a list follows
         except click.ClickException as e:
             _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False)
         except click.Abort:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import tempfile
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import click
 
 from migbake.bake import packer
-from migbake.commands.common import NonEmptyPath, valid_profile
+from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.problems import PackerError
 from migbake.render.artifact import Artifact
@@ -31,15 +32,28 @@ def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
     return target, out or target.parent / f"{stem}.generated"
 
 
-def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files: tuple[Path, ...]) -> None:
+def _check_sources(only: tuple[str, ...], variables: tuple[str, ...]) -> None:
     for s in only:
         if s not in packer.SOURCE_NAMES:
-            raise click.BadParameter(f"{s!r} is not a source; the sources are:\n{packer.sources_text()}",
+            near = [n for n in packer.SOURCE_NAMES if n.split(".")[0] == s] or difflib.get_close_matches(
+                s, packer.SOURCE_NAMES, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ListedBadParameter(f"{s!r} is not a source{hint}; the sources are:\n{packer.sources_text()}",
                                      param_hint="--only")
     if not only:
-        raise click.UsageError("the templates have several sources; choose one or more with --only "
+        raise ListedUsageError("the templates have several sources; choose one or more with --only "
                                f"(nothing was written):\n{packer.sources_text()}")
     packer.check_vars(variables)
+
+
+def _check_vars(artifacts: list[Artifact], only: tuple[str, ...], variables: tuple[str, ...],
+                var_files: tuple[Path, ...]) -> None:
+    """Every ``--var`` is declared (else the nearest declared name), then every variable the sources need is set."""
+    declared = next(str(a.content) for a in artifacts if a.path == "packer/variables.pkr.hcl")
+    unknown = packer.unknown_vars(variables, declared)  # first: `ssh_hots` gets its did-you-mean, not "needs"
+    if unknown:
+        raise click.BadParameter("; ".join(unknown) + " (Packer refuses an undeclared -var); nothing was written",
+                                 param_hint="--var")
     missing = packer.missing_vars(only, variables, var_files)
     if missing:
         raise click.UsageError(f"{', '.join(only)} needs {', '.join(f'--var {v}=...' for v in missing)} "
@@ -48,7 +62,7 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
                                "account); nothing was written")
 
 
-def _dry_validate(artifacts: list[Artifact], packer_bin: str | None, only: tuple[str, ...],
+def _dry_validate(artifacts: list[Artifact], origin: Origin, packer_bin: str | None, only: tuple[str, ...],
                   variables: tuple[str, ...], var_files: tuple[Path, ...], wants_seed: bool) -> None:
     """``packer validate`` with the real run's arguments, on the templates written to a temporary folder."""
     try:
@@ -57,7 +71,7 @@ def _dry_validate(artifacts: list[Artifact], packer_bin: str | None, only: tuple
         click.echo("Packer not found: checked the variable names and files only, not `packer validate`")
         return
     with tempfile.TemporaryDirectory(prefix="migbake-dry-run-") as tmp:
-        write_tree(artifacts, Path(tmp) / "out", origin=None)
+        write_tree(artifacts, Path(tmp) / "out", origin=origin)  # the marker: Packer reads the sha256 there
         extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []
         steps = packer.plan_bake(Path(tmp) / "out/packer", binary=binary, version=packer.packer_version(binary),
                                  only=only, variables=(*variables, *extra), var_files=var_files)
@@ -96,18 +110,14 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     it says how to install it.
     """
     profile, out_dir = _profile_and_out(target, out)
-    _check_sources(only, variables, var_files)
+    _check_sources(only, variables)
     prof = valid_profile(profile, "nothing baked")
     origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256)
     recorded = read_origin(out_dir)
     if recorded is not None:
         origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with
     artifacts = artifacts_for(prof, origin, out_dir)
-    declared = next(str(a.content) for a in artifacts if a.path == "packer/variables.pkr.hcl")
-    unknown = packer.unknown_vars(variables, declared)
-    if unknown:
-        raise click.BadParameter("; ".join(unknown) + " (Packer refuses an undeclared -var); nothing was written",
-                                 param_hint="--var")
+    _check_vars(artifacts, only, variables, var_files)
     wants_seed = "qemu.image" in only and not any(v.startswith("qemu_seed_dir=") for v in variables)
     if dry_run:
         check_output_dir(out_dir, force=force, origin=origin)
@@ -122,7 +132,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         for step in packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
                                      variables=(*variables, *seed), var_files=var_files):
             click.echo(step.display())
-        _dry_validate(artifacts, packer_bin, only, variables, var_files, wants_seed)
+        _dry_validate(artifacts, origin, packer_bin, only, variables, var_files, wants_seed)
         return
     binary = packer.find_packer(packer_bin)
     write_tree(artifacts, out_dir, force=force, origin=origin)

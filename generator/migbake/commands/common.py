@@ -20,6 +20,19 @@ from migbake.profile.nodeprofile import NodeProfile
 from migbake.rules.validate import Checked, check_bytes, check_file
 
 
+class ListedUsageError(click.UsageError):
+    """A usage error whose message ends with a list migbake wrote, one item a line: the command group keeps
+    its line breaks (a value echoed in it is quoted with ``repr``, so it cannot add one)."""
+
+    multiline = True
+
+
+class ListedBadParameter(click.BadParameter):
+    """A bad option value whose message ends with a list migbake wrote (as ``ListedUsageError``)."""
+
+    multiline = True
+
+
 class NonEmptyPath(click.Path):
     """A path argument that is not the empty string (which names no file: the current folder, to the system)."""
 

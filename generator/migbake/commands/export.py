@@ -20,6 +20,15 @@ from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.plan import header
 
 
+def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
+    """A profile without kubelet (a Slurm node) in a GPU Operator ConfigMap: its config reaches no node."""
+    for prof in profiles:
+        if not prof.kubelet.present:
+            click.echo(f"migbake: warning: profile {prof.name} has no kubelet (kubelet.present: false): the GPU "
+                       "Operator's mig-manager runs on Kubernetes nodes only, so no node of this profile applies "
+                       "its config from the ConfigMap (its image restores the layout itself)", err=True)
+
+
 @click.command()
 @click.argument("profiles", metavar="PROFILE...", nargs=-1, required=True, type=PROFILE_PATH)
 @click.option("--gpu-operator", is_flag=True,
@@ -51,6 +60,7 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
                + ".\n# Do not edit: change the profiles and run `migbake export --gpu-operator` again.")
         text, named = gpu_operator_configmap_many(loaded, top)
         write_or_print(text, output)
+        _warn_without_kubelet([prof for _, prof in loaded])
         click.echo(f"migbake: ConfigMap {MANY_CONFIGMAP}: configs "
                    + ", ".join(f"{key} ({name})" for key, name in named)
                    + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
@@ -61,6 +71,7 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
         return
     _refuse_dra(prof)
     write_or_print(gpu_operator_configmap(prof, header(prof)), output)
+    _warn_without_kubelet([prof])
     click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
                f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
 

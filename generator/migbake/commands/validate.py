@@ -36,7 +36,8 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool) -> 
         results = [FileResult(profile_name(f), problems)
                    for f, problems in zip(files, file_problems(files, catalog))]
     color = fmt == "text" and color_wanted()
-    click.echo(render_report(fmt, results, color=color, with_summary=not quiet), nl=False, color=color)
+    click.echo(render_report(fmt, results, color=color, with_summary=not quiet, strict=strict), nl=False,
+               color=color)
     if fmt == "github" and not quiet:
-        click.echo(summary(results), err=True)
+        click.echo(summary(results, strict=strict), err=True)
     return exit_code(results, strict=strict)

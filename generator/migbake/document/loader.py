@@ -77,6 +77,9 @@ class LoadedProfile:
     # values the loader already reported as unreadable (an alias, a YAML 1.1 boolean, a number it
     # cannot read): the schema says nothing more about them, one problem is one line
     unreadable: set[str] = field(default_factory=set)
+    # the text of each unquoted scalar YAML read as something other than a string (`false`, `0x20B210DE`):
+    # where a string was wanted, the message can say what to quote
+    plain: dict[str, str] = field(default_factory=dict)
 
     def where(self, pointer: str, *, key: bool = False) -> tuple[int, int]:
         """Line and column of ``pointer`` (its key if ``key``), falling back to the nearest parent."""
@@ -167,6 +170,8 @@ class _Builder:
         text = str(node.value)
         if node.tag == "tag:yaml.org,2002:str":
             return text
+        if not getattr(node, "style", None):  # plain (libyaml: '', PyYAML: None): no quotes, no block scalar
+            self.loaded.plain[pointer] = text
         if node.tag == "tag:yaml.org,2002:bool":
             if text.lower() not in _BOOL_WORDS:
                 self.loaded.unreadable.add(pointer)

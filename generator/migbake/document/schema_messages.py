@@ -73,7 +73,7 @@ def _type_name(value: object) -> str:
 
 
 def _short_repr(value: object) -> str:
-    text = repr(value)
+    text = json.dumps(value) if isinstance(value, bool) or value is None else repr(value)  # as YAML writes them
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -106,6 +106,60 @@ def _did_you_mean(value: object, schema: dict[str, Any]) -> str:
     return f"; did you mean {fixed!r}?" if fixed != value and _Validator(schema).is_valid(fixed) else ""
 
 
+# NVIDIA's mig-parted config keys (format v1) that a node profile names otherwise
+# (NVIDIA/mig-parted:api/spec/v1/spec.go@v0.15.0: mig-enabled, mig-devices)
+_MIG_PARTED_KEYS = {"mig-devices": "layout", "mig-enabled": "enabled"}
+
+
+@lru_cache(maxsize=1)
+def _key_paths() -> dict[str, tuple[str, ...]]:
+    """Every key of the profile schema and where it stands (``kubelet.layout``, ``gpus[].mig.layout``)."""
+    found: dict[str, list[str]] = {}
+
+    def walk(node: object, path: str) -> None:
+        if not isinstance(node, dict):
+            return
+        for key, sub in node.get("properties", {}).items():
+            here = f"{path}.{key}" if path else key
+            found.setdefault(key, []).append(here)
+            walk(sub, here)
+        walk(node.get("items"), path + "[]")
+
+    walk(load_schema(), "")
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def _dotted(pointer: str) -> str:
+    """``/gpus/0/mig`` as the schema paths write it: ``gpus[].mig``."""
+    return ".".join("[]" if p.isdigit() else p for p in pointer.split("/")[1:]).replace(".[]", "[]")
+
+
+def _unknown_key_hint(key: str, pointer: str, known: list[str]) -> str:
+    """For an unknown key with no near name here: mig-parted's name of ours, or the section the key belongs to."""
+    ours = _MIG_PARTED_KEYS.get(key)
+    if ours in known:
+        return f"; did you mean {ours!r}? (mig-parted's {key} is a profile's {ours})"
+    here = _dotted(pointer)
+    elsewhere = [p for p in _key_paths().get(key, ()) if p.rpartition(".")[0] != here]
+    if not elsewhere:
+        return ""
+    section = here.split(".")[0].split("[")[0]
+    # the path whose top-level section reads most like this one (kubernetes -> kubelet), then the shortest
+    best = max(elsewhere, key=lambda p: (difflib.SequenceMatcher(None, section, p.split(".")[0]).ratio(), -len(p)))
+    parent = best.rpartition(".")[0]
+    if here and parent.startswith(here + "."):  # a level deeper: `layout` beside `mig` (gpus[].mig.layout)
+        return f"; {key} belongs under {parent[len(here) + 1:]}: did you mean {best[len(here) + 1:]}?"
+    return f"; {key} is a key of {parent}: did you mean {best}?"
+
+
+def _quote_it(loaded: LoadedProfile, pointer: str, value: object, want: str) -> str:
+    """``: YAML reads the unquoted 0x20B210DE as an integer; quote it: "0x20B210DE"`` where a string was wanted."""
+    text = loaded.plain.get(pointer)
+    if want != "string" or not text or isinstance(value, (dict, list)) or len(text) > 60:
+        return ""
+    return f": YAML reads the unquoted {text} as {_type_name(value)}; quote it: {json.dumps(text)}"
+
+
 def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Problem]:
     pointer = _pointer(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
@@ -128,7 +182,7 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
                 continue
             child = join_pointer(pointer, key)
             close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = f"; did you mean {close[0]!r}?" if close else _unknown_key_hint(str(key), pointer, known)
             allowed = ", ".join(known) if known else "none"
             yield loaded.problem(child, f"unknown key {key!r}{hint} (allowed here: {allowed})",
                                  "unknown-key", key=True)
@@ -152,7 +206,8 @@ def _problems_for(error: ValidationError, loaded: LoadedProfile) -> Iterator[Pro
         want = {"object": "mapping", "array": "list"}.get(want, want)
         yield loaded.problem(pointer, f"{_short_repr(value)} is {_type_name(value)}; expected {want}"
                              + (f" ({schema['description'].rstrip('.')})" if schema.get("description")
-                                and isinstance(value, (dict, list)) else ""), "schema-type")
+                                and isinstance(value, (dict, list)) else "")
+                             + _quote_it(loaded, pointer, value, want), "schema-type")
         return
     if kind in ("pattern", "enum", "const"):
         yield loaded.problem(pointer, f"{_short_repr(value)} is not allowed here; expected {_allowed(schema)}"

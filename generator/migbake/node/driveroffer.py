@@ -105,10 +105,43 @@ def _entry(loaded: LoadedProfile, config: str, entry: object, at: str, problems:
     return Offer(name, count, ids)
 
 
+# A line of mig-parted's own log (it logs with sirupsen/logrus; NVIDIA/mig-parted:go.mod), as logrus's
+# TextFormatter writes it when stderr is not a terminal (sirupsen/logrus:text_formatter.go@01105720bf74,
+# Format and needsQuoting): time=RFC3339, level, msg, then sorted fields; a value is bare when it holds
+# only letters, digits and - . _ / @ ^ +, else Go-quoted (%q). Only a whole line of that form is dropped.
+_LOG_VALUE = r'(?:"(?:[^"\\\n]|\\[^\n])*"|[A-Za-z0-9._/@^+-]*)'
+LOGRUS_LINE = re.compile(
+    r'time="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)"'
+    r" level=(?:panic|fatal|error|warning|info|debug|trace)"
+    rf"(?: msg={_LOG_VALUE})?(?: [A-Za-z0-9._/@^+-]+={_LOG_VALUE})*\r?")
+
+
+def without_log_lines(data: bytes) -> tuple[bytes, int]:
+    """``data`` with every whole logrus line of mig-parted's (a capture taken with ``2>&1``) made empty,
+    so that line numbers stay; and how many there were."""
+    lines = data.split(b"\n")
+    dropped = 0
+    for k, line in enumerate(lines):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # the parser says where the file is not UTF-8
+        if LOGRUS_LINE.fullmatch(text):
+            lines[k] = b""
+            dropped += 1
+    return b"\n".join(lines), dropped
+
+
 def parse_generate_config(data: bytes, file: str) -> DriverOffers:
-    """The offers of a capture's bytes (YAML, or generate-config's ``-o json``); invalid raises."""
+    """The offers of a capture's bytes (YAML, or generate-config's ``-o json``); invalid raises.
+
+    mig-parted's own log lines (``time="..." level=info msg="..."``: a capture taken with ``2>&1``) are
+    skipped, whole lines only; anything else that is not the config is reported where it stands.
+    """
+    data, logged = without_log_lines(data)
     if not data.strip():
-        raise GenerateConfigError(file, [Problem(file, 1, 1, "", f"the file is empty; capture it with "
+        only_log = f" (only {logged} line(s) of mig-parted's log: capture its standard output)" if logged else ""
+        raise GenerateConfigError(file, [Problem(file, 1, 1, "", f"the file is empty{only_log}; capture it with "
                                                  f"`{WHAT} > FILE` on the node", "empty-file")])
     loaded, problems = load_profile_bytes(data, file)
     problems = [p for p in problems if p.rule != "not-a-mapping"]

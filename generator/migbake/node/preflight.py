@@ -85,8 +85,11 @@ def _gpu_count(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> Check:
     return Check("gpu-count", "FAIL", f"{n} GPU(s) on the node, the profile's gpu_count is {want}")
 
 
-def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
-    """Listed GPUs exist and are the entry's model; ``devices: all`` without a filter means every GPU."""
+def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectation], own: set[int]) -> Check:
+    """Listed GPUs exist and are the entry's model; ``devices: all`` without a filter means every GPU.
+
+    ``selected``: the GPUs mig-parted will apply an entry to; ``own``: those whose entry is of their model.
+    """
     by_index = {g.index: g for g in gpus}
     ok: list[int] = []
     wrong: list[str] = []
@@ -98,6 +101,7 @@ def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectatio
         elif g.pci_device_id in e.pci_ids:
             ok.append(i)
             selected[i] = e
+            own.add(i)
         else:
             if not e.filtered or e.devices != "all":
                 wrong.append(f"GPU {i} is {g.name} ({g.pci_device_id})")
@@ -115,14 +119,19 @@ def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectatio
     return Check(e.check, "PASS", f"GPU {_ids(ok)}: {e.model}")
 
 
-def _coverage(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
-    """Every GPU is selected by some entry: assert fails otherwise, and with it every boot's restore."""
+def _coverage(gpus: tuple[Gpu, ...], selected: dict[int, Expectation], own: set[int]) -> Check:
+    """Every GPU is selected by an entry of its own model: assert fails otherwise, and every boot's restore."""
     uncovered = [g.index for g in gpus if g.index not in selected]
     if uncovered:  # mig-parted assert: every GPU must match an entry, or "not all GPUs match"
         return Check("coverage", "FAIL", f"GPU {_ids(uncovered)} in no gpus entry: nvidia-mig-parted "
                      "assert then fails (not all GPUs match the specified config), and so does the restore "
                      "at every boot")
-    return Check("coverage", "PASS", "every GPU is in a gpus entry")
+    foreign = [g.index for g in gpus if g.index not in own]
+    if foreign:  # an entry without a device-filter applies to it anyway: its layout is another model's
+        return Check("coverage", "FAIL", f"GPU {_ids(foreign)} in no gpus entry of its own model (the entry "
+                     "listing it is another model's, see above): the restore applies that layout to it and "
+                     "fails at every boot")
+    return Check("coverage", "PASS", "every GPU is in a gpus entry of its own model")
 
 
 def _have(g: Gpu) -> str:
@@ -196,9 +205,10 @@ def _mig_mode(profile: NodeProfile, gpus: tuple[Gpu, ...], selected: dict[int, E
 def hardware_checks(profile: NodeProfile, gpus: tuple[Gpu, ...]) -> list[Check]:
     """gpu-count, one check per ``gpus`` entry, coverage, mig-state (and mig-mode with Ampere GPUs)."""
     selected: dict[int, Expectation] = {}
+    own: set[int] = set()
     found = expectations(profile)
-    groups = [_group(e, gpus, selected) for e in found]
-    checks = [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected), _mig_state(gpus, selected)]
+    groups = [_group(e, gpus, selected, own) for e in found]
+    checks = [_gpu_count(profile, gpus), *groups, _coverage(gpus, selected, own), _mig_state(gpus, selected)]
     if any(e.mode_persists for e in found):
         checks.append(_mig_mode(profile, gpus, selected))
     return checks
@@ -279,9 +289,10 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
 
 def table(result: Preflight) -> list[str]:
     """The readable form: a CHECK / STATUS / DETAIL table and a verdict line (as the script prints)."""
+    width = max([12, *(len(c.name) for c in result.checks)])  # consumer/NAME.service is longer than 12
     lines = [f"migbake preflight: profile {result.profile}, offline from {printable(result.file)} ({result.source})",
-             f"{'CHECK':<12} {'STATUS':<6} DETAIL"]
-    lines += [f"{c.name:<12} {c.status:<6} {printable(c.detail)}" for c in result.checks]
+             f"{'CHECK':<{width}} {'STATUS':<6} DETAIL"]
+    lines += [f"{c.name:<{width}} {c.status:<6} {printable(c.detail)}" for c in result.checks]
     failed = sum(c.status == "FAIL" for c in result.checks)
     skipped = sum(c.status == "SKIP" for c in result.checks)
     verdict = "READY: no check failed" if not failed else f"NOT READY: {failed} check(s) failed"

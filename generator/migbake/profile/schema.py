@@ -8,6 +8,7 @@ the schema (``migbake.profile.fastschema``); only a profile whose shape is wrong
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from functools import lru_cache
 
@@ -36,6 +37,7 @@ def schema_problems(loaded: LoadedProfile, catalog: CatalogChoice = PACKAGED) ->
 
 
 _LAYOUT = re.compile(r"/gpus/(\d+)/mig/layout")
+_REFUSED = re.compile(r"'([^'\\]{1,40})' is not .*", re.S)  # the name the schema refused starts its message
 _GENERIC_NAMES = "a MIG profile name such as 1g.18gb, 1g.18gb+me or 1c.3g.71gb"  # the schema's x-allowed
 
 
@@ -51,4 +53,10 @@ def _with_model_names(problem: Problem, loaded: LoadedProfile, catalog: CatalogC
     if model is None or not model.profiles:
         return problem
     names = f"a MIG profile name of {model.display_name} ({model.key}): {', '.join(model.profile_names)}"
-    return dataclasses.replace(problem, message=problem.message.replace(_GENERIC_NAMES, names))
+    message = problem.message.replace(_GENERIC_NAMES, names)
+    refused = _REFUSED.fullmatch(message)
+    if refused and "; did you mean" not in message:  # a typo the loose form does not undo: 4g.40gbb
+        close = difflib.get_close_matches(refused[1], model.profile_names, n=1, cutoff=0.8)
+        if close:
+            message = f"{message}; did you mean {close[0]!r}?"
+    return dataclasses.replace(problem, message=message)

@@ -50,12 +50,13 @@ def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
     """
     if not too_big_for_ec2(data):
         return None
-    what = f"{name} is {len(data)} bytes, above EC2's 16 KB user-data limit"
+    what = f"{name} is {len(data)} bytes: as EC2 instance user data it is above EC2's 16 KB limit"
+    only = " (this concerns EC2 launches only: a NoCloud seed or a file served to a PXE node has no such limit)"
     if gzipped:
-        return f"{what} even gzipped: make the parts smaller, or fetch the large one with #include"
+        return f"{what} even gzipped: make the parts smaller, or fetch the large one with #include{only}"
     if not too_big_for_ec2(gzip.compress(data, compresslevel=9, mtime=0)):
-        return f"{what} (use --user-data-gzip: gzipped it fits)"
-    return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include"
+        return f"{what}; use --user-data-gzip: gzipped it fits{only}"
+    return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include{only}"
 
 
 def gzip_user_data(text: str) -> bytes:

@@ -141,6 +141,8 @@ def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
     config = _mapping(d.get("restore")).get("config_name", "current")
     for key, value in labels.items():
         ptr = join_pointer("/kubernetes/node_labels", key)
+        if not isinstance(value, str) and _kubelet_may_set(str(key)):
+            continue  # an unquoted false is the schema's (one problem: quote it), not a second one here
         if not _kubelet_may_set(str(key)):
             yield loaded.problem(ptr, f"kubelet may not set {key!r} on its own node (NodeRestriction admits only "
                                  "kubelet.kubernetes.io/, node.kubernetes.io/ and a few well-known keys under "

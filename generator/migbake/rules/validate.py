@@ -38,13 +38,21 @@ class Checked:
         return self.profile is not None
 
 
+def _without_echoes(problems: list[Problem]) -> list[Problem]:
+    """Without the empty-layout warning of an entry whose layout is under an unknown key (``mig-devices``,
+    a ``layout`` beside ``mig``): the unknown key's error says what to fix, the warning would mislead."""
+    unknown = [p.pointer for p in problems if p.rule == "unknown-key"]
+    return [p for p in problems
+            if not (p.rule == "empty-layout" and any(u.startswith(p.pointer + "/") for u in unknown))]
+
+
 def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoice, *, model: bool = True) -> Checked:
     """The profile's problems and model; ``catalog`` is read only for a mapping (the rules and the model need it)."""
     if loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
         problems = problems + schema_problems(loaded, catalog)
         if isinstance(loaded.data, dict):
             problems += rule_problems(loaded, catalog.load())
-    problems = sort_problems(problems)
+    problems = sort_problems(_without_echoes(problems))
     profile = None
     if model and not has_errors(problems):
         from migbake.profile.nodeprofile import (

@@ -19,7 +19,7 @@ def shared_variables(plan: RenderPlan) -> dict[str, Any]:
     """What the templates of every target may print."""
     p = plan.profile
     k = plan.kubelet
-    name, sha = p.name, plan.source_sha256
+    name = p.name
     return {
         "plan": plan,
         "profile": p,
@@ -52,12 +52,9 @@ def shared_variables(plan: RenderPlan) -> dict[str, Any]:
         "expected_per_gpu": plan.per_gpu,
         "manager_verb": p.conflicting_manager.action,
         "profile_name": hcl_string(name),
-        "profile_sha": hcl_string(sha),
         "migbake_version": hcl_string(__version__),
         "ami_name_prefix": hcl_string(f"migbake-{name}"),
         "image_name_prefix": hcl_string(f"migbake-{name}"),
-        "image_description": hcl_string(f"MIG restore of node profile {name} (sha256 {sha[:16]}), "
-                                        f"baked by migbake {__version__}"),
         "execute_command": EXECUTE_COMMAND,
         "unit_dirs": plan.unit_dirs,
         "bake_pieces": plan.bake_pieces,
