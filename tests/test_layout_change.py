@@ -32,8 +32,37 @@ LAYOUT_FREE = (
 )
 
 
+# files that exist only for some layouts: Bottlerocket's settings say one profile per GPU model at its full
+# count, so a count lowered by one leaves it without a file (migbake show says why)
+LAYOUT_SHAPED = {"bottlerocket/settings.toml"}
+
+
+def _readable(path: str, text: str) -> str:
+    """The file's text, with the data: URLs of an Ignition config or MachineConfig decoded (rootfs/'s files)."""
+    if not (path.endswith(".ign") or (path.startswith("butane/") and path.endswith(".yaml"))):
+        return text
+    import base64
+    import json
+    import urllib.parse
+
+    import yaml
+
+    def walk(value: object) -> list[str]:
+        if isinstance(value, dict):
+            return [t for v in value.values() for t in walk(v)]
+        if isinstance(value, list):
+            return [t for v in value for t in walk(v)]
+        if isinstance(value, str) and value.startswith("data:"):
+            head, _, data = value.partition(",")
+            return [base64.b64decode(data).decode() if head.endswith(";base64") else urllib.parse.unquote(data)]
+        return []
+
+    return text + "\n".join(walk(json.loads(text) if path.endswith(".ign") else yaml.safe_load(text)))
+
+
 def _tree(out: Path) -> dict[str, str]:
-    return {p.relative_to(out).as_posix(): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()}
+    return {path: _readable(path, p.read_text()) for p in sorted(out.rglob("*")) if p.is_file()
+            for path in [p.relative_to(out).as_posix()]}
 
 
 def _one_count_less(text: str) -> tuple[str, str]:
@@ -56,8 +85,8 @@ def test_a_layout_count_changes_only_the_files_that_depend_on_it(image: Path, tm
         assert code == 0, err
         trees[label] = _tree(tmp_path / label)
     before, after = trees["before"], trees["after"]
-    assert set(before) == set(after)
-    changed = {p for p in before if before[p] != after[p]}
+    assert set(before) ^ set(after) <= LAYOUT_SHAPED
+    changed = {p for p in set(before) & set(after) if before[p] != after[p]}
 
     # the marker records the profile's sha256 (so it changes); no other file carries it
     shas = {label: re.search(r"^sha256: ([0-9a-f]{64})$", trees[label][OUTPUT_MARKER], re.M) for label in trees}
