@@ -4,7 +4,9 @@ install.yml runs over Ansible's chroot connection (community.general.chroot, fro
 package): --check --diff changes nothing, the first run installs, the second reports changed=0, and
 the result is the tree a real `packer build` of the same output gives on the same root. A root
 without the tools fails the host before anything is installed. The Kickstart %post, as pykickstart
-parses it, run with its interpreter in a chroot, gives that tree too.
+parses it, run with its interpreter in a chroot, gives that tree too. `migbake export --ansible` of two
+profiles, run once over two chroots (one host per profile's group), gives each host exactly its own
+profile's rootfs/.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from migbake.profile.nodeprofile import UNIT_DIRS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py, tests/support.py
 from realtools import require, run
-from support import generate
+from support import cli, generate
 
 pytestmark = pytest.mark.vm
 REPO = Path(__file__).resolve().parents[2]
@@ -259,3 +261,59 @@ def test_the_role_leaves_what_image_provided_later_names_to_the_boot(base: BaseR
     image, _ = _playbook(out, root, work)
     assert image.returncode == 0 and _recap(image.stdout)["failed"] == 0, image.stdout
     assert (root / "etc/systemd/system/nvidia-mig-restore.service").is_file()
+
+
+def _changes(before: Tree, after: Tree) -> Tree:
+    return {p: v for p, v in after.items() if before.get(p) != v}
+
+
+def test_export_ansible_gives_each_group_its_own_profile(base: BaseRootfs, work: Path) -> None:
+    """One role for two node types: one install.yml run over both chroots, one host in each profile's group.
+
+    The second profile's description holds a Jinja expression that would create a file on the control
+    host if Ansible ever templated the group data (it is in the header of every file of that profile).
+    """
+    pwned = work / "templated"
+    slurm = yaml.safe_load((IMAGES[1] / "node-profile.yaml").read_text())
+    slurm["description"] = f"{{{{ lookup('pipe', 'touch {pwned}') }}}} {{% raw %}} ${{#x}}"
+    (work / "slurm").mkdir()
+    (work / "slurm/node-profile.yaml").write_text(yaml.safe_dump(slurm))
+    outs = {"h200-inference": IMAGES[0] / "generated",
+            "h100-slurm": generate(yaml.safe_dump(slurm), work / "slurm/generated")}
+    code, said, err = cli("export", "--ansible", str(IMAGES[0] / "node-profile.yaml"),
+                          str(work / "slurm/node-profile.yaml"), "-o", str(work / "fleet"))
+    assert code == 0, said + err
+    roots = {name: _node_root(base, work / name, out) for name, out in outs.items()}
+    before = {name: _tree(root) for name, root in roots.items()}
+    inventory = work / "inventory.ini"
+    inventory.write_text("".join(f"[{name}]\nnode-{name} ansible_host={root}\n\n" for name, root in roots.items())
+                         + "[all:vars]\nansible_connection=community.general.chroot\n"
+                         "ansible_python_interpreter=/usr/bin/python3\n")
+    start = time.monotonic()
+    proc = subprocess.run([require("ansible-playbook"), "-i", str(inventory), str(work / "fleet/install.yml")],
+                          capture_output=True, text=True, env=ansible_env(work), timeout=600, check=False,
+                          stdin=subprocess.DEVNULL)
+    print(f"export --ansible: install.yml over two chroots at once: {time.monotonic() - start:.1f} s")
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said
+    for name in roots:
+        m = re.search(rf"^node-{name}\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", said, re.M)
+        assert m and int(m[1]) > 0, said
+    assert not pwned.exists(), "Ansible templated a profile's file content"
+    for name, root in roots.items():
+        rootfs = outs[name] / "rootfs"
+        want = {str(p.relative_to(rootfs)): p for p in rootfs.rglob("*") if p.is_file()}
+        changed = _changes(before[name], _tree(root))
+        files = {p: v for p, v in changed.items() if not os.path.islink(root / p)}
+        assert sorted(files) == sorted(want), f"{name}: installed files other than its rootfs/"
+        for rel, src in want.items():
+            mode, uid, gid, data = files[rel]
+            assert data == src.read_bytes() and (uid, gid) == (0, 0), rel
+            assert mode & 0o7777 == src.stat().st_mode & 0o7777, rel
+        links = sorted(p for p in changed if p not in files)
+        assert all(p.startswith("etc/systemd/system/") for p in links), links
+        profile = yaml.safe_load((outs[name].parent / "node-profile.yaml").read_text())
+        restore = profile.get("restore", {}).get("unit", "nvidia-mig-restore.service")
+        manager = profile.get("conflicting_manager", {}).get("unit", "nvidia-mig-manager.service")
+        state = run(["systemctl", f"--root={root}", "is-enabled", restore, manager])
+        assert state.out.split() == ["enabled", "masked"], state.text

@@ -1,4 +1,5 @@
-"""``migbake export``: a profile's layout for use outside the image (mig-parted config or GPU Operator ConfigMap)."""
+"""``migbake export``: a profile's layout for use outside the image (mig-parted config or GPU Operator ConfigMap), or
+one Ansible role for several profiles (--ansible)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 import click
 
 from migbake import __version__
-from migbake.commands.common import PROFILE_PATH, NonEmptyPath, valid_profile, write_or_print
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile, write_or_print
+from migbake.exits import printable
 from migbake.kubernetes.resources import (
     CONFIG_LABEL,
     MANY_CONFIGMAP,
@@ -17,7 +19,10 @@ from migbake.kubernetes.resources import (
 )
 from migbake.migparted.config import mig_parted_config_text
 from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.fleet import fleet_sha256, fleet_tree
 from migbake.render.plan import header
+from migbake.render.write import EXPORT_ORIGIN, Origin, write_tree
+from migbake.wording import plural
 
 
 def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
@@ -34,10 +39,17 @@ def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
 @click.option("--gpu-operator", is_flag=True,
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config; "
                    "with several profiles, one ConfigMap holding a config per profile.")
-@click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path),
-              help="Write here (default: standard output).")
-def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) -> None:
-    """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap.
+@click.option("--ansible", is_flag=True,
+              help="One Ansible role for all PROFILEs, written to the directory -o DIR: roles/mig_restore, "
+                   "group_vars/<profile name>.yml per profile, install.yml and activate.yml.")
+@click.option("-o", "--output", type=NonEmptyPath(path_type=Path),
+              help="Write here (default: standard output); with --ansible the directory (required).")
+@click.option("--force", is_flag=True,
+              help="With --ansible: replace DIR even if it is not empty and migbake did not create it, or holds "
+                   "files its marker does not list, or the output of `migbake generate`.")
+def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output: Path | None, force: bool) -> None:
+    """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap;
+    or (--ansible) write one Ansible role for several node types.
 
     PROFILE may be `-` (standard input).
     The ConfigMap of one profile is named <profile>-mig-parted-config with key config.yaml; the operator's
@@ -45,7 +57,22 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
     profiles (--gpu-operator only) the ConfigMap is migbake-mig-parted-config and holds one config per
     profile, named by its restore.config_name, or by its name where that is the default `current`, plus
     all-disabled; two configs of one name are refused (exit 1), and nothing is written.
+
+    With --ansible, -o DIR gets one role, roles/mig_restore, whose tasks name no profile: each profile's
+    files (the bytes of its OUT/rootfs, as `generate` renders them), modes, checks and settings are the
+    variables of the inventory group named after the profile, group_vars/<profile name>.yml; install.yml
+    and activate.yml act on every one of those groups. Two profiles of one name (or one named all or
+    ungrouped, Ansible's own groups) are refused (exit 1), and nothing is written. DIR is written as
+    `generate` writes OUT: built beside it and swapped in at once, refused (exit 2) when not empty and
+    not migbake's, unless --force.
     """
+    if ansible:
+        _export_ansible(profiles, gpu_operator, output, force)
+        return
+    if force:
+        raise click.UsageError("--force is for --ansible (its output directory); a file -o replaces the file")
+    if output is not None and output.is_dir():
+        raise click.BadParameter(f"File {str(output)!r} is a directory.", param_hint="'-o' / '--output'")
     if len(profiles) > 1 and not gpu_operator:
         raise click.UsageError("several profiles need --gpu-operator (one ConfigMap for all of them); the plain "
                                "mig-parted config is one profile's")
@@ -85,3 +112,20 @@ def _refuse_dra(prof: NodeProfile) -> None:
             "mig-manager would apply the layout after kubelet, after the DRA plugin discovered the devices; the "
             "restore unit migbake generates creates the layout before kubelet (docs/dra.md). Plain `migbake "
             "export PROFILE` prints the mig-parted config.")
+
+
+def _export_ansible(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None, force: bool) -> None:
+    """``export --ansible``: one role, a group_vars file per profile, the playbooks, written to ``output``."""
+    if gpu_operator:
+        raise click.UsageError("--ansible and --gpu-operator are two exports: give one of them")
+    if output is None:
+        raise click.UsageError("--ansible writes a directory: give it with -o DIR")
+    if sum(str(p) == "-" for p in profiles) > 1:
+        raise click.UsageError("standard input (-) can be read once")
+    loaded = [(profile_name(p), valid_profile(p, "nothing written")) for p in profiles]
+    artifacts = fleet_tree(loaded)
+    names = [prof.name for _, prof in loaded]
+    origin = Origin(EXPORT_ORIGIN, ", ".join(names), fleet_sha256([prof for _, prof in loaded]))
+    write_tree(artifacts, output, force=force, origin=origin)
+    click.echo(f"wrote {plural(len(artifacts), 'file')} to {printable(str(output))} (one role; inventory groups "
+               + ", ".join(names) + ")")

@@ -39,18 +39,25 @@ def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
 
 def _role_context(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
     """What the role's templates print: the render's file list, and the plan's units and tools."""
+    return {"role": role_facts(plan, rootfs)}
+
+
+def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """What the role does on a node of ``plan`` with the rootfs files ``rootfs`` ((path inside rootfs/, mode)):
+    the files and their folders, the base-image checks, the consumers and the activation's defaults
+    (also the data of one group of ``export --ansible``, ``render.fleet``)."""
     restore = plan.profile.restore
     files = [{"src": rel, "dest": "/" + rel, "mode": f"{mode:04o}"} for rel, mode in rootfs]
     dirs = sorted({posixpath.dirname(f["dest"]) for f in files})
     # the base-image checks of the bake (its pieces); a running node must also hold those that
     # image.provided_later leaves to a later provisioner of an image build: it boots into the restore now
     unit_wait = restore.timeout_seconds + restore.driver_wait_seconds + 60
-    return {"role": {
+    return {
         "files": files, "dirs": dirs, "tools": _tools(plan.bake_pieces), "later_tools": _tools(plan.boot_pieces),
         "units": _units(plan.bake_pieces), "later_units": _units(plan.boot_pieces), "unit_dirs": list(plan.unit_dirs),
         "kubernetes": plan.profile.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
         "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
-    }}
+    }
 
 
 def _tools(pieces: Sequence[BasePiece]) -> list[str]:

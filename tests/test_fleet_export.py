@@ -1,0 +1,252 @@
+"""`migbake export --ansible`: one Ansible role for several profiles, each profile's data in its group's group_vars.
+
+The data are the render's own files (what `generate` writes to OUT/rootfs and OUT/scripts), every string
+tagged !unsafe, read back by Ansible itself (ansible-inventory) exactly; the role names no profile;
+ansible-lint's production profile and ansible-playbook --syntax-check judge the tree; a clash of names,
+Ansible's own group names and the output rules are refused with nothing written. The chroot run is in
+tests/vm/test_fleet_chroot.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from realtools import require, run
+from support import IMAGES, cli
+from test_fleet import assert_lint_clean
+
+from migbake.render.fleet import vars_yaml
+from migbake.render.tree import render
+from migbake.rules.validate import check_file
+
+NAMES = [yaml.safe_load((p / "node-profile.yaml").read_text())["name"] for p in IMAGES]
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as Ansible reads it: ``!unsafe`` is a string."""
+
+
+_Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+            "ANSIBLE_HOME": str(tmp_path / "ansible-home"), "NO_COLOR": "1"}
+
+
+def _text(entry: dict[str, str]) -> bytes:
+    """A file's bytes from its group data (``content`` or ``content_base64``)."""
+    return entry["content"].encode() if "content" in entry else base64.b64decode(entry["content_base64"])
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fleet") / "fleet"
+    code, said, err = cli("export", "--ansible", *(str(p / "node-profile.yaml") for p in IMAGES), "-o", str(out))
+    assert code == 0, said + err
+    assert f"to {out} (one role; inventory groups {', '.join(NAMES)})" in said
+    return out
+
+
+def _expected(image: Path) -> dict[str, Any]:
+    checked = check_file(image / "node-profile.yaml")
+    assert checked.profile is not None
+    return {a.path: a for a in render(checked.profile)}
+
+
+def test_each_group_gets_its_profiles_rendered_files(exported: Path) -> None:
+    for image, name in zip(IMAGES, NAMES):
+        data = yaml.load((exported / f"group_vars/{name}.yml").read_text(), Loader=_Loader)
+        artifacts = _expected(image)
+        rootfs = [(p.removeprefix("rootfs"), a) for p, a in artifacts.items() if p.startswith("rootfs/")]
+        assert sorted((f["dest"], f["mode"], _text(f)) for f in data["mig_restore_files"]) == \
+            sorted((dest, f"{a.mode:04o}", a.data) for dest, a in rootfs)
+        assert _text(data["mig_restore_preflight_script"]) == artifacts["scripts/preflight-mig-restore.sh"].data
+        assert _text(data["mig_restore_verify_script"]) == artifacts["scripts/verify-mig-restore.sh"].data
+        # the same facts as the per-profile role of OUT/ansible
+        defaults = yaml.safe_load(artifacts["ansible/roles/mig_restore/defaults/main.yml"].text)
+        for key in ("mig_restore_kubernetes", "mig_restore_slurm", "mig_restore_unit_wait_seconds",
+                    "mig_restore_slurm_reason"):
+            assert data[key] == defaults[key], key
+        assert data["mig_restore_profile"] == name
+
+
+def test_every_string_of_the_group_data_is_unsafe(exported: Path) -> None:
+    for name in NAMES:
+        root = yaml.compose((exported / f"group_vars/{name}.yml").read_text(), Loader=_Loader)
+        values: list[yaml.Node] = []
+        pending: list[yaml.Node] = [v for _, v in root.value]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, yaml.MappingNode):
+                pending += [v for _, v in node.value]
+            elif isinstance(node, yaml.SequenceNode):
+                pending += node.value
+            else:
+                values.append(node)
+        strings = [n for n in values if n.tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")]
+        assert strings and all(n.tag == "!unsafe" for n in strings), [n.value for n in strings if n.tag != "!unsafe"]
+
+
+def test_the_role_names_no_profile(exported: Path) -> None:
+    role = [p for p in (exported / "roles").rglob("*") if p.is_file()]
+    assert len(role) == 10
+    for path in role:
+        text = path.read_text()
+        assert not [n for n in NAMES if n in text], path
+    for playbook in ("install.yml", "activate.yml"):
+        (play,) = yaml.safe_load((exported / playbook).read_text())
+        assert play["hosts"] == "{{ mig_restore_hosts | default(mig_restore_profiles) }}"
+        assert play["vars"] == {"mig_restore_profiles": NAMES}
+
+
+@pytest.mark.realtool
+def test_ansible_reads_each_hosts_group_data_exactly(exported: Path, tmp_path: Path) -> None:
+    """ansible-inventory, with the export as the playbook folder: each host gets its group's files, as rendered."""
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("".join(f"[{name}]\nnode-{name}\n\n" for name in NAMES))
+    for image, name in zip(IMAGES, NAMES):
+        result = run([require("ansible-inventory"), "-i", str(inventory), "--playbook-dir", str(exported),
+                      "--host", f"node-{name}"], env=_env(tmp_path))
+        assert result.rc == 0, result.text
+        host = json.loads(result.out)
+        rootfs = {p.removeprefix("rootfs"): a.data for p, a in _expected(image).items() if p.startswith("rootfs/")}
+        assert {f["dest"]: _text(f) for f in host["mig_restore_files"]} == rootfs
+        assert host["mig_restore_profile"] == name
+
+
+@pytest.mark.realtool
+def test_ansible_lint_production_profile_and_syntax_check(exported: Path, tmp_path: Path) -> None:
+    config = yaml.safe_load((exported / ".ansible-lint").read_text())
+    assert config == {"profile": "production", "offline": True}, "nothing skipped or excluded"
+    for path in exported.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert "noqa" not in text and "skip_ansible_lint" not in text, path
+    assert_lint_clean(exported, tmp_path)
+    syntax = run([require("ansible-playbook"), "--syntax-check", "-i", "localhost,", "install.yml", "activate.yml"],
+                 cwd=exported, env=_env(tmp_path))
+    assert syntax.rc == 0, syntax.text
+
+
+@pytest.mark.realtool
+def test_ansible_lint_sees_a_planted_mistake(exported: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "fleet"
+    run(["cp", "-a", str(exported), str(tree)])
+    group = tree / f"group_vars/{NAMES[0]}.yml"
+    group.write_text(group.read_text() + "mig_restore_extra: " + "x" * 170 + "\n")
+    result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
+                 cwd=tree, env=_env(tmp_path), timeout=300)
+    assert result.rc != 0 and "yaml[line-length]" in result.text, result.text
+
+
+def _profile(tmp_path: Path, name: str, source: Path = IMAGES[0]) -> Path:
+    data = yaml.safe_load((source / "node-profile.yaml").read_text())
+    data["name"] = name
+    path = tmp_path / f"{name}-{len(list(tmp_path.glob('*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("second", ["same-name", "all", "ungrouped"])
+def test_a_clash_of_group_names_writes_nothing(second: str, tmp_path: Path) -> None:
+    first = _profile(tmp_path, "same-name", IMAGES[1])
+    other = _profile(tmp_path, second)
+    out = tmp_path / "fleet"
+    code, said, err = cli("export", "--ansible", str(first), str(other), "-o", str(out))
+    assert code == 1, said + err
+    assert f"profile name {second!r}" in err and "nothing written" in err, err
+    assert ("inventory group 'same-name'" in err) if second == "same-name" else ("Ansible's own group" in err)
+    assert not out.exists()
+
+
+def test_the_output_folder_follows_the_output_rules(tmp_path: Path) -> None:
+    profile = str(IMAGES[0] / "node-profile.yaml")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep")
+    code, _, err = cli("export", "--ansible", profile, "-o", str(foreign))
+    assert code == 2 and "not empty and was not created by migbake" in err, err
+    assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
+    assert cli("export", "--ansible", profile, "-o", str(foreign), "--force")[0] == 0
+    assert not (foreign / "mine.txt").exists() and (foreign / "roles/mig_restore/tasks/main.yml").is_file()
+    # its own folder again, with other profiles: replaced
+    assert cli("export", "--ansible", profile, str(IMAGES[1] / "node-profile.yaml"), "-o", str(foreign))[0] == 0
+    # a generate OUT is not an export's folder, nor the other way round
+    out = tmp_path / "out"
+    assert cli("generate", profile, "-o", str(out))[0] == 0
+    code, _, err = cli("export", "--ansible", profile, "-o", str(out))
+    assert code == 2 and "the output of `migbake generate`" in err and "--force" in err, err
+    assert (out / "rootfs").is_dir()
+    code, _, err = cli("generate", profile, "-o", str(foreign))
+    assert code == 2 and "the output of `migbake export --ansible` (profiles " in err, err
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--ansible"], "give it with -o DIR"),
+    (["--ansible", "--gpu-operator", "-o", "x"], "--ansible and --gpu-operator"),
+    (["--force", "-o", "x.yaml"], "--force is for --ansible"),
+], ids=["no-output", "two-exports", "force-without-ansible"])
+def test_usage(args: list[str], words: str, tmp_path: Path) -> None:
+    code, _, err = cli("export", *args, str(IMAGES[0] / "node-profile.yaml"))
+    assert code == 2 and words in err, err
+
+
+def test_a_file_export_still_refuses_a_directory(tmp_path: Path) -> None:
+    code, _, err = cli("export", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path))
+    assert code == 2 and "is a directory" in err, err
+
+
+HOSTILE = [
+    "x" * 400,  # no space to fold at
+    " leading and trailing spaces ",
+    "a\n  indented\n\n\ttab\n",
+    "quotes ' \" and \\ backslashes\\",
+    "line\u2028separator\u2029paragraph\x85next\ufeffbom\x7fdel",
+    "{{ lookup('pipe', 'id') }} {% raw %} {# c #}",
+    "é ü 😀 " * 40,
+    "ends with a space before a break \n" * 20,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+@pytest.mark.parametrize("loader", ["python", "libyaml"])
+def test_group_data_read_back_exactly_with_short_lines(text: str, loader: str) -> None:
+    base: Any = yaml.SafeLoader if loader == "python" else getattr(yaml, "CSafeLoader", None)
+    if base is None:
+        pytest.skip("PyYAML without libyaml")
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+    data = {"mig_restore_files": [{"dest": "/etc/x", "content": text}], "mig_restore_profile": text}
+    written = vars_yaml(data)
+    assert yaml.load(written, Loader=Loader) == data
+    assert max(len(line) for line in written.splitlines()) <= 160, written
+
+
+@pytest.mark.realtool
+def test_ansible_never_templates_the_group_data(tmp_path: Path) -> None:
+    """The !unsafe tag, judged by Ansible: a lookup in a group's string is printed, never run."""
+    planted = tmp_path / "templated"
+    hostile = f"{{{{ lookup('pipe', 'touch {planted}') }}}}"
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars/g.yml").write_text("---\n" + vars_yaml({"mig_restore_profile": hostile}))
+    (tmp_path / "inventory.ini").write_text("[g]\nnode ansible_connection=local\n")
+    (tmp_path / "p.yml").write_text("- hosts: g\n  gather_facts: false\n  tasks:\n"
+                                    "    - ansible.builtin.debug:\n        msg: \"{{ mig_restore_profile }}\"\n")
+    result = run([require("ansible-playbook"), "-i", str(tmp_path / "inventory.ini"), str(tmp_path / "p.yml")],
+                 env=_env(tmp_path))
+    assert result.rc == 0, result.text
+    assert json.dumps(hostile)[1:-1] in result.out and not planted.exists(), result.text
+    # the same text without the tag: Ansible runs the lookup (what the tag prevents)
+    (tmp_path / "group_vars/g.yml").write_text(f"---\nmig_restore_profile: {json.dumps(hostile)}\n")
+    run([require("ansible-playbook"), "-i", str(tmp_path / "inventory.ini"), str(tmp_path / "p.yml")],
+        env=_env(tmp_path))
+    assert planted.exists()
