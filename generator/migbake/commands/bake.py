@@ -11,6 +11,7 @@ import click
 from migbake.bake import packer
 from migbake.commands.common import NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
+from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError
 from migbake.render.artifact import Artifact
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
@@ -46,6 +47,15 @@ def _check_sources(only: tuple[str, ...], variables: tuple[str, ...], var_files:
                                f"(or PKR_VAR_{missing[0]}=... in the environment) "
                                "(no default: migbake never bakes the build machine itself or guesses an "
                                "account); nothing was written")
+
+
+def _check_base_ami(only: tuple[str, ...], variables: tuple[str, ...], var_files: tuple[Path, ...], eks: str) -> None:
+    missing = packer.missing_base_ami(only, variables, var_files, eks)
+    if missing:
+        why = (f"the EKS base AMI of kubelet.layout {eks} is the one of your cluster's Kubernetes version" if eks
+               else "no AMI AWS publishes fits this profile's kubelet: name your GPU base AMI")
+        raise click.UsageError(f"{packer.BASE_AMI_SOURCE} needs "
+                               f"{' or '.join(f'--var {v}=...' for v in missing)} ({why}); nothing was written")
 
 
 def _dry_validate(artifacts: list[Artifact], packer_bin: str | None, only: tuple[str, ...],
@@ -90,7 +100,8 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 
     --only chooses the source; the variables a source needs have no default and must be given
     (--var, --var-file or PKR_VAR_NAME; null.ssh: ssh_host; qemu.image: qemu_base_image and its
-    checksum). --dry-run runs `packer validate` with the same arguments. The qemu source gets a
+    checksum; amazon-ebs.golden: kubernetes_version for an EKS kubelet.layout, whose base AMI is the EKS
+    AMI of that version, else source_ami_name_filter, your base AMI). --dry-run runs `packer validate` with the same arguments. The qemu source gets a
     throwaway SSH key and NoCloud seed unless qemu_seed_dir is given. Packer's output is streamed.
     If a step fails, migbake names the step and Packer's exit code and exits 1; if Packer is missing
     it says how to install it.
@@ -98,6 +109,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     profile, out_dir = _profile_and_out(target, out)
     _check_sources(only, variables, var_files)
     prof = valid_profile(profile, "nothing baked")
+    _check_base_ami(only, variables, var_files, eks_family(prof))
     origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256)
     recorded = read_origin(out_dir)
     if recorded is not None:

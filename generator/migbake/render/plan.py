@@ -20,10 +20,12 @@ from migbake.gpu.placement import PlacedInstance, fit
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
+    eks_family,
     kubeadm_exec_start,
     labels_apply,
     node_labels_flag,
     nodeadm_dropin,
+    nodeconfig_part,
 )
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
@@ -52,6 +54,7 @@ class KubeletPlan:
     our_variable: str  # the variable our kubeadm drop-in adds to kubeadm's command
     nodeadm_path: str  # eks-al2023: the NodeConfig drop-in's absolute path, else ""
     nodeadm_text: str  # ... and its text (header included), else ""
+    nodeconfig_part: str = ""  # eks-al2023: the same labels as a NodeConfig part of MIME user data, else ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class RenderPlan:
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    eks: str  # eks-al2023 or eks-al2 when kubelet is started the EKS way (base AMI, Karpenter), else ""
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -166,7 +170,7 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
         assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start()
     eks = layout == "eks-al2023"
     return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
-                       nodeadm_dropin(p, head) if eks else "")
+                       nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
@@ -217,4 +221,5 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         boot_pieces=p.base_pieces_at("boot"),
         first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
         slurm=slurm_plan(p, kinds),
+        eks=eks_family(p),
     )

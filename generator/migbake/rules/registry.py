@@ -102,6 +102,7 @@ _RULES = (
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
+    ("eks-al2-unpublished", "kubelet.layout eks-al2: EKS no longer publishes Amazon Linux 2 AMIs"),
 )
 _CATALOG = (
     ("catalog-json", "a catalog file that is not valid JSON"),
@@ -139,6 +140,6 @@ _CAPTURE = (
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
-                              "node-labels-env-file": "warning"}),
+                              "node-labels-env-file": "warning", "eks-al2-unpublished": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}
