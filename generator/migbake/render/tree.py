@@ -16,7 +16,9 @@ from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan, make_plan
 from migbake.render.targets.ansible import ansible
 from migbake.render.targets.cloudinit import cloud_init
+from migbake.render.targets.clusterapi import cluster_api
 from migbake.render.targets.context import shared_variables
+from migbake.render.targets.karpenter import karpenter
 from migbake.render.targets.kickstart import kickstart
 from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
@@ -36,6 +38,8 @@ TARGETS: tuple[tuple[str, Target], ...] = (
     ("slurm", slurm),
     ("ansible", ansible),
     ("kickstart", kickstart),
+    ("karpenter", karpenter),
+    ("cluster-api", cluster_api),
 )
 
 
