@@ -21,7 +21,8 @@ from migbake.problems import RenderError
 from migbake.render.targets.clusterapi import file_entry
 
 KUBEADM = [i for i in IMAGES if "layout: kubeadm" in (i / "node-profile.yaml").read_text()]
-FILES = {"v1beta2": "cluster-api/kubeadm-config-template.yaml", "v1beta1": "cluster-api/v1beta1/kubeadm-config-template.yaml"}
+FILES = {"v1beta2": "cluster-api/kubeadm-config-template.yaml",
+         "v1beta1": "cluster-api/v1beta1/kubeadm-config-template.yaml"}
 
 
 def _template(out: Path, version: str) -> dict[str, Any]:

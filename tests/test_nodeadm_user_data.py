@@ -83,7 +83,8 @@ def test_the_judge_misses_a_nodeconfig_of_another_type(tmp_path: Path) -> None:
     # what `FILE:node.eks.aws` wrote before (text/node.eks.aws): nodeadm skips the part without a word
     mime = _mime(tmp_path, KUBEADM, USERS)
     assert nodeadm("check", mime).rc == 0
-    mime.write_text(mime.read_text().replace("Content-Type: application/node.eks.aws", "Content-Type: text/node.eks.aws"))
+    mime.write_text(mime.read_text().replace("Content-Type: application/node.eks.aws",
+                                             "Content-Type: text/node.eks.aws"))
     ran = nodeadm("check", mime)
     assert ran.rc == 1 and "could not find NodeConfig within UserData" in ran.err, ran.text
 
@@ -104,7 +105,7 @@ def test_a_kubeadm_profile_adds_no_nodeconfig(tmp_path: Path) -> None:
 def test_parts_nodeadm_would_not_read_are_refused(tmp_path: Path, part: str, suffix: str, message: str) -> None:
     src = tmp_path / "part.yaml"
     src.write_text(part)
-    code, out, err = cli("generate", str(EKS), "-o", str(tmp_path / "o"), "--user-data-mime", f"{src}{suffix}")
+    code, _, err = cli("generate", str(EKS), "-o", str(tmp_path / "o"), "--user-data-mime", f"{src}{suffix}")
     assert code == 2 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()
 

@@ -101,10 +101,10 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     --only chooses the source; the variables a source needs have no default and must be given
     (--var, --var-file or PKR_VAR_NAME; null.ssh: ssh_host; qemu.image: qemu_base_image and its
     checksum; amazon-ebs.golden: kubernetes_version for an EKS kubelet.layout, whose base AMI is the EKS
-    AMI of that version, else source_ami_name_filter, your base AMI). --dry-run runs `packer validate` with the same arguments. The qemu source gets a
-    throwaway SSH key and NoCloud seed unless qemu_seed_dir is given. Packer's output is streamed.
-    If a step fails, migbake names the step and Packer's exit code and exits 1; if Packer is missing
-    it says how to install it.
+    AMI of that version, else source_ami_name_filter, your base AMI). --dry-run runs `packer validate`
+    with the same arguments. The qemu source gets a throwaway SSH key and NoCloud seed unless
+    qemu_seed_dir is given. Packer's output is streamed. If a step fails, migbake names the step and
+    Packer's exit code and exits 1; if Packer is missing it says how to install it.
     """
     profile, out_dir = _profile_and_out(target, out)
     _check_sources(only, variables, var_files)

@@ -22,8 +22,13 @@ from migbake.rules.layouts import (
     rule_layout_fits,
     rule_layout_profiles,
 )
-from migbake.rules.services import (rule_consumers, rule_driver_wait, rule_eks_al2, rule_node_labels,
-                                    rule_provided_later, rule_eks_al2)
+from migbake.rules.services import (
+    rule_consumers,
+    rule_driver_wait,
+    rule_eks_al2,
+    rule_node_labels,
+    rule_provided_later,
+)
 from migbake.rules.units import rule_kubelet_args_env, rule_paths, rule_restore_unit_name, rule_unit_ordering
 from migbake.wording import article, gpus, index_list, instances
 

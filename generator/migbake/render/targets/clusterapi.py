@@ -1,10 +1,11 @@
-"""Cluster API (``OUT/cluster-api/``): a KubeadmConfigTemplate whose files are the bake's and whose commands install them.
+"""Cluster API (``OUT/cluster-api/``): a KubeadmConfigTemplate: the bake's files, and commands that install them.
 
 Written for ``kubelet.layout: kubeadm`` (the kubelet Cluster API's kubeadm bootstrap provider starts).
 Two files, one object each, so that ``kubectl apply -f cluster-api/`` never applies two versions of one
 object: ``kubeadm-config-template.yaml`` in ``bootstrap.cluster.x-k8s.io/v1beta2`` (the storage version)
 and ``v1beta1/kubeadm-config-template.yaml`` (served, deprecated) for management clusters that still write
-v1beta1 (kubernetes-sigs/cluster-api:bootstrap/kubeadm/config/crd/bases/bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml@v1.14.0).
+v1beta1 (kubernetes-sigs/cluster-api:bootstrap/kubeadm/config/crd/bases/
+bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml@v1.14.0).
 
 ``files`` are exactly ``OUT/rootfs``: each one's bytes as ``encoding: base64`` (a ``content: |`` block
 would change trailing newlines: ``bootstrap/kubeadm/pkg/cloudinit/files.go``), or ``gzip+base64`` where

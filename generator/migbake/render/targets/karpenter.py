@@ -65,7 +65,7 @@ def user_data(parts: list[tuple[str, str]]) -> str:
 
 def _block(text: str) -> str:
     """``text`` as a YAML value: a literal block when every character may stand in one, else a quoted scalar."""
-    plain = all(c == "\n" or c == "\t" or (" " <= c and c not in "\x7f\x85\u2028\u2029\ufeff") for c in text)
+    plain = all(c in "\n\t" or (c >= " " and c not in "\x7f\x85\u2028\u2029\ufeff") for c in text)
     return "|\n" + indent(text, 4) if plain and not text.startswith((" ", "\n")) else yaml_scalar(text)
 
 
