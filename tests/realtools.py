@@ -358,6 +358,13 @@ def assert_mig_parted_accepts(text: str, names: list[str] | None, where: Path) -
 # --- nodeadm (AWS's own NodeConfig parser; ../shared/tools/nodeadm/README.md) -----------------
 
 NODEADM = REPO.parent / "shared" / "tools" / "nodeadm" / "nodeadm"
+# the cluster settings nodeadm's validation needs (its README's example NodeConfig)
+NODECONFIG_CLUSTER = """  cluster:
+    name: my-cluster
+    apiServerEndpoint: https://example.com
+    certificateAuthority: Y2VydGlmaWNhdGVBdXRob3JpdHk=
+    cidr: 10.100.0.0/16
+"""
 
 
 def nodeadm(command: str, *sources: Path) -> Ran:

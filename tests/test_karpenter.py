@@ -16,22 +16,14 @@ from typing import Any
 import pytest
 import yaml
 from crdschema import judge
-from realtools import cloud_init_schema, cloud_init_unknown_keys, nodeadm, nodeadm_merged
+from realtools import NODECONFIG_CLUSTER, cloud_init_schema, cloud_init_unknown_keys, nodeadm, nodeadm_merged
 from support import IMAGES, generate
 
 EKS = next(i for i in IMAGES if i.name == "h200-inference")
 OUR_FLAG = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false"
 KARPENTER_FLAG = '--node-labels="karpenter.sh/nodepool=default"'  # bootstrap.go's form (Go %q)
-KARPENTER_PART = f"""# Karpenter Generated NodeConfig
-apiVersion: node.eks.aws/v1alpha1
-kind: NodeConfig
-spec:
-  cluster:
-    name: my-cluster
-    apiServerEndpoint: https://example.com
-    certificateAuthority: Y2VydGlmaWNhdGVBdXRob3JpdHk=
-    cidr: 10.100.0.0/16
-  kubelet:
+KARPENTER_PART = "# Karpenter Generated NodeConfig\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + \
+    NODECONFIG_CLUSTER + f"""  kubelet:
     config:
       maxPods: 110
     flags:

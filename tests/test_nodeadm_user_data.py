@@ -12,21 +12,13 @@ import gzip
 from pathlib import Path
 
 import pytest
-from realtools import nodeadm, nodeadm_merged
+from realtools import NODECONFIG_CLUSTER, nodeadm, nodeadm_merged
 from support import IMAGES, cli
 
 EKS = next(i for i in IMAGES if i.name == "h200-inference") / "node-profile.yaml"  # eks-al2023
 KUBEADM = next(i for i in IMAGES if i.name == "a100-80gb-mixed") / "node-profile.yaml"
 OUR_FLAG = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false"  # h200-inference's kubernetes.node_labels
-CLUSTER = """apiVersion: node.eks.aws/v1alpha1
-kind: NodeConfig
-spec:
-  cluster:
-    name: my-cluster
-    apiServerEndpoint: https://example.com
-    certificateAuthority: Y2VydGlmaWNhdGVBdXRob3JpdHk=
-    cidr: 10.100.0.0/16
-"""
+CLUSTER = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + NODECONFIG_CLUSTER
 USERS = CLUSTER + """  kubelet:
     config:
       maxPods: 17
