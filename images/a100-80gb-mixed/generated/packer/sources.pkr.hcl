@@ -9,6 +9,8 @@ locals {
   build_stamp = regex_replace(timestamp(), "[- TZ:]", "")
   image_name  = "${substr(var.image_name_prefix, 0, 48)}-${local.build_stamp}"
   description = "MIG restore of node profile a100-80gb-mixed (sha256 2949568e418963ff), baked by migbake 0.1.0"
+  # your GPU base AMI: no AMI AWS publishes has this profile's kubelet
+  source_ami_name = var.source_ami_name_filter
 }
 
 # A golden AMI: a build instance from the base AMI, provisioned, then snapshotted.
@@ -30,7 +32,7 @@ source "amazon-ebs" "golden" {
 
   source_ami_filter {
     filters = {
-      name                = var.source_ami_name_filter
+      name                = local.source_ami_name
       root-device-type    = "ebs"
       virtualization-type = "hvm"
     }

@@ -9,6 +9,8 @@ locals {
   build_stamp = regex_replace(timestamp(), "[- TZ:]", "")
   image_name  = "${substr(var.image_name_prefix, 0, 48)}-${local.build_stamp}"
   description = "MIG restore of node profile h200-inference (sha256 345b5b582f3fe0a3), baked by migbake 0.1.0"
+  # the EKS AL2023 NVIDIA AMI of var.kubernetes_version, unless a filter is given
+  source_ami_name = var.source_ami_name_filter != "" ? var.source_ami_name_filter : "amazon-eks-node-al2023-${var.aws_architecture}-nvidia-${var.kubernetes_version}-v*"
 }
 
 # A golden AMI: a build instance from the base AMI, provisioned, then snapshotted.
@@ -30,7 +32,7 @@ source "amazon-ebs" "golden" {
 
   source_ami_filter {
     filters = {
-      name                = var.source_ami_name_filter
+      name                = local.source_ami_name
       root-device-type    = "ebs"
       virtualization-type = "hvm"
     }
