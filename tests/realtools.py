@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -352,3 +353,34 @@ def assert_mig_parted_accepts(text: str, names: list[str] | None, where: Path) -
             f"nvidia-mig-parted assert --valid-config -f {where} -c {name!r} refused it:\n{ran.text}\n{text}")
     assert device_filter_problems(text) == []
     return names
+
+
+# --- nodeadm (AWS's own NodeConfig parser; ../shared/tools/nodeadm/README.md) -----------------
+
+NODEADM = REPO.parent / "shared" / "tools" / "nodeadm" / "nodeadm"
+# the cluster settings nodeadm's validation needs (its README's example NodeConfig)
+NODECONFIG_CLUSTER = """  cluster:
+    name: my-cluster
+    apiServerEndpoint: https://example.com
+    certificateAuthority: Y2VydGlmaWNhdGVBdXRob3JpdHk=
+    cidr: 10.100.0.0/16
+"""
+
+
+def nodeadm(command: str, *sources: Path) -> Ran:
+    """``nodeadm config check|dump -c file://SOURCE ...`` (merged in order), never the instance metadata service.
+
+    ``file://`` reads a document as it is: gunzip (and base64-decode) compressed user data first, as the
+    node's IMDS source does (README).
+    """
+    tool = shared_file(NODEADM)
+    args = [a for s in sources for a in ("-c", f"file://{s.resolve()}")]
+    return run([str(tool), "config", command, *args], env={"AWS_EC2_METADATA_DISABLED": "true"})
+
+
+def nodeadm_merged(*sources: Path) -> dict[str, Any]:
+    """The NodeConfig nodeadm merges from ``sources`` (``config dump``: no validation; check is separate)."""
+    ran = nodeadm("dump", *sources)
+    assert ran.rc == 0, ran.text
+    merged: dict[str, Any] = json.loads(ran.out)
+    return merged

@@ -67,7 +67,9 @@ def test_each_target_is_listed_once_and_writes_its_own_folder() -> None:
     plan = _plan(IMAGES[0] / "node-profile.yaml")
     folders = {a.path.split("/")[0] for a in render_plan(plan)}
     assert folders == {"rootfs", "cloud-init", "packer", "scripts", "ansible", "kickstart", "butane"} | (
-        {"slurm"} if plan.slurm else set()) | ({"bottlerocket"} if plan.bottlerocket else set())
+        {"slurm"} if plan.slurm else set()) | ({"bottlerocket"} if plan.bottlerocket else set()) | (
+        {"karpenter"} if plan.eks == "eks-al2023" else set()) | (  # Karpenter for eks-al2023, Cluster API for kubeadm
+        {"cluster-api"} if plan.profile.kubelet.layout == "kubeadm" and plan.profile.kubelet.present else set())
 
 
 def test_the_plan_places_every_instance_once() -> None:

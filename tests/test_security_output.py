@@ -163,7 +163,8 @@ def test_the_marker_lists_every_file_and_an_older_marker_still_lets_migbake_repl
 # --- --user-data-mime FILE:TYPE ----------------------------------------------------------------------
 
 BAD_TYPES = {"crlf-header": "x-shellscript\r\nX-Injected: 1", "lf": "x-shellscript\nX: 1", "space": "x shellscript",
-             "parameter": "x-shellscript; charset=evil", "type-and-subtype": "text/x-shellscript",
+             "parameter": "x-shellscript; charset=evil", "two-slashes": "text/x/shellscript",
+             "empty-subtype": "application/", "media-type-parameter": "application/node.eks.aws; x=y",
              "non-ascii": "x-shéll", "bidi": "x-\u202eshell", "too-long": "x" * 128, "starts-with-dash": "-x",
              "quote": 'x"y', "nul": "x\x00y"}
 

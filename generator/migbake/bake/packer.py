@@ -59,15 +59,35 @@ def sources_text() -> str:
                                                    if s.required else "") for s in SOURCES)
 
 
-def missing_vars(only: Sequence[str], variables: Sequence[str], var_files: Sequence[Path] = ()) -> list[str]:
-    """The variables the chosen sources need that neither ``--var``, a variables file nor PKR_VAR_NAME sets."""
+def missing_vars(only: Sequence[str], variables: Sequence[str], var_files: Sequence[Path] = (),
+                 extra: Sequence[str] = ()) -> list[str]:
+    """The variables the chosen sources need (and ``extra``) that neither ``--var``, a variables file nor
+    PKR_VAR_NAME sets."""
     given = {v.split("=", 1)[0] for v in variables if "=" in v and v.split("=", 1)[1] != ""}
     given |= {k[len("PKR_VAR_"):] for k, v in os.environ.items() if k.startswith("PKR_VAR_") and v != ""}
     for f in var_files:
         with contextlib.suppress(OSError, UnicodeDecodeError):  # Packer reports an unreadable file itself
             given |= set(_VAR_FILE_LINE.findall(f.read_text(encoding="utf-8")))
-    needed = [v for s in SOURCES if s.name in only for v in s.required]
+    needed = [v for s in SOURCES if s.name in only for v in s.required] + list(extra)
     return [v for v in dict.fromkeys(needed) if v not in given]
+
+
+BASE_AMI_SOURCE = "amazon-ebs.golden"
+
+
+def base_ami_vars(eks: str) -> tuple[str, ...]:
+    """The variables of which amazon-ebs.golden needs one to find its base AMI, per kubelet.layout (``eks``:
+    eks-al2023, eks-al2 or ""): the EKS AMI of the cluster's Kubernetes version, else the user's own AMI."""
+    return ("kubernetes_version", "source_ami_name_filter") if eks else ("source_ami_name_filter",)
+
+
+def missing_base_ami(only: Sequence[str], variables: Sequence[str], var_files: Sequence[Path], eks: str) -> list[str]:
+    """``base_ami_vars(eks)`` when amazon-ebs.golden is chosen and none of them is given, else []."""
+    wanted = base_ami_vars(eks)
+    if BASE_AMI_SOURCE not in only:
+        return []
+    missing = [v for v in wanted if v in missing_vars([], variables, var_files, extra=wanted)]
+    return missing if len(missing) == len(wanted) else []
 
 
 _DECLARED = re.compile(r'^variable "([A-Za-z_][A-Za-z0-9_-]*)" \{', re.M)

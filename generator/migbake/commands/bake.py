@@ -12,6 +12,7 @@ import click
 from migbake.bake import packer
 from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
+from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError
 from migbake.render.artifact import Artifact
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
@@ -62,6 +63,15 @@ def _check_vars(artifacts: list[Artifact], only: tuple[str, ...], variables: tup
                                "account); nothing was written")
 
 
+def _check_base_ami(only: tuple[str, ...], variables: tuple[str, ...], var_files: tuple[Path, ...], eks: str) -> None:
+    missing = packer.missing_base_ami(only, variables, var_files, eks)
+    if missing:
+        why = (f"the EKS base AMI of kubelet.layout {eks} is the one of your cluster's Kubernetes version" if eks
+               else "no AMI AWS publishes fits this profile's kubelet: name your GPU base AMI")
+        raise click.UsageError(f"{packer.BASE_AMI_SOURCE} needs "
+                               f"{' or '.join(f'--var {v}=...' for v in missing)} ({why}); nothing was written")
+
+
 def _dry_validate(artifacts: list[Artifact], origin: Origin, packer_bin: str | None, only: tuple[str, ...],
                   variables: tuple[str, ...], var_files: tuple[Path, ...], wants_seed: bool) -> None:
     """``packer validate`` with the real run's arguments, on the templates written to a temporary folder."""
@@ -104,14 +114,16 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
 
     --only chooses the source; the variables a source needs have no default and must be given
     (--var, --var-file or PKR_VAR_NAME; null.ssh: ssh_host; qemu.image: qemu_base_image and its
-    checksum). --dry-run runs `packer validate` with the same arguments. The qemu source gets a
-    throwaway SSH key and NoCloud seed unless qemu_seed_dir is given. Packer's output is streamed.
-    If a step fails, migbake names the step and Packer's exit code and exits 1; if Packer is missing
-    it says how to install it.
+    checksum; amazon-ebs.golden: kubernetes_version for an EKS kubelet.layout, whose base AMI is the EKS
+    AMI of that version, else source_ami_name_filter, your base AMI). --dry-run runs `packer validate`
+    with the same arguments. The qemu source gets a throwaway SSH key and NoCloud seed unless
+    qemu_seed_dir is given. Packer's output is streamed. If a step fails, migbake names the step and
+    Packer's exit code and exits 1; if Packer is missing it says how to install it.
     """
     profile, out_dir = _profile_and_out(target, out)
     _check_sources(only, variables)
     prof = valid_profile(profile, "nothing baked")
+    _check_base_ami(only, variables, var_files, eks_family(prof))
     origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256)
     recorded = read_origin(out_dir)
     if recorded is not None:

@@ -13,6 +13,7 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile
 from migbake.exits import EXIT_INVALID
+from migbake.kubernetes.kubelet import eks_family, labels_apply, nodeconfig_part
 from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
@@ -37,8 +38,10 @@ from migbake.wording import plural
                    "inflates them; for EC2's 16 KB limit).")
 @click.option("--user-data-mime", "mime_part", metavar="FILE[:TYPE]",
               help="Also write cloud-init/user-data.mime: a multi-part user-data with FILE (your own part, "
-                   "e.g. a shell script or cloud-config; TYPE such as x-shellscript if its first line does "
-                   "not tell) first, then migbake's cloud-config merged onto it.")
+                   "e.g. a shell script, cloud-config or an EKS NodeConfig; TYPE such as x-shellscript, or a "
+                   "media type such as application/node.eks.aws, if its first line or content does not tell) "
+                   "first, then (kubelet.layout eks-al2023) the node labels as a NodeConfig part, then "
+                   "migbake's cloud-config merged onto it.")
 @click.option("--strict", is_flag=True, help="Warnings count as errors: a profile with one is refused (exit 1).")
 def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
              mime_part: str | None, strict: bool) -> int:
@@ -69,7 +72,10 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
 def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact]:
     """Every file of OUT for ``prof``, with the user-data forms ``origin`` asks for."""
     artifacts = render(prof)
-    return artifacts + _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None)
+    # eks-al2023 with node labels: the MIME form also carries them as a NodeConfig part (userdata.py)
+    eks_labels = eks_family(prof) == "eks-al2023" and labels_apply(prof)
+    return artifacts + _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None,
+                                        nodeconfig_part(prof) if eks_labels else "")
 
 
 def report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) -> bool:
@@ -91,7 +97,8 @@ def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
     return shlex.join(args)
 
 
-def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | None) -> list[Artifact]:
+def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | None,
+                     nodeconfig: str = "") -> list[Artifact]:
     text = next(str(a.content) for a in artifacts if a.path == "cloud-init/user-data")
     extra = []
     if gzipped:
@@ -109,7 +116,7 @@ def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | 
             theirs = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
-        mime = userdata.mime_user_data(text, theirs, src.name, kind or None)
+        mime = userdata.mime_user_data(text, theirs, src.name, kind or None, nodeconfig=nodeconfig)
         extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
         if gzipped:
             extra.append(Artifact("cloud-init/user-data.mime.gz", userdata.gzip_user_data(mime), 0o644))

@@ -28,6 +28,11 @@ KUBEADM_KUBELET = "/usr/bin/kubelet"
 OUR_VARIABLE = "MIGBAKE_KUBELET_ARGS"
 KUBEADM_ENV_FILES = {"deb": "/etc/default/kubelet", "rpm": "/etc/sysconfig/kubelet"}
 NODEADM_DROPIN = "/etc/eks/nodeadm.d/50-migbake-node-labels.yaml"
+# nodeadm's one NodeConfig version, and the media type of a NodeConfig part of MIME user data
+# (awslabs/amazon-eks-ami:nodeadm/internal/configprovider/userdata.go@v20260724 L18-23, nodeadm/api/core.go L4)
+NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
+NODECONFIG_KIND = "NodeConfig"
+NODECONFIG_MEDIA_TYPE = "application/node.eks.aws"
 
 
 def node_labels_flag(profile: NodeProfile) -> str:
@@ -45,22 +50,43 @@ def kubeadm_exec_start() -> str:
     return " ".join([KUBEADM_KUBELET, *(f"${v}" for v in KUBEADM_VARIABLES), f"${OUR_VARIABLE}"])
 
 
+def nodeconfig_labels(profile: NodeProfile) -> str:
+    """A partial NodeConfig whose only setting is the ``--node-labels`` kubelet flag (nodeadm appends flags)."""
+    return "\n".join([
+        f"apiVersion: {NODECONFIG_API_VERSION}",
+        f"kind: {NODECONFIG_KIND}",
+        "spec:",
+        "  kubelet:",
+        "    flags:",
+        f"      - {json.dumps(node_labels_flag(profile))}",
+    ]) + "\n"
+
+
 def nodeadm_dropin(profile: NodeProfile, header: str) -> str:
     """The NodeConfig drop-in for nodeadm (a partial NodeConfig, merged over user data)."""
-    flag = json.dumps(node_labels_flag(profile))
     return "\n".join([
         header,
         "#",
         "# kubernetes.node_labels for nodeadm (EKS AL2023): nodeadm-run.service merges every NodeConfig of",
         "# /etc/eks/nodeadm.d/ over the one of user data, appending spec.kubelet.flags, so kubelet gets these",
         "# labels besides the flags user data gives. Labels apply when the node registers.",
-        "apiVersion: node.eks.aws/v1alpha1",
-        "kind: NodeConfig",
-        "spec:",
-        "  kubelet:",
-        "    flags:",
-        f"      - {flag}",
-    ]) + "\n"
+        nodeconfig_labels(profile),
+    ])
+
+
+def nodeconfig_part(profile: NodeProfile) -> str:
+    """The same labels as a NodeConfig part of MIME user data (for AMIs older than the drop-in folder)."""
+    return "\n".join([
+        "# migbake: kubernetes.node_labels as a NodeConfig part of user data; nodeadm appends its",
+        "# spec.kubelet.flags to those of the other parts (the baked drop-in gives the same labels).",
+        nodeconfig_labels(profile),
+    ])
+
+
+def eks_family(profile: NodeProfile) -> str:
+    """``eks-al2023`` or ``eks-al2`` when the node's kubelet is started the EKS way, else ``""``."""
+    layout = profile.kubelet.layout
+    return layout if profile.kubelet.present and layout in ("eks-al2023", "eks-al2") else ""
 
 
 def eks_al2_argument(profile: NodeProfile) -> str:

@@ -22,10 +22,12 @@ from migbake.kubernetes.dra import DraDevice, DraEntry, claim_templates_yaml, dr
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
+    eks_family,
     kubeadm_exec_start,
     labels_apply,
     node_labels_flag,
     nodeadm_dropin,
+    nodeconfig_part,
 )
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
@@ -62,6 +64,7 @@ class KubeletPlan:
     our_variable: str  # the variable our kubeadm drop-in adds to kubeadm's command
     nodeadm_path: str  # eks-al2023: the NodeConfig drop-in's absolute path, else ""
     nodeadm_text: str  # ... and its text (header included), else ""
+    nodeconfig_part: str = ""  # eks-al2023: the same labels as a NodeConfig part of MIME user data, else ""
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class RenderPlan:
     boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
+    eks: str  # eks-al2023 or eks-al2 when kubelet is started the EKS way (base AMI, Karpenter), else ""
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
@@ -191,7 +195,7 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
         assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start()
     eks = layout == "eks-al2023"
     return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
-                       nodeadm_dropin(p, head) if eks else "")
+                       nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
@@ -263,4 +267,5 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
         bottlerocket=_bottlerocket(p),
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
+        eks=eks_family(p),
     )

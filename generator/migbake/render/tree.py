@@ -18,7 +18,9 @@ from migbake.render.targets.ansible import ansible
 from migbake.render.targets.bottlerocket import bottlerocket
 from migbake.render.targets.butane import butane
 from migbake.render.targets.cloudinit import cloud_init
+from migbake.render.targets.clusterapi import cluster_api
 from migbake.render.targets.context import shared_variables
+from migbake.render.targets.karpenter import karpenter
 from migbake.render.targets.kickstart import kickstart
 from migbake.render.targets.kubernetes import kubernetes
 from migbake.render.targets.packer import packer
@@ -42,6 +44,8 @@ TARGETS: tuple[tuple[str, Target], ...] = (
     ("kickstart", kickstart),
     ("butane", butane),
     ("bottlerocket", bottlerocket),
+    ("karpenter", karpenter),
+    ("cluster-api", cluster_api),
 )
 
 

@@ -7,6 +7,15 @@ The multi-part form is built as ``cloud-init devel make-mime`` builds it (one ``
 per part inside a ``MIMEMultipart``), with a boundary derived from the content so that the same input
 gives the same bytes. migbake's own part comes last with a ``Merge-Type`` that appends lists and merges
 mappings, so a user's ``runcmd`` or ``write_files`` is kept rather than replaced.
+
+A user's part may be a NodeConfig for EKS AL2023's nodeadm, which reads only parts of media type
+``application/node.eks.aws`` (awslabs/amazon-eks-ami:nodeadm/internal/configprovider/userdata.go@v20260724
+L18-23, mime.go L34-74) and skips every other part without a word: ``FILE:application/node.eks.aws``, or
+a file whose first document is ``apiVersion: node.eks.aws/v1alpha1`` + ``kind: NodeConfig``. For
+``kubelet.layout: eks-al2023`` with node labels, migbake adds its own NodeConfig part (the labels, as the
+baked drop-in has them) after the user's: nodeadm merges the parts in order and appends
+``spec.kubelet.flags`` (nodeadm/internal/api/merge.go), so the user's settings and migbake's labels both
+reach kubelet, also on an AMI older than the ``/etc/eks/nodeadm.d/`` drop-ins (v20251023).
 """
 
 from __future__ import annotations
@@ -15,8 +24,12 @@ import gzip
 import hashlib
 import re
 from email.mime.multipart import MIMEMultipart
+from email.mime.nonmultipart import MIMENonMultipart
 from email.mime.text import MIMEText
 
+import yaml
+
+from migbake.kubernetes.kubelet import NODECONFIG_API_VERSION, NODECONFIG_KIND, NODECONFIG_MEDIA_TYPE
 from migbake.problems import RenderError, UsageError
 from migbake.render.guard import mime_header_value
 
@@ -25,6 +38,8 @@ MAX_PART_BYTES = 4 * 1024 * 1024  # a user's own part (--user-data-mime FILE): f
 # a MIME subtype (RFC 6838 restricted-name: what RFC 2045's token allows, less its oddities): no space,
 # no CR/LF, no ; or = that would add a parameter or a header to the part
 SUBTYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
+# ... or a whole media type, TYPE/SUBTYPE (application/node.eks.aws)
+MEDIA_TYPE = re.compile(r"([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126})/([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126})")
 _NOT_IN_FILENAME = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
 MIME_OPTION = "--user-data-mime"  # the option that names the user's part
 MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
@@ -72,33 +87,87 @@ def guess_part_type(text: str) -> str | None:
     return None
 
 
-def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None) -> str:
-    """A multi-part MIME user-data: the user's part first, then migbake's cloud-config (merged onto it).
+def nodeconfig_kind(text: str) -> str | None:
+    """``NodeConfig`` when ``text``'s first YAML document is a NodeConfig nodeadm reads; the apiVersion/kind it
+    names when it looks like another version of one (``node.eks.aws/...``); None when it is no NodeConfig."""
+    try:
+        first = next(iter(yaml.safe_load_all(text)), None)  # nodeadm reads only the first document
+    except yaml.YAMLError:
+        return None
+    if not isinstance(first, dict) or not str(first.get("apiVersion", "")).startswith("node.eks.aws/"):
+        return None
+    if first.get("apiVersion") == NODECONFIG_API_VERSION and first.get("kind") == NODECONFIG_KIND:
+        return NODECONFIG_KIND
+    return f"{first.get('apiVersion')} {first.get('kind')}"
+
+
+def part_media_type(theirs: str, their_name: str, their_type: str | None) -> str:
+    """The media type of the user's part: TYPE (a subtype of text/, or a whole media type), else told by content."""
+    if their_type is not None:
+        whole = MEDIA_TYPE.fullmatch(their_type)
+        if whole is None and not SUBTYPE.fullmatch(their_type):
+            raise UsageError(f"{their_type!r} is neither a MIME subtype (letters, digits and !#$&^_.+-, such as "
+                             f"x-shellscript or cloud-config: text/TYPE) nor a media type TYPE/SUBTYPE (such as "
+                             f"{NODECONFIG_MEDIA_TYPE})", option=MIME_OPTION)
+        if their_type.lower() == "node.eks.aws" or (whole and whole.group(2).lower() == "node.eks.aws"
+                                                    and their_type.lower() != NODECONFIG_MEDIA_TYPE):
+            raise UsageError(f"{their_type!r}: nodeadm reads a NodeConfig part only as {NODECONFIG_MEDIA_TYPE} and "
+                             f"skips any other type silently; write {their_name}:{NODECONFIG_MEDIA_TYPE}",
+                             option=MIME_OPTION)
+        return their_type if whole else f"text/{their_type}"
+    subtype = guess_part_type(theirs)
+    if subtype is not None:
+        return f"text/{subtype}"
+    kind = nodeconfig_kind(theirs)
+    if kind == NODECONFIG_KIND:
+        return NODECONFIG_MEDIA_TYPE
+    if kind is not None:
+        raise UsageError(f"{their_name}: {kind} is not a NodeConfig nodeadm reads (apiVersion "
+                         f"{NODECONFIG_API_VERSION}, kind {NODECONFIG_KIND})", option=MIME_OPTION)
+    raise UsageError(f"{their_name}: cannot tell its part type from its first line or content; name it with "
+                     f"FILE:TYPE (e.g. my.sh:x-shellscript, nodeconfig.yaml:{NODECONFIG_MEDIA_TYPE})",
+                     option=MIME_OPTION)
+
+
+def _part(text: str, media_type: str) -> MIMENonMultipart:
+    main, sub = media_type.split("/", 1)
+    if main.lower() == "text":
+        return MIMEText(text, sub, "utf-8")
+    part = MIMENonMultipart(main, sub)
+    part.set_payload(text, "utf-8")  # base64 with charset=utf-8, as the text parts (nodeadm decodes it)
+    return part
+
+
+def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None,
+                   nodeconfig: str = "") -> str:
+    """A multi-part MIME user-data: the user's part first, then ``nodeconfig`` (migbake's NodeConfig part for
+    nodeadm, if any), then migbake's cloud-config (merged onto the user's).
 
     A part it cannot carry (its type, its file name) is a UsageError: a bad value of ``--user-data-mime``.
     """
-    if their_type is not None and not SUBTYPE.fullmatch(their_type):
-        raise UsageError(f"{their_type!r} is not a MIME subtype (letters, digits and !#$&^_.+-, such as "
-                         "x-shellscript or cloud-config)", option=MIME_OPTION)
     if _NOT_IN_FILENAME.search(their_name):
         raise UsageError(f"{their_name!r}: a file name with a quote, a backslash or a control character cannot "
                          "be a part's filename; rename the file", option=MIME_OPTION)
-    subtype = their_type or guess_part_type(theirs)
-    if subtype is None:
-        raise UsageError(f"{their_name}: cannot tell its cloud-init part type from its first line; name "
-                         "it with FILE:TYPE (e.g. my.sh:x-shellscript)", option=MIME_OPTION)
-    for value, what in ((their_name, "the part's file name"), (subtype, "the part's type")):
+    media_type = part_media_type(theirs, their_name, their_type)
+    for value, what in ((their_name, "the part's file name"), (media_type, "the part's type")):
         try:
             mime_header_value(value, what)  # both are printed into MIME headers
         except RenderError as e:
             raise UsageError(str(e), option=MIME_OPTION) from e
-    first = MIMEText(theirs, subtype, "utf-8")
+    first = _part(theirs, media_type)
     first.add_header("Content-Disposition", f'attachment; filename="{their_name}"')
-    second = MIMEText(ours, "cloud-config", "utf-8")
-    second.add_header("Content-Disposition", 'attachment; filename="migbake-user-data"')
-    second.add_header("Merge-Type", MERGE_TYPE)
-    boundary = "migbake-" + hashlib.sha256((theirs + "\0" + ours).encode("utf-8")).hexdigest()[:32]
+    parts = [first]
+    if nodeconfig:
+        labels = _part(nodeconfig, NODECONFIG_MEDIA_TYPE)
+        labels.add_header("Content-Disposition", 'attachment; filename="migbake-node-labels.yaml"')
+        parts.append(labels)
+    last = MIMEText(ours, "cloud-config", "utf-8")
+    last.add_header("Content-Disposition", 'attachment; filename="migbake-user-data"')
+    last.add_header("Merge-Type", MERGE_TYPE)
+    parts.append(last)
+    seed = "\0".join([theirs, nodeconfig, ours]) if nodeconfig else theirs + "\0" + ours  # old bytes kept
+    boundary = "migbake-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:32]
     combined = MIMEMultipart(boundary=boundary)
-    combined.attach(first)
-    combined.attach(second)
+    for part in parts:
+        combined.attach(part)
     return combined.as_string() + "\n"

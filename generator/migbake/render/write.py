@@ -66,7 +66,7 @@ class Origin:
             return ""
         path, kind = self.user_data_mime, ""
         head, sep, tail = path.rpartition(":")
-        if sep and "/" not in tail:
+        if sep and tail.count("/") <= 1 and not tail.startswith("/"):  # TYPE: a subtype or a media type
             path, kind = head, tail
         return str(_resolve(path, out)) + (f":{kind}" if kind else "")
 

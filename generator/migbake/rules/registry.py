@@ -111,6 +111,7 @@ _RULES = (
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
     ("slurm-node-name", "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)"),
     ("slurm-gpu-count", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'"),
+    ("eks-al2-unpublished", "kubelet.layout eks-al2: EKS no longer publishes Amazon Linux 2 AMIs"),
 )
 _CATALOG = (
     ("catalog-json", "a catalog file that is not valid JSON"),
@@ -151,6 +152,7 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
                               "node-labels-env-file": "warning", "dra-device-plugin-setting": "warning",
                               "placements-without-dra": "warning", "slurm-gpu-count": "warning",
                               "openshift-binary-in-image": "warning", "mig-parted-path-read-only": "warning",
-                              "bottlerocket-inexpressible": "warning"}),
+                              "bottlerocket-inexpressible": "warning",
+                              "eks-al2-unpublished": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}

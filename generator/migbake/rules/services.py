@@ -155,3 +155,17 @@ def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
         elif key == MIG_CONFIG_LABEL and value != config:
             yield loaded.problem(ptr, f"{key}={value!r} names a config other than ours ({config!r}, "
                                  "restore.config_name)", "node-label-mig-owner")
+
+
+# awslabs/amazon-eks-ami:README.md@v20260724 L3 (and doc/usage/al2.md L4)
+AL2_END = ("Amazon EKS stopped publishing EKS-optimized Amazon Linux 2 (AL2) AMIs on November 26, 2025 "
+           "(awslabs/amazon-eks-ami README)")
+
+
+def rule_eks_al2(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """kubelet.layout eks-al2: its AMIs are no longer published; eks-al2023 is the layout of today's EKS AMIs."""
+    kubelet = _mapping(_mapping(data).get("kubelet"))
+    if kubelet.get("layout") == "eks-al2" and kubelet.get("present", True) is not False:
+        yield loaded.problem("/kubelet/layout", f"{AL2_END}: a new node of this layout has no current base AMI "
+                             "and gets no more fixes; use kubelet.layout eks-al2023 (the AL2023 NVIDIA AMIs, "
+                             "nodeadm)", "eks-al2-unpublished", severity="warning")

@@ -15,7 +15,8 @@ MANAGER_SCRIPT = "packer/scripts/disable-mig-manager.sh"
 
 def packer(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """variables/sources/build, each plugin's requirements, and the scripts that install the rootfs files."""
-    out = [templates.file(f"packer/{name}.pkr.hcl.j2", f"packer/{name}.pkr.hcl", 0o644)
+    # the base AMI follows kubelet.layout: the EKS AMI of the cluster's version, else the user's own
+    out = [templates.file(f"packer/{name}.pkr.hcl.j2", f"packer/{name}.pkr.hcl", 0o644, {"ami_family": plan.eks})
            for name in ("variables", "sources", "build")]
     # one folder each: `packer init` installs only the chosen sources' plugins
     out += [templates.file("packer/plugins/PLUGIN.pkr.hcl.j2", f"packer/plugins/{plugin}/required-plugins.pkr.hcl",

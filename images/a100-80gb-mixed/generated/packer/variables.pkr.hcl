@@ -42,14 +42,14 @@ variable "instance_type" {
 
 variable "source_ami_name_filter" {
   type        = string
-  default     = "amazon-eks-gpu-node-1.31-*"
-  description = "Name filter of the base AMI (one with the NVIDIA driver, nvidia-mig-parted and kubelet)."
+  default     = ""
+  description = "Name filter of your GPU base AMI (the NVIDIA driver, nvidia-mig-parted and kubelet): required for amazon-ebs.golden (no AMI AWS publishes fits kubelet.layout kubeadm)."
 }
 
 variable "source_ami_owners" {
   type        = list(string)
   default     = ["amazon"]
-  description = "Owners (account ids or aliases) of the base AMI; the newest match is used."
+  description = "Owners (account ids, or the aliases self, amazon, aws-marketplace) of the base AMI; the newest match is used. amazon: the EKS AMIs (Karpenter's own default owners are self and amazon); your account id for your own base AMI."
 }
 
 variable "aws_ssh_username" {

@@ -15,6 +15,8 @@ locals {
 locals {
   image_name  = "${substr(var.image_name_prefix, 0, 48)}-${local.build_stamp}"
   description = format("MIG restore of node profile %s (sha256 %s), baked by migbake %s", "h100-h200-inference", substr(local.profile_sha256, 0, 16), "0.1.0")
+  # your GPU base AMI: no AMI AWS publishes has this profile's kubelet
+  source_ami_name = var.source_ami_name_filter
 }
 
 # A golden AMI: a build instance from the base AMI, provisioned, then snapshotted.
@@ -36,7 +38,7 @@ source "amazon-ebs" "golden" {
 
   source_ami_filter {
     filters = {
-      name                = var.source_ami_name_filter
+      name                = local.source_ami_name
       root-device-type    = "ebs"
       virtualization-type = "hvm"
     }

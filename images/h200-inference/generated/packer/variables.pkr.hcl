@@ -40,16 +40,35 @@ variable "instance_type" {
   description = "Build instance type. The bake needs no GPU: it never calls nvidia-smi or nvidia-mig-parted."
 }
 
+# kubelet.layout eks-al2023: the base AMI is the EKS AL2023 NVIDIA AMI of your cluster's Kubernetes version,
+# named amazon-eks-node-al2023-ARCH-nvidia-VERSION-vDATE (awslabs/amazon-eks-ami:CHANGELOG.md@v20260724).
+# It has the NVIDIA driver and nodeadm but no nvidia-mig-parted (docs/platforms.md says how to add it).
+variable "kubernetes_version" {
+  type        = string
+  default     = ""
+  description = "Kubernetes minor version of your EKS cluster (1.35, ...): picks amazon-eks-node-al2023-ARCH-nvidia-VERSION-v*. Required for amazon-ebs.golden unless source_ami_name_filter is set."
+}
+
+variable "aws_architecture" {
+  type        = string
+  default     = "x86_64"
+  description = "Architecture of the EKS AL2023 NVIDIA base AMI: x86_64 or arm64 (then an arm64 instance_type)."
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.aws_architecture)
+    error_message = "The aws_architecture must be x86_64 or arm64 (the EKS AL2023 NVIDIA AMIs)."
+  }
+}
+
 variable "source_ami_name_filter" {
   type        = string
-  default     = "amazon-eks-gpu-node-1.31-*"
-  description = "Name filter of the base AMI (one with the NVIDIA driver, nvidia-mig-parted and kubelet)."
+  default     = ""
+  description = "Name filter of the base AMI; empty: the EKS AL2023 NVIDIA AMI of kubernetes_version and aws_architecture (amazon-eks-node-al2023-ARCH-nvidia-VERSION-v*). Set it for your own base AMI built from that one."
 }
 
 variable "source_ami_owners" {
   type        = list(string)
   default     = ["amazon"]
-  description = "Owners (account ids or aliases) of the base AMI; the newest match is used."
+  description = "Owners (account ids, or the aliases self, amazon, aws-marketplace) of the base AMI; the newest match is used. amazon: the EKS AMIs (Karpenter's own default owners are self and amazon); your account id for your own base AMI."
 }
 
 variable "aws_ssh_username" {

@@ -1,0 +1,93 @@
+"""Cluster API (``OUT/cluster-api/``): a KubeadmConfigTemplate: the bake's files, and commands that install them.
+
+Written for ``kubelet.layout: kubeadm`` (the kubelet Cluster API's kubeadm bootstrap provider starts).
+Two files, one object each, so that ``kubectl apply -f cluster-api/`` never applies two versions of one
+object: ``kubeadm-config-template.yaml`` in ``bootstrap.cluster.x-k8s.io/v1beta2`` (the storage version)
+and ``v1beta1/kubeadm-config-template.yaml`` (served, deprecated) for management clusters that still write
+v1beta1 (kubernetes-sigs/cluster-api:bootstrap/kubeadm/config/crd/bases/
+bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml@v1.14.0).
+
+``files`` are exactly ``OUT/rootfs``: each one's bytes as ``encoding: base64`` (a ``content: |`` block
+would change trailing newlines: ``bootstrap/kubeadm/pkg/cloudinit/files.go``), or ``gzip+base64`` where
+base64 alone is over the CRD's ``maxLength: 10240``; ``permissions`` the mode, ``owner: root:root``.
+``preKubeadmCommands`` (cloud-init runcmd, before ``kubeadm join``) are cloud-init's first-boot commands
+of the render plan: daemon-reload, mask (or disable) the packaged MIG manager, enable the restore, then check
+the node has the tools and units the profile needs, start the restore and, only after it succeeded, the
+held units. The node labels go to kubelet through ``joinConfiguration.nodeRegistration.kubeletExtraArgs``
+(v1beta1: a map; v1beta2: a list of name/value).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import re
+
+from migbake.problems import RenderError
+from migbake.render.artifact import Artifact, Rendered
+from migbake.render.environment import Templates
+from migbake.render.plan import RenderPlan
+from migbake.render.quoting import sh_quote, yaml_scalar
+from migbake.render.targets.rootfs import ROOTFS
+
+TEMPLATE_V1BETA2 = "cluster-api/kubeadm-config-template.yaml"
+TEMPLATE_V1BETA1 = "cluster-api/v1beta1/kubeadm-config-template.yaml"
+GROUP = "bootstrap.cluster.x-k8s.io"
+MAX_CONTENT = 10240  # files[].content maxLength in both versions
+LABELS_FLAG = "--node-labels="
+_PLAIN = re.compile(r"[A-Za-z0-9_./=:@%+-]+")  # a shell word that needs no quotes
+
+
+def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """Both versions of the KubeadmConfigTemplate, for a kubeadm-started kubelet."""
+    if not (plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm"):
+        return []
+    files = [file_entry(rel, a.data, a.mode) for rel, a in done.under(ROOTFS)]
+    commands = [" ".join(w if _PLAIN.fullmatch(w) else sh_quote(w) for w in argv) for argv in plan.first_boot.runcmd]
+    labels = plan.node_label_flag[len(LABELS_FLAG):] if plan.node_label_flag else ""
+    return [Artifact(TEMPLATE_V1BETA2, template(plan, "v1beta2", files, commands, labels), 0o644),
+            Artifact(TEMPLATE_V1BETA1, template(plan, "v1beta1", files, commands, labels), 0o644)]
+
+
+def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
+    """One ``files`` item (YAML lines): the file's exact bytes, its mode and owner."""
+    encoding, content = "base64", base64.b64encode(data).decode("ascii")
+    if len(content) > MAX_CONTENT:
+        encoding = "gzip+base64"
+        content = base64.b64encode(gzip.compress(data, compresslevel=9, mtime=0)).decode("ascii")
+    if len(content) > MAX_CONTENT:
+        raise RenderError(f"/{rel} is too large for a KubeadmConfigTemplate file even gzipped ({len(content)} "
+                          f"characters of base64, at most {MAX_CONTENT})")
+    return [f"        - path: {yaml_scalar('/' + rel)}",
+            "          owner: root:root",
+            f"          permissions: {yaml_scalar(f'{mode:04o}')}",
+            f"          encoding: {encoding}",
+            f"          content: {content}"]
+
+
+def template(plan: RenderPlan, version: str, files: list[list[str]], commands: list[str], labels: str) -> str:
+    """The KubeadmConfigTemplate of ``plan`` in ``version`` (v1beta1 or v1beta2)."""
+    lines = [plan.header, "#",
+             f"# Cluster API KubeadmConfigTemplate ({GROUP}/{version}) for worker nodes of profile",
+             f"# {plan.profile.name}: the bake's rootfs files, installed and enabled before kubeadm join; the restore",
+             "# runs before kubelet. Point a MachineDeployment's spec.template.spec.bootstrap.configRef at it;",
+             "# merge joinConfiguration with your own (docs/cluster-api.md).",
+             f"apiVersion: {GROUP}/{version}",
+             "kind: KubeadmConfigTemplate",
+             "metadata:",
+             f"  name: {yaml_scalar('migbake-' + plan.profile.name)}",
+             "spec:",
+             "  template:",
+             "    spec:",
+             "      files:"]
+    for entry in files:
+        lines += entry
+    lines.append("      preKubeadmCommands:")
+    lines += [f"        - {yaml_scalar(c)}" for c in commands]
+    if labels:
+        lines += ["      joinConfiguration:", "        nodeRegistration:", "          kubeletExtraArgs:"]
+        if version == "v1beta1":
+            lines.append(f"            node-labels: {yaml_scalar(labels)}")
+        else:
+            lines += ["            - name: node-labels", f"              value: {yaml_scalar(labels)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,108 @@
+"""Karpenter (``OUT/karpenter/ec2nodeclass.yaml``): an EC2NodeClass whose userData carries the restore and the labels.
+
+Written for ``kubelet.layout: eks-al2023`` only. Its ``userData`` is a MIME multi-part document, never a
+bare ``#cloud-config``: Karpenter reads a document that is YAML but not MIME as a NodeConfig part
+(aws/karpenter-provider-aws:pkg/providers/amifamily/bootstrap/nodeadm.go@v1.14.1 ``parseUserData``), and
+nodeadm then fails on it. Karpenter keeps of each part only its ``Content-Type`` and body, re-writes the
+document with the boundary ``//`` and appends its own NodeConfig last (same file, ``Script``;
+``bootstrap/mime/mime.go``), so every part here is plain text with no ``Content-Transfer-Encoding``. The
+parts: migbake's cloud-config (the restore's files, each gzip+base64 to stay below EC2's 16 KB of user data,
+enabled and run in cloud-final, which nodeadm-run.service
+orders after: awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service@v20260724),
+then the node labels as a NodeConfig part (``application/node.eks.aws``).
+
+The AMI is the one ``migbake bake --only amazon-ebs.golden`` baked from this very profile, selected by the
+tags Packer gives it (``migbake:profile``, ``migbake:profile-sha256``), with ``amiFamily: AL2023`` (the
+CRD requires amiFamily when no alias is used). Not the ``al2023@latest`` alias: the stock AL2023 NVIDIA AMI has
+no nvidia-mig-parted (amazon-eks-ami ``templates/al2023/provisioners/install-nvidia-driver.sh``), and the
+CRD itself says ``latest`` "is not recommended for production". Role, subnets and security groups are
+``CHANGE-ME`` values the user fills.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from migbake.problems import RenderError
+from migbake.render.artifact import Artifact, Rendered
+from migbake.render.environment import Templates
+from migbake.render.plan import RenderPlan
+from migbake.render.quoting import indent, yaml_scalar
+from migbake.render.targets.cloudinit import cloud_config
+
+EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
+NODECONFIG_TYPE = "application/node.eks.aws"
+KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
+CHANGE_ME = "CHANGE-ME"
+
+
+def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """The EC2NodeClass, for a kubelet started by nodeadm (eks-al2023)."""
+    if plan.eks != "eks-al2023":
+        return []
+    # each file gzipped in the cloud-config: Karpenter's parts cannot be compressed as a whole, and EC2 takes
+    # at most 16 KB of user data
+    parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]
+    if plan.kubelet.nodeconfig_part:
+        parts.append((NODECONFIG_TYPE, plan.kubelet.nodeconfig_part))
+    return [Artifact(EC2NODECLASS, ec2nodeclass(plan, user_data(parts)), 0o644)]
+
+
+def user_data(parts: list[tuple[str, str]]) -> str:
+    """A MIME multi-part document of plain-text parts, in order, with a boundary derived from them."""
+    boundary = "migbake-" + hashlib.sha256("\0".join(t for _, t in parts).encode("utf-8")).hexdigest()[:32]
+    out = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"', ""]
+    for media_type, text in parts:
+        for line in text.split("\n"):
+            if line.startswith(("--" + boundary, "--" + KARPENTER_BOUNDARY)) or "\r" in line:
+                raise RenderError(f"a line of the {media_type} part would end it in Karpenter's userData: {line!r}")
+        charset = "us-ascii" if text.isascii() else "utf-8"
+        params = f'; charset="{charset}"' if media_type.startswith("text/") else ""
+        out += [f"--{boundary}", f"Content-Type: {media_type}{params}", "", text.rstrip("\n")]
+    out.append(f"--{boundary}--")
+    return "\n".join(out) + "\n"
+
+
+def _block(text: str) -> str:
+    """``text`` as a YAML value: a literal block when every character may stand in one, else a quoted scalar."""
+    plain = all(c in "\n\t" or (c >= " " and c not in "\x7f\x85\u2028\u2029\ufeff") for c in text)
+    return "|\n" + indent(text, 4) if plain and not text.startswith((" ", "\n")) else yaml_scalar(text)
+
+
+def ec2nodeclass(plan: RenderPlan, data: str) -> str:
+    """The EC2NodeClass (karpenter.k8s.aws/v1) of ``plan``'s nodes, its userData ``data``."""
+    name = plan.profile.name
+    return "\n".join([
+        plan.header,
+        "#",
+        f"# Karpenter EC2NodeClass for nodes of profile {name} (kubelet.layout eks-al2023). Fill in every",
+        f"# {CHANGE_ME} value, apply it, and point a NodePool at it (spec.template.spec.nodeClassRef). A new",
+        "# userData (a new profile) drifts every node of this class: Karpenter replaces them within the",
+        "# NodePool's disruption budgets (docs/karpenter.md). The EC2NodeClass has no labels field: put the",
+        "# profile's node labels in the NodePool's template too, so Karpenter schedules onto them.",
+        "apiVersion: karpenter.k8s.aws/v1",
+        "kind: EC2NodeClass",
+        "metadata:",
+        f"  name: {yaml_scalar('migbake-' + name)}",
+        "spec:",
+        "  # The newest AMI migbake bake --only amazon-ebs.golden baked from this profile (Packer tags it so; the",
+        "  # userData below installs this version of the restore at first boot either way). To run",
+        "  # on the stock AL2023 NVIDIA AMI instead (it lacks nvidia-mig-parted: install it there first), use",
+        "  # `amiSelectorTerms: [{alias: al2023@latest}]` and no amiFamily; @latest drifts at every AMI release.",
+        "  amiFamily: AL2023",
+        "  amiSelectorTerms:",
+        "    - tags:",
+        f"        migbake:profile: {yaml_scalar(name)}",
+        f"  # {CHANGE_ME}: the IAM role of your Karpenter nodes (or instanceProfile instead)",
+        f"  role: {yaml_scalar(CHANGE_ME + '-node-role')}",
+        f"  # {CHANGE_ME}: the tags (or ids) of your cluster's node subnets and security groups",
+        "  subnetSelectorTerms:",
+        "    - tags:",
+        f"        {CHANGE_ME}-tag-key: {yaml_scalar(CHANGE_ME + '-tag-value')}",
+        "  securityGroupSelectorTerms:",
+        "    - tags:",
+        f"        {CHANGE_ME}-tag-key: {yaml_scalar(CHANGE_ME + '-tag-value')}",
+        "  # migbake's cloud-config (the MIG restore, run in cloud-final before nodeadm-run starts kubelet) and",
+        "  # the node labels as a NodeConfig part; Karpenter appends its own NodeConfig (the cluster) last.",
+        f"  userData: {_block(data)}",
+    ]) + "\n"

@@ -1,0 +1,104 @@
+"""``OUT/cluster-api/`` (issue 34): a KubeadmConfigTemplate in v1beta2 (and v1beta1 beside it) judged by the
+CRD's own schemas (kubernetes-sigs/cluster-api v1.14.0, tests/fixtures/crds/); its files are OUT/rootfs byte
+for byte with the same modes and owner, and its preKubeadmCommands are the first boot's install commands.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crdschema import judge
+from support import IMAGES, generate
+
+from migbake.problems import RenderError
+from migbake.render.targets.clusterapi import file_entry
+
+KUBEADM = [i for i in IMAGES if "layout: kubeadm" in (i / "node-profile.yaml").read_text()]
+FILES = {"v1beta2": "cluster-api/kubeadm-config-template.yaml",
+         "v1beta1": "cluster-api/v1beta1/kubeadm-config-template.yaml"}
+
+
+def _template(out: Path, version: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((out / FILES[version]).read_text())
+    return doc
+
+
+def _decoded(entry: dict[str, Any]) -> bytes:
+    raw = base64.b64decode(entry["content"], validate=True)
+    return gzip.decompress(raw) if entry["encoding"] == "gzip+base64" else raw
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+@pytest.mark.parametrize("image", KUBEADM, ids=lambda p: p.name)
+def test_the_template_passes_its_crd_schema(image: Path, version: str) -> None:
+    doc = _template(image / "generated", version)
+    assert doc["apiVersion"] == f"bootstrap.cluster.x-k8s.io/{version}" and doc["kind"] == "KubeadmConfigTemplate"
+    assert judge(doc, f"kubeadmconfigtemplate-{version}") == []
+    args = doc["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+    labels = "nvidia.com/gpu.deploy.mig-manager=false"
+    if version == "v1beta1":
+        assert args == {"node-labels": labels}
+    else:  # a list of name/value; CEL "kubeletExtraArgs name must be unique" (checked by hand)
+        assert args == [{"name": "node-labels", "value": labels}]
+        assert len({a["name"] for a in args}) == len(args)
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+@pytest.mark.parametrize("image", KUBEADM, ids=lambda p: p.name)
+def test_the_files_are_the_rootfs_byte_for_byte(image: Path, version: str) -> None:
+    files = _template(image / "generated", version)["spec"]["template"]["spec"]["files"]
+    rootfs = image / "generated/rootfs"
+    on_disk = {"/" + str(p.relative_to(rootfs)): (p.read_bytes(), f"{p.stat().st_mode & 0o777:04o}")
+               for p in sorted(rootfs.rglob("*")) if p.is_file()}
+    assert {f["path"]: (_decoded(f), f["permissions"]) for f in files} == on_disk
+    assert {f["owner"] for f in files} == {"root:root"}
+    assert {f["encoding"] for f in files} <= {"base64", "gzip+base64"}
+
+
+def test_the_commands_are_the_first_boots(tmp_path: Path) -> None:
+    image = KUBEADM[0]
+    commands = _template(image / "generated", "v1beta2")["spec"]["template"]["spec"]["preKubeadmCommands"]
+    runcmd = yaml.safe_load((image / "generated/cloud-init/user-data").read_text())["runcmd"]
+    assert [shlex.split(c) for c in commands] == runcmd  # the same argv, as shell lines for runcmd
+    assert commands[:3] == ["systemctl daemon-reload",
+                            "sh -c 'systemctl mask --now nvidia-mig-manager.service 2>/dev/null || true'",
+                            "systemctl enable nvidia-mig-restore.service"]
+    assert "the node lacks what profile" in commands[3] and "systemctl start nvidia-mig-restore.service" in commands[3]
+
+
+@pytest.mark.parametrize(("mutate", "error"), [
+    (lambda s: s["files"][0].update(permissions=420), "is not of type 'string'"),
+    (lambda s: s["files"][0].update(encoding="base32"), "is not one of"),
+    (lambda s: s["files"][0].update(content="x" * 10241), "is too long"),
+    (lambda s: s.update(preKubeadmCommand=["x"]), "not a field of the schema"),
+])
+def test_the_crd_schema_refuses_a_broken_template(mutate: Any, error: str) -> None:
+    doc = _template(KUBEADM[0] / "generated", "v1beta2")
+    mutate(doc["spec"]["template"]["spec"])
+    errors = judge(doc, "kubeadmconfigtemplate-v1beta2")
+    assert any(error in e for e in errors), errors
+
+
+def test_a_large_file_is_gzipped_to_fit_and_still_exact() -> None:
+    data = "".join(f"line {i}: restore step\n" for i in range(800)).encode()  # 16 KB: base64 over 10240
+    entry = yaml.safe_load("\n".join(line[8:] for line in file_entry("etc/big", data, 0o755)))[0]
+    assert entry["encoding"] == "gzip+base64" and len(entry["content"]) <= 10240 and entry["permissions"] == "0755"
+    assert _decoded(entry) == data
+    with pytest.raises(RenderError, match="too large for a KubeadmConfigTemplate file even gzipped"):
+        noise = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(512))  # 16 KB gzip cannot shrink
+        file_entry("etc/random", noise, 0o644)
+
+
+@pytest.mark.parametrize("layout", ["eks-al2023", "generic"])
+def test_only_kubeadm_gets_a_kubeadm_config_template(tmp_path: Path, layout: str) -> None:
+    text = (KUBEADM[0] / "node-profile.yaml").read_text().replace("layout: kubeadm", f"layout: {layout}")
+    if layout == "generic":
+        text += "  kubelet_args_env: MIGBAKE_LABELS\n"
+    assert not (generate(text, tmp_path / "o") / "cluster-api").exists()

@@ -1,0 +1,131 @@
+"""``OUT/karpenter/ec2nodeclass.yaml`` (issue 34), judged by the EC2NodeClass CRD's own schema
+(aws/karpenter-provider-aws v1.14.1, tests/fixtures/crds/), by AWS's nodeadm on its userData after the merge
+Karpenter does (its parts first, Karpenter's NodeConfig last, boundary ``//``: pkg/providers/amifamily/
+bootstrap/nodeadm.go and mime/mime.go), and by cloud-init's schema on the cloud-config part.
+"""
+
+from __future__ import annotations
+
+import base64
+import email
+import gzip
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crdschema import judge
+from realtools import NODECONFIG_CLUSTER, cloud_init_schema, cloud_init_unknown_keys, nodeadm, nodeadm_merged
+from support import IMAGES, generate
+
+EKS = next(i for i in IMAGES if i.name == "h200-inference")
+OUR_FLAG = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false"
+KARPENTER_FLAG = '--node-labels="karpenter.sh/nodepool=default"'  # bootstrap.go's form (Go %q)
+KARPENTER_PART = "# Karpenter Generated NodeConfig\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + \
+    NODECONFIG_CLUSTER + f"""  kubelet:
+    config:
+      maxPods: 110
+    flags:
+      - {KARPENTER_FLAG}
+"""
+
+
+def _nodeclass(folder: Path = EKS / "generated") -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((folder / "karpenter/ec2nodeclass.yaml").read_text())
+    return doc
+
+
+def karpenter_merge(user_data: str) -> str:
+    """What Karpenter hands EC2 (before its base64): the user's parts with only their Content-Type and body,
+    then its own NodeConfig, with boundary ``//`` and no CR (nodeadm.go Script, mime.go NewArchive/Serialize)."""
+    assert user_data.strip().startswith("MIME-Version:")  # parseUserData: read as MIME, not as one NodeConfig
+    message = email.message_from_string(user_data)
+    assert message.get_content_type() == "multipart/mixed"
+    parts = [(p["Content-Type"], p.get_payload()) for p in message.get_payload()]
+    parts.append(("application/node.eks.aws", KARPENTER_PART))
+    out = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
+    out += "".join(f"--//\nContent-Type: {t}\n\n{body.rstrip(chr(10))}\n" for t, body in parts)
+    return out + "--//--\n"
+
+
+def test_the_ec2nodeclass_passes_its_crd_schema() -> None:
+    doc = _nodeclass()
+    assert doc["apiVersion"] == "karpenter.k8s.aws/v1" and doc["kind"] == "EC2NodeClass"
+    assert judge(doc, "ec2nodeclass-v1") == []
+    spec = doc["spec"]
+    # the CEL rules on spec that bear on it (CRD x-kubernetes-validations, checked by hand):
+    assert ("role" in spec) != ("instanceProfile" in spec)  # exactly one of role, instanceProfile
+    assert "amiFamily" in spec or any("alias" in t for t in spec["amiSelectorTerms"])  # amiFamily without alias
+    assert all(k and v for t in spec["amiSelectorTerms"] for k, v in t.get("tags", {}).items())  # tags non-empty
+    assert spec["amiFamily"] == "AL2023"
+    # the newest AMI baked from this profile: by the tag Packer gives it (the sha256 is the marker's alone,
+    # issue 36, so a layout change does not rewrite this file's selector)
+    assert spec["amiSelectorTerms"] == [{"tags": {"migbake:profile": "h200-inference"}}]
+    sources = (EKS / "generated/packer/sources.pkr.hcl").read_text()
+    assert '"migbake:profile" = "h200-inference"' in sources  # the tag Packer writes
+    assert spec["role"].startswith("CHANGE-ME") and "CHANGE-ME-tag-key" in spec["subnetSelectorTerms"][0]["tags"]
+
+
+@pytest.mark.parametrize(("path", "value", "error"), [
+    (("amiSelectorTerms",), [], "should be non-empty"),
+    (("amiFamily",), "AL2024", "is not one of"),
+    (("userData",), {"a": 1}, "is not of type 'string'"),
+    (("amiSelectorTerm",), [], "not a field of the schema"),
+])
+def test_the_crd_schema_refuses_a_broken_nodeclass(path: tuple[str, ...], value: object, error: str) -> None:
+    doc = _nodeclass()
+    doc["spec"][path[0]] = value
+    assert any(error in e for e in judge(doc, "ec2nodeclass-v1")), judge(doc, "ec2nodeclass-v1")
+
+
+def test_nodeadm_merges_the_userdata_as_karpenter_hands_it_over(tmp_path: Path) -> None:
+    user_data = _nodeclass()["spec"]["userData"]
+    merged = tmp_path / "karpenter-user-data.mime"
+    merged.write_text(karpenter_merge(user_data))
+    ran = nodeadm("check", merged)
+    assert ran.rc == 0 and "Configuration is valid" in ran.err, ran.text
+    spec = nodeadm_merged(merged)["spec"]
+    assert spec["kubelet"]["flags"] == [OUR_FLAG, KARPENTER_FLAG]  # ours first, Karpenter's appended last
+    assert spec["cluster"]["name"] == "my-cluster"
+    # the judge sees a NodeConfig part it would skip: without ours, only Karpenter's labels
+    bare = tmp_path / "without-ours.mime"
+    bare.write_text(merged.read_text().replace("Content-Type: application/node.eks.aws\n\n# migbake",
+                                               "Content-Type: text/plain\n\n# migbake"))
+    assert nodeadm_merged(bare)["spec"]["kubelet"]["flags"] == [KARPENTER_FLAG]
+
+
+def test_a_bare_cloud_config_would_break_on_karpenter(tmp_path: Path) -> None:
+    # why the userData is MIME: Karpenter labels a non-MIME YAML document application/node.eks.aws
+    bare = tmp_path / "bare.mime"
+    text = (EKS / "generated/cloud-init/user-data").read_text()
+    bare.write_text(f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n--//\n'
+                    f"Content-Type: application/node.eks.aws\n\n{text}--//\nContent-Type: application/node.eks.aws"
+                    f"\n\n{KARPENTER_PART}--//--\n")
+    ran = nodeadm("check", bare)
+    assert ran.rc == 1 and "Object 'Kind' is missing" in ran.err, ran.text
+
+
+def test_the_cloud_config_part_passes_cloud_init_and_writes_the_rootfs(tmp_path: Path) -> None:
+    message = email.message_from_string(_nodeclass()["spec"]["userData"])
+    parts = {p.get_content_type(): p.get_payload() for p in message.get_payload()}
+    assert list(parts) == ["text/cloud-config", "application/node.eks.aws"]
+    assert all("Content-Transfer-Encoding" not in p for p in message.get_payload())  # Karpenter drops it
+    config = tmp_path / "cloud-config"
+    config.write_text(parts["text/cloud-config"])
+    ran = cloud_init_schema(config)
+    assert ran.rc == 0, ran.text
+    assert cloud_init_unknown_keys(config) == []
+    written = {f["path"]: (f["permissions"], gzip.decompress(base64.b64decode(f["content"])))
+               for f in yaml.safe_load(parts["text/cloud-config"])["write_files"]}
+    rootfs = EKS / "generated/rootfs"
+    assert written == {"/" + str(p.relative_to(rootfs)): (f"{p.stat().st_mode & 0o777:04o}", p.read_bytes())
+                       for p in sorted(rootfs.rglob("*")) if p.is_file()}
+    commands = yaml.safe_load(parts["text/cloud-config"])["runcmd"]
+    assert ["systemctl", "enable", "nvidia-mig-restore.service"] in commands
+
+
+@pytest.mark.parametrize("layout", ["kubeadm", "eks-al2"])
+def test_only_eks_al2023_gets_an_ec2nodeclass(tmp_path: Path, layout: str) -> None:
+    text = (EKS / "node-profile.yaml").read_text().replace("layout: eks-al2023", f"layout: {layout}")
+    out = generate(text, tmp_path / "o")
+    assert not (out / "karpenter").exists()
