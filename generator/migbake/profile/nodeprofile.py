@@ -44,6 +44,7 @@ class Kubelet:
     present: bool = True
     unit: str = "kubelet.service"
     layout: KubeletLayout = "generic"  # how kubelet is started: how node_labels reach it
+    binary: str = ""  # kubelet's executable; "" = the layout's (kubernetes.kubelet.kubelet_binary)
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         description=data.get("description", ""),
         gpu_count=data.get("gpu_count"),
         gpus=tuple(_group(g, cat) for g in data["gpus"]),
-        kubelet=Kubelet(**kub),
+        kubelet=Kubelet(**{k: normal_path(v) if k == "binary" else v for k, v in kub.items()}),
         restore=Restore(**res),
         tools=Tools(**tools),
         image=Image(tuple(str(x) for x in data.get("image", {}).get("provided_later", ()))),

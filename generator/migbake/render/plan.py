@@ -20,10 +20,13 @@ from migbake.gpu.placement import PlacedInstance, fit
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
+    kubeadm_command,
     kubeadm_exec_start,
+    kubelet_binary,
     labels_apply,
     node_labels_flag,
     nodeadm_dropin,
+    unit_checked,
 )
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
@@ -52,6 +55,9 @@ class KubeletPlan:
     our_variable: str  # the variable our kubeadm drop-in adds to kubeadm's command
     nodeadm_path: str  # eks-al2023: the NodeConfig drop-in's absolute path, else ""
     nodeadm_text: str  # ... and its text (header included), else ""
+    binary: str = ""  # kubelet's executable (kubelet.binary, else the layout's; "" for generic without one)
+    unit_layout: str = ""  # the layout preflight and verify check kubelet's unit against ("": no check)
+    kubeadm_command: str = ""  # kubeadm: the ExecStart= kubeadm's drop-in must have on the node, else ""
 
 
 @dataclass(frozen=True)
@@ -162,11 +168,14 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     assignment = exec_start = ""
     if layout == "generic" and p.kubernetes.kubelet_args_env:
         assignment = f"{p.kubernetes.kubelet_args_env}={flag}"
-    elif layout == "kubeadm":
-        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start()
+    binary = kubelet_binary(p)
+    if layout == "kubeadm":
+        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(binary)
     eks = layout == "eks-al2023"
+    checked = p.kubelet.layout if unit_checked(p) else ""
     return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
-                       nodeadm_dropin(p, head) if eks else "")
+                       nodeadm_dropin(p, head) if eks else "", binary, checked,
+                       kubeadm_command(binary) if checked == "kubeadm" else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
