@@ -15,6 +15,7 @@ from migbake.boottest.errors import BootTestError
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.hostrun import Log, no_log
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
+from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios import node as scenarios_node
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
@@ -121,7 +122,7 @@ def run_boot_test(
     mig_parted: Path | None = None,
     node: SimulatedNode | None = None,
     promises: Promises | None = None,
-    kubeadm_package: Literal["deb", "rpm"] = "deb",
+    kubeadm_package: KubeletPackage = "deb",
 ) -> BootTestResult:
     """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
 

@@ -39,7 +39,8 @@ from migbake.boottest.scenarios.scenario import _write as write_guest
 
 KubeletFixture = Literal["plain", "kubeadm-deb", "kubeadm-rpm", "kubespray", "eks-al2023"]
 FIXTURES: tuple[KubeletFixture, ...] = ("plain", "kubeadm-deb", "kubeadm-rpm", "kubespray", "eks-al2023")
-PACKAGES = ("deb", "rpm", "kubespray")  # boot-test --kubeadm-package: whose kubelet a kubeadm-ish node has
+KubeletPackage = Literal["deb", "rpm", "kubespray"]
+PACKAGES: tuple[KubeletPackage, ...] = ("deb", "rpm", "kubespray")  # boot-test --kubeadm-package: whose kubelet
 KUBESPRAY_KUBELET = "/usr/local/bin/kubelet"  # kubespray's bin_dir
 KUBESPRAY_ENV = "/etc/kubernetes/kubelet.env"  # kubespray's kube_config_dir
 ARGV_LOG = "/var/log/kubelet-argv.txt"
