@@ -11,6 +11,12 @@ EKS AL2023 kubelet, started by nodeadm-run):
 3. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
    the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
    stays drained: the second cordon and drain are never followed by an uncordon.
+
+The Ampere rollout (issue 34): images/a100-80gb-mixed (8x A100, kubeadm's deb kubelet) on a node whose
+GPU reset fails (the ``ampere-pending`` knob): activate.yml's reboot brings the restore, which finds the MIG
+mode change pending, records its marker and reboots the node itself; the play waits through that reboot
+(a new boot id), takes the second boot's restore result, verifies (kubelet-unit: kubeadm's drop-in) and
+uncordons. Three boots in one VM.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from migbake.boottest import BootAssets
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.run import RESTORE_UNIT
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
+from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
 from migbake.boottest.scenarios.node import promises_of
@@ -56,8 +63,8 @@ BOOT_TIMEOUT_S = 420  # a boot with 8 simulated GPUs takes 35-80 s under TCG; An
 class Node:
     """The running guest: ssh into it, and run the generated playbooks against it."""
 
-    def __init__(self, work: Path, port: int, key: Path) -> None:
-        self.work, self.port, self.key = work, port, key
+    def __init__(self, work: Path, port: int, key: Path, out: Path = OUT) -> None:
+        self.work, self.port, self.key, self.out = work, port, key, out
         self.kubectl_log = work / "kubectl.log"
         self.timings: list[str] = []
         self.kubectl = fake_kubectl(work)
@@ -92,7 +99,7 @@ class Node:
         pytest.fail(f"the guest's sshd did not answer on 127.0.0.1:{self.port} within {timeout_s:.0f} s")
 
     def playbook(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        argv = [require("ansible-playbook"), "-i", str(self.inventory), str(OUT / "ansible" / name),
+        argv = [require("ansible-playbook"), "-i", str(self.inventory), str(self.out / "ansible" / name),
                 "-e", f"mig_restore_kubectl={self.kubectl}",
                 "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}", *extra]
         start = time.monotonic()
@@ -222,3 +229,67 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
         node.ssh("systemctl poweroff", check=False)
         assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
     print("fleet rollout over SSH: " + ", ".join(node.timings))
+
+
+AMPERE = REPO / "images/a100-80gb-mixed"
+
+
+def test_an_ampere_rollout_waits_through_the_restores_own_reboot_and_uncordons(boot_assets: BootAssets,
+                                                                               work: Path) -> None:
+    out = AMPERE / "generated"
+    mig_parted = shared_file(MIG_PARTED)
+    checked = check_bytes((AMPERE / "node-profile.yaml").read_bytes(), "node-profile.yaml")
+    assert checked.profile is not None
+    sim = node_for_profile(checked.profile)
+    assert sim.model.mig_mode_persists
+    fixture = kubelet_fixtures.fixture_for(checked.profile.kubelet.layout)
+    assert fixture == "kubeadm-deb"
+
+    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
+    commands = fixtures.restore_commands(out, RESTORE_UNIT)
+    config = (out / "rootfs" / commands.config_file.lstrip("/")).read_text()
+    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, "ampere")
+    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, log=print,
+                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
+    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
+                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
+                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
+    for knob in scenarios_reset.FAULT_KNOBS["ampere-pending"]:  # the GPU reset fails: the change waits
+        simguest.set_knob(rootfs, knob)
+    kubelet_fixtures.install(rootfs, fixture, print)
+    fixtures.disable_cloud_init(rootfs)
+    key = work / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
+                   check=True)
+    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
+    disk = image.make_disk(rootfs, work / "disk.img", log=print)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+
+    port = _free_port()
+    node = Node(work, port, key, out)
+    boot_id = "cat /proc/sys/kernel/random/boot_id"
+    with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
+                    log=print) as vm:
+        print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
+        install = node.playbook("install.yml")
+        assert install.returncode == 0, install.stdout
+        first = node.ssh(boot_id).stdout.strip()
+        ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
+        said = ok.stdout + ok.stderr
+        assert ok.returncode == 0, said
+        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"], said
+        # the restore's reboot happened and the play waited for it: the second boot's result was taken
+        for task in ("Note the boot after the restore's reboot", "Wait for the second boot's restore",
+                     "Take the second boot's result"):
+            assert f"TASK [mig_restore : {task}]" in said, task
+        assert "skipping: [node1]" not in said.split("Wait for the second boot's restore]")[1].split("TASK")[0]
+        state = node.ssh(f"{boot_id}; systemctl is-active nvidia-mig-restore.service kubelet.service; "
+                         f"test -e {scenarios_reset.DEFAULT_MARKER} && echo marker || echo no-marker; "
+                         f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout.split()
+        assert state[0] != first and state[1:4] == ["active", "active", "no-marker"], state
+        assert "--node-labels=nvidia.com/gpu.deploy.mig-manager=false" in state, state
+        assert "nvidia-mig-parted assert: the GPUs have config" in said
+        assert "kubelet-unit: kubeadm's drop-in" in said, said
+        node.ssh("systemctl poweroff", check=False)
+        assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
+    print("Ampere rollout over SSH: " + ", ".join(node.timings))
