@@ -94,8 +94,8 @@ def test_kubeadm_layout_on_a_kubespray_node_fails_naming_generic(tmp_path: Path)
 def test_generic_layout_fits_a_kubespray_node_through_a_variable_no_file_sets(tmp_path: Path) -> None:
     root = root_of(tmp_path)
     env = {KUBESPRAY_ENV.lstrip("/"): KUBESPRAY_ENV_TEXT}
-    ran = preflight(tmp_path, kubespray_unit(root), "layout: generic", LABELS + ", kubelet_args_env: KUBELET_API_SERVER}\n",
-                    files=env)
+    labels = LABELS + ", kubelet_args_env: KUBELET_API_SERVER}\n"
+    ran = preflight(tmp_path, kubespray_unit(root), "layout: generic", labels, files=env)
     assert ran.status["kubelet-unit"] == "PASS", ran.detail["kubelet-unit"]
     assert "expands $KUBELET_API_SERVER, which no file of the unit sets" in ran.detail["kubelet-unit"]
 
@@ -120,14 +120,16 @@ def test_kubeadm_drop_in_with_another_binary_fits_kubeadm_with_that_binary(tmp_p
     assert ran.status["kubelet-unit"] == "FAIL"
     assert ran.detail["kubelet-unit"].startswith(
         f"kubeadm's drop-in /usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf starts /opt/bin/kubelet "
-        f"{KUBEADM_ARGS}, not /usr/bin/kubelet {KUBEADM_ARGS} (kubelet.layout kubeadm, kubelet.binary /usr/bin/kubelet)")
+        f"{KUBEADM_ARGS}, not /usr/bin/kubelet {KUBEADM_ARGS} "
+        "(kubelet.layout kubeadm, kubelet.binary /usr/bin/kubelet)")
     assert ran.detail["kubelet-unit"].endswith("kubelet.layout kubeadm fits (kubeadm's drop-in "
                                                "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf) with "
                                                "kubelet.binary /opt/bin/kubelet")
 
 
 def test_eks_al2023_layout(tmp_path: Path) -> None:
-    ok = preflight(tmp_path / "a", al2023_unit("/usr/bin/kubelet"), "layout: eks-al2023", units=("nodeadm-run.service",))
+    ok = preflight(tmp_path / "a", al2023_unit("/usr/bin/kubelet"), "layout: eks-al2023",
+                   units=("nodeadm-run.service",))
     assert ok.status["kubelet-unit"] == "PASS", ok.detail["kubelet-unit"]
     no_nodeadm = preflight(tmp_path / "b", al2023_unit("/usr/bin/kubelet"), "layout: eks-al2023")
     assert no_nodeadm.status["kubelet-unit"] == "FAIL"

@@ -15,5 +15,17 @@ from migbake.boottest.run import BootAssets, BootOutcome, BootTestResult, prepar
 from migbake.boottest.scenarios.claims import Claim
 from migbake.boottest.session import BootPlan, check_host, host_tools, plan, run
 
-__all__ = ["BootAssets", "BootOutcome", "BootPlan", "BootTestError", "BootTestResult", "Claim", "plan",
-           "check_host", "host_tools", "prepare_assets", "run", "run_boot_test"]
+__all__ = [
+           "BootAssets",
+           "BootOutcome",
+           "BootPlan",
+           "BootTestError",
+           "BootTestResult",
+           "Claim",
+           "check_host",
+           "host_tools",
+           "plan",
+           "prepare_assets",
+           "run",
+           "run_boot_test",
+]

@@ -15,11 +15,11 @@ from migbake.boottest.errors import BootTestError
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.hostrun import Log, no_log
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
-from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios import node as scenarios_node
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, BootPath, Claim, evaluate
+from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios.node import Promises
 from migbake.boottest.scenarios.node_claims import node_claims
 from migbake.boottest.scenarios.scenario import Generation, Scenario

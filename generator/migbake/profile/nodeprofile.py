@@ -235,7 +235,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         description=data.get("description", ""),
         gpu_count=data.get("gpu_count"),
         gpus=tuple(_group(g, cat) for g in data["gpus"]),
-        kubelet=Kubelet(**{k: normal_path(v) if k == "binary" else v for k, v in kub.items()}),
+        kubelet=Kubelet(**{**kub, **({"binary": normal_path(kub["binary"])} if "binary" in kub else {})}),
         restore=Restore(**res),
         tools=Tools(**tools),
         image=Image(tuple(str(x) for x in data.get("image", {}).get("provided_later", ()))),
