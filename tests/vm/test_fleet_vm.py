@@ -44,7 +44,7 @@ from migbake.boottest.scenarios.node import promises_of
 from migbake.boottest.scenarios.node_claims import node_claims
 from migbake.boottest.simgpu import guest as simguest
 from migbake.boottest.simgpu.build import compile_simgpu
-from migbake.boottest.simgpu.node import node_for_profile
+from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.boottest.vm import image, qemu
 from migbake.rules.validate import check_bytes
 
@@ -141,6 +141,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _node_disk(boot_assets: BootAssets, work: Path, out: Path, sim: SimulatedNode, fixture: str,
+               mig_parted: Path, *, consumers: tuple[str, ...] = (), knobs: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """The disk of a plain GPU node with sshd (NVIDIA's mig-parted over ``sim``, no restore), and the SSH key."""
+    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
+    commands = fixtures.restore_commands(out, RESTORE_UNIT)
+    config = (out / "rootfs" / commands.config_file.lstrip("/")).read_text()
+    generation = "ampere" if sim.model.mig_mode_persists else "hopper"
+    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, generation)
+    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, consumers=consumers, log=print,
+                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
+    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
+                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
+                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
+    for knob in knobs:
+        simguest.set_knob(rootfs, knob)
+    kubelet_fixtures.install(rootfs, fixture, print)  # type: ignore[arg-type]
+    fixtures.disable_cloud_init(rootfs)
+    key = work / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
+                   check=True)
+    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
+    disk = image.make_disk(rootfs, work / "disk.img", log=print)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+    return disk, key
+
+
 def _claims(node: Node, ctx: BootContext, report_text: str, serial_log: Path) -> list[Claim]:
     """The claims of the Packer boots, on this boot's report, console and files (read over SSH)."""
     report = parse_report(report_text)
@@ -168,24 +194,8 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
     fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout)
 
     # boot 1's disk: a plain GPU node with sshd (what a fleet's machines are before migbake)
-    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
-    commands = fixtures.restore_commands(OUT, RESTORE_UNIT)
-    config = (OUT / "rootfs" / commands.config_file.lstrip("/")).read_text()
-    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, "hopper")
     consumers = tuple(unit for unit, _ in promises.consumers)
-    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, consumers=consumers, log=print,
-                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
-    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
-                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
-                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
-    kubelet_fixtures.install(rootfs, fixture, print)
-    fixtures.disable_cloud_init(rootfs)
-    key = work / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
-                   check=True)
-    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
-    disk = image.make_disk(rootfs, work / "disk.img", log=print)
-    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+    disk, key = _node_disk(boot_assets, work, OUT, sim, fixture, mig_parted, consumers=consumers)
 
     port = _free_port()
     node = Node(work, port, key)
@@ -245,25 +255,9 @@ def test_an_ampere_rollout_waits_through_the_restores_own_reboot_and_uncordons(b
     fixture = kubelet_fixtures.fixture_for(checked.profile.kubelet.layout)
     assert fixture == "kubeadm-deb"
 
-    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
-    commands = fixtures.restore_commands(out, RESTORE_UNIT)
-    config = (out / "rootfs" / commands.config_file.lstrip("/")).read_text()
-    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, "ampere")
-    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, log=print,
-                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
-    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
-                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
-                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
-    for knob in scenarios_reset.FAULT_KNOBS["ampere-pending"]:  # the GPU reset fails: the change waits
-        simguest.set_knob(rootfs, knob)
-    kubelet_fixtures.install(rootfs, fixture, print)
-    fixtures.disable_cloud_init(rootfs)
-    key = work / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
-                   check=True)
-    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
-    disk = image.make_disk(rootfs, work / "disk.img", log=print)
-    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+    # the GPU reset fails (as in a passthrough VM): the MIG mode change waits for the reboot
+    disk, key = _node_disk(boot_assets, work, out, sim, fixture, mig_parted,
+                           knobs=scenarios_reset.FAULT_KNOBS["ampere-pending"])
 
     port = _free_port()
     node = Node(work, port, key, out)
