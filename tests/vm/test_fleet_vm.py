@@ -13,7 +13,8 @@ EKS AL2023 kubelet, started by nodeadm-run):
    stays drained: the second cordon and drain are never followed by an uncordon.
 
 The Ampere rollout (issue 34): images/a100-80gb-mixed (8x A100, kubeadm's deb kubelet) on a node whose
-GPU reset fails (the ``ampere-pending`` knob): activate.yml's reboot brings the restore, which finds the MIG
+GPU reset fails (the ``ampere-pending`` knob) and whose driver answers 90 s after boot (so that the play has
+connected to that boot first): activate.yml's reboot brings the restore, which finds the MIG
 mode change pending, records its marker and reboots the node itself; the play waits through that reboot
 (a new boot id), takes the second boot's restore result, verifies (kubelet-unit: kubeadm's drop-in) and
 uncordons. Three boots in one VM.
@@ -267,6 +268,9 @@ def test_an_ampere_rollout_waits_through_the_restores_own_reboot_and_uncordons(b
         print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
         install = node.playbook("install.yml")
         assert install.returncode == 0, install.stdout
+        # from now on the driver answers only 90 s after each boot: the restore's reboot comes after sshd is up
+        # and the play has connected to that boot (a quick one would reboot before the play ever saw it)
+        node.ssh(f"echo 90 >{simguest.KNOB_DIR}/driver-delay")
         first = node.ssh(boot_id).stdout.strip()
         ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
         said = ok.stdout + ok.stderr
