@@ -102,6 +102,7 @@ case "$1" in
   disable) mkdir -p "$STATE/enabled"; echo disabled >"$STATE/enabled/$2" ;;
   daemon-reload) ;;
   show) get "props/$5.$3" "" ; echo ;;
+  cat) if [ -f "$STATE/cat/$3" ]; then cat "$STATE/cat/$3"; else echo "No files found for $3." >&2; exit 1; fi ;;
   *) echo "fake systemctl: unexpected: $*" >&2; exit 1 ;;
 esac
 """
@@ -138,7 +139,7 @@ POISON = '#!/bin/bash\necho "$0 $*" >>"$STATE/poison"\nexit 99\n'
 
 
 def make_node(tmp_path: Path, profile_extra: str = "", *, kubelet: bool = True,
-              restore_extra: str = "") -> Node:
+              restore_extra: str = "", kubelet_keys: str = "") -> Node:
     """Generate a profile whose tools and config live in ``tmp_path``, and fake everything around it."""
     root = tmp_path / "node"
     tools = root / "opt" / "nvidia"
@@ -153,7 +154,7 @@ gpus:
   - model: h200-141gb
     mig:
       layout: {{1g.18gb: 7}}
-kubelet: {{present: {str(kubelet).lower()}}}
+kubelet: {{present: {str(kubelet).lower()}{kubelet_keys}}}
 restore:
   config_path: {config}
 {restore_extra}tools:
@@ -182,9 +183,10 @@ def file_state(path: Path) -> tuple[bytes, int] | None:
     return (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) if path.exists() else None
 
 
-def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = ()) -> tuple[Node, Path]:
+def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = (),
+              kubelet_keys: str = "") -> tuple[Node, Path]:
     """A node where everything went right, and the verify script pointed at its drop-ins."""
-    node = make_node(tmp_path, profile_extra)
+    node = make_node(tmp_path, profile_extra, kubelet_keys=kubelet_keys)
     node.config.parent.mkdir(parents=True)
     node.config.write_text(H200_LAYOUT)
     etc = node.root / "etc/systemd/system"

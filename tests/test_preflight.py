@@ -52,6 +52,8 @@ class SimNode:
     driver: Literal["host", "container", "none"] = "host"
     modules: str = ""  # /proc/modules
     processes: tuple[str, ...] = ()  # the comm of each running process (/proc/PID/comm)
+    unit_text: dict[str, str] = field(default_factory=dict)  # what `systemctl cat UNIT` prints (else a header)
+    files: dict[str, str] = field(default_factory=dict)  # more files under the node's root (executable)
 
     def query_csv(self) -> str:
         return "".join(f"{i}, {g.model[0]}, {g.model[1]}, {g.mode}\n" for i, g in enumerate(self.gpus))
@@ -107,6 +109,11 @@ case "$*" in
   *) echo "fake nvidia-mig-parted: refusing $*" >&2; exit 97 ;;
 esac
 """)
+    for rel, text in node.files.items():
+        _exe(root / rel, text)
+    for unit, text in node.unit_text.items():
+        (root / "unittext").mkdir(exist_ok=True)
+        (root / "unittext" / unit).write_text(text)
     for unit, (enabled, active) in node.units.items():
         (root / "units").mkdir(exist_ok=True)
         (root / "units" / unit).write_text(f"{enabled}\n{active}\n")
@@ -116,7 +123,8 @@ verb=$1; shift; unit=
 for a in "$@"; do case $a in -*) ;; *) unit=$a ;; esac; done
 state='{root}/units/'$unit
 case $verb in
-  cat) if [ -f "$state" ]; then echo "# /usr/lib/systemd/system/$unit"
+  cat) if [ -f '{root}/unittext/'$unit ]; then cat '{root}/unittext/'$unit
+       elif [ -f "$state" ]; then echo "# /usr/lib/systemd/system/$unit"
        else echo "No files found for $unit." >&2; exit 1; fi ;;
   list-unit-files) if [ -f "$state" ]; then echo "$unit $(sed -n 1p "$state") enabled"; else exit 1; fi ;;
   is-enabled) [ -f "$state" ] || exit 1; s=$(sed -n 1p "$state"); echo "$s"; [ "$s" = enabled ] ;;

@@ -11,6 +11,13 @@ EKS AL2023 kubelet, started by nodeadm-run):
 3. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
    the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
    stays drained: the second cordon and drain are never followed by an uncordon.
+
+The Ampere rollout (issue 34): images/a100-80gb-mixed (8x A100, kubeadm's deb kubelet) on a node whose
+GPU reset fails (the ``ampere-pending`` knob) and whose driver answers 90 s after boot (so that the play has
+connected to that boot first): activate.yml's reboot brings the restore, which finds the MIG
+mode change pending, records its marker and reboots the node itself; the play waits through that reboot
+(a new boot id), takes the second boot's restore result, verifies (kubelet-unit: kubeadm's drop-in) and
+uncordons. Three boots in one VM.
 """
 
 from __future__ import annotations
@@ -31,13 +38,14 @@ from migbake.boottest import BootAssets
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.run import RESTORE_UNIT
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
+from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
 from migbake.boottest.scenarios.node import promises_of
 from migbake.boottest.scenarios.node_claims import node_claims
 from migbake.boottest.simgpu import guest as simguest
 from migbake.boottest.simgpu.build import compile_simgpu
-from migbake.boottest.simgpu.node import node_for_profile
+from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.boottest.vm import image, qemu
 from migbake.rules.validate import check_bytes
 
@@ -56,8 +64,8 @@ BOOT_TIMEOUT_S = 420  # a boot with 8 simulated GPUs takes 35-80 s under TCG; An
 class Node:
     """The running guest: ssh into it, and run the generated playbooks against it."""
 
-    def __init__(self, work: Path, port: int, key: Path) -> None:
-        self.work, self.port, self.key = work, port, key
+    def __init__(self, work: Path, port: int, key: Path, out: Path = OUT) -> None:
+        self.work, self.port, self.key, self.out = work, port, key, out
         self.kubectl_log = work / "kubectl.log"
         self.timings: list[str] = []
         self.kubectl = fake_kubectl(work)
@@ -92,7 +100,7 @@ class Node:
         pytest.fail(f"the guest's sshd did not answer on 127.0.0.1:{self.port} within {timeout_s:.0f} s")
 
     def playbook(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        argv = [require("ansible-playbook"), "-i", str(self.inventory), str(OUT / "ansible" / name),
+        argv = [require("ansible-playbook"), "-i", str(self.inventory), str(self.out / "ansible" / name),
                 "-e", f"mig_restore_kubectl={self.kubectl}",
                 "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}", *extra]
         start = time.monotonic()
@@ -134,6 +142,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _node_disk(boot_assets: BootAssets, work: Path, out: Path, sim: SimulatedNode, fixture: str,
+               mig_parted: Path, *, consumers: tuple[str, ...] = (), knobs: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """The disk of a plain GPU node with sshd (NVIDIA's mig-parted over ``sim``, no restore), and the SSH key."""
+    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
+    commands = fixtures.restore_commands(out, RESTORE_UNIT)
+    config = (out / "rootfs" / commands.config_file.lstrip("/")).read_text()
+    generation = "ampere" if sim.model.mig_mode_persists else "hopper"
+    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, generation)
+    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, consumers=consumers, log=print,
+                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
+    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
+                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
+                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
+    for knob in knobs:
+        simguest.set_knob(rootfs, knob)
+    kubelet_fixtures.install(rootfs, fixture, print)  # type: ignore[arg-type]
+    fixtures.disable_cloud_init(rootfs)
+    key = work / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
+                   check=True)
+    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
+    disk = image.make_disk(rootfs, work / "disk.img", log=print)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+    return disk, key
+
+
 def _claims(node: Node, ctx: BootContext, report_text: str, serial_log: Path) -> list[Claim]:
     """The claims of the Packer boots, on this boot's report, console and files (read over SSH)."""
     report = parse_report(report_text)
@@ -161,24 +195,8 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
     fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout)
 
     # boot 1's disk: a plain GPU node with sshd (what a fleet's machines are before migbake)
-    rootfs = boot_assets.rootfs.fresh_copy(work / "rootfs")
-    commands = fixtures.restore_commands(OUT, RESTORE_UNIT)
-    config = (OUT / "rootfs" / commands.config_file.lstrip("/")).read_text()
-    gpu = fixtures.simulated_gpu_for_config(config, commands.config_name, "hopper")
     consumers = tuple(unit for unit, _ in promises.consumers)
-    fixtures.install_fixtures(rootfs, gpu=gpu, commands=commands, kubelet=True, consumers=consumers, log=print,
-                              actor=f"NVIDIA nvidia-mig-parted over the simulated GPU ({sim.model.key})")
-    simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
-                            mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
-                            nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
-    kubelet_fixtures.install(rootfs, fixture, print)
-    fixtures.disable_cloud_init(rootfs)
-    key = work / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "migbake-fleet-test", "-f", str(key)],
-                   check=True)
-    fixtures.enable_ssh(rootfs, (work / "id_ed25519.pub").read_text(), log=print)
-    disk = image.make_disk(rootfs, work / "disk.img", log=print)
-    subprocess.run(["rm", "-rf", "--one-file-system", str(rootfs)], check=False)
+    disk, key = _node_disk(boot_assets, work, OUT, sim, fixture, mig_parted, consumers=consumers)
 
     port = _free_port()
     node = Node(work, port, key)
@@ -222,3 +240,54 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
         node.ssh("systemctl poweroff", check=False)
         assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
     print("fleet rollout over SSH: " + ", ".join(node.timings))
+
+
+AMPERE = REPO / "images/a100-80gb-mixed"
+
+
+def test_an_ampere_rollout_waits_through_the_restores_own_reboot_and_uncordons(boot_assets: BootAssets,
+                                                                               work: Path) -> None:
+    out = AMPERE / "generated"
+    mig_parted = shared_file(MIG_PARTED)
+    checked = check_bytes((AMPERE / "node-profile.yaml").read_bytes(), "node-profile.yaml")
+    assert checked.profile is not None
+    sim = node_for_profile(checked.profile)
+    assert sim.model.mig_mode_persists
+    fixture = kubelet_fixtures.fixture_for(checked.profile.kubelet.layout)
+    assert fixture == "kubeadm-deb"
+
+    # the GPU reset fails (as in a passthrough VM): the MIG mode change waits for the reboot
+    disk, key = _node_disk(boot_assets, work, out, sim, fixture, mig_parted,
+                           knobs=scenarios_reset.FAULT_KNOBS["ampere-pending"])
+
+    port = _free_port()
+    node = Node(work, port, key, out)
+    boot_id = "cat /proc/sys/kernel/random/boot_id"
+    with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
+                    log=print) as vm:
+        print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
+        install = node.playbook("install.yml")
+        assert install.returncode == 0, install.stdout
+        # from now on the driver answers only 90 s after each boot: the restore's reboot comes after sshd is up
+        # and the play has connected to that boot (a quick one would reboot before the play ever saw it)
+        node.ssh(f"echo 90 >{simguest.KNOB_DIR}/driver-delay")
+        first = node.ssh(boot_id).stdout.strip()
+        ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
+        said = ok.stdout + ok.stderr
+        assert ok.returncode == 0, said
+        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"], said
+        # the restore's reboot happened and the play waited for it: the second boot's result was taken
+        for task in ("Note the boot after the restore's reboot", "Wait for the second boot's restore",
+                     "Take the second boot's result"):
+            assert f"TASK [mig_restore : {task}]" in said, task
+        assert "skipping: [node1]" not in said.split("Wait for the second boot's restore]")[1].split("TASK")[0]
+        state = node.ssh(f"{boot_id}; systemctl is-active nvidia-mig-restore.service kubelet.service; "
+                         f"test -e {scenarios_reset.DEFAULT_MARKER} && echo marker || echo no-marker; "
+                         f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout.split()
+        assert state[0] != first and state[1:4] == ["active", "active", "no-marker"], state
+        assert "--node-labels=nvidia.com/gpu.deploy.mig-manager=false" in state, state
+        assert "nvidia-mig-parted assert: the GPUs have config" in said
+        assert "kubelet-unit: kubeadm's drop-in" in said, said
+        node.ssh("systemctl poweroff", check=False)
+        assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
+    print("Ampere rollout over SSH: " + ", ".join(node.timings))

@@ -13,7 +13,19 @@ May import every library floor below it (render, node, rules, ...), never ``comm
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.run import BootAssets, BootOutcome, BootTestResult, prepare_assets, run_boot_test
 from migbake.boottest.scenarios.claims import Claim
-from migbake.boottest.session import BootPlan, plan, run
+from migbake.boottest.session import BootPlan, check_host, host_tools, plan, run
 
-__all__ = ["BootAssets", "BootOutcome", "BootPlan", "BootTestError", "BootTestResult", "Claim", "plan",
-           "prepare_assets", "run", "run_boot_test"]
+__all__ = [
+           "BootAssets",
+           "BootOutcome",
+           "BootPlan",
+           "BootTestError",
+           "BootTestResult",
+           "Claim",
+           "check_host",
+           "host_tools",
+           "plan",
+           "prepare_assets",
+           "run",
+           "run_boot_test",
+]

@@ -19,23 +19,46 @@ def no_log(_: str) -> None:
     """A ``log`` callback that drops every message."""
 
 
-# the Debian package of each host tool the boot test runs (the rest come with every Debian system)
+# the Debian package of each host tool the boot test runs
 TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs", "mkfs.vfat": "dosfstools", "mcopy": "mtools",
                  "debootstrap": "debootstrap", "qemu-system-x86_64": "qemu-system-x86", "sshd": "openssh-server",
                  "/usr/sbin/sshd": "openssh-server", "ssh-keygen": "openssh-client", "ssh": "openssh-client",
                  "packer": "packer", "gcc": "gcc", "depmod": "kmod", "modprobe": "kmod", "cpio": "cpio",
-                 "mount": "util-linux", "umount": "util-linux"}
+                 "mount": "util-linux", "umount": "util-linux", "gzip": "gzip", "/bin/busybox": "busybox",
+                 "apt-get": "apt", "apt-cache": "apt", "dpkg-deb": "dpkg", "systemctl": "systemd", "cp": "coreutils",
+                 "find": "findutils", "bash": "bash", "ldconfig": "libc-bin"}
+# every host tool a boot test runs, by what needs it (boottest.vm.*, simgpu.build, simgpu.guest, scenarios):
+# each run builds or reuses the cached rootfs (debootstrap) and kernel + initramfs (apt, dpkg-deb, kmod, cpio,
+# gzip, busybox), enables fixture units (systemctl --root), writes and reads the disk (mkfs.ext4, debugfs) and
+# boots it (QEMU); the Packer path chroots a real packer build through a private sshd; the cloud-init path
+# writes a NoCloud seed (mkfs.vfat, mcopy); NVIDIA's mig-parted runs over the simulated GPU, built with gcc
+HOST_TOOLS: dict[str, tuple[str, ...]] = {
+    "every run": ("qemu-system-x86_64", "mkfs.ext4", "debugfs", "systemctl", "cp", "bash", "find", "debootstrap",
+                  "apt-get", "apt-cache", "dpkg-deb", "depmod", "modprobe", "cpio", "gzip", "/bin/busybox"),
+    "packer": ("packer", "/usr/sbin/sshd", "ssh-keygen", "ssh", "mount", "umount"),
+    "cloud-init": ("mkfs.vfat", "mcopy"),
+    "mig-parted": ("gcc", "ldconfig"),
+}
+
+
+def missing_tools(names: tuple[str, ...] | list[str]) -> list[str]:
+    """The tools of ``names`` that are not on PATH (or in /usr/sbin, /sbin), in the order given."""
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    return [n for n in names if shutil.which(n, path=path) is None]
+
+
+def install_hint(missing: list[str]) -> str:
+    """How to get ``missing`` tools: the apt-get line of their Debian packages."""
+    packages = sorted({TOOL_PACKAGES[n] for n in missing if n in TOOL_PACKAGES})
+    how = f"on Debian/Ubuntu: apt-get install -y --no-install-recommends {' '.join(packages)}; " if packages else ""
+    return f"{how}`sudo bash .ci/run` installs every tool the tests use"
 
 
 def require_tools(*names: str) -> None:
     """Raise BootTestError naming every host tool of ``names`` that is not on PATH (or sbin), and its package."""
-    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
-    missing = [n for n in names if shutil.which(n, path=path) is None]
+    missing = missing_tools(names)
     if missing:
-        packages = sorted({TOOL_PACKAGES[n] for n in missing if n in TOOL_PACKAGES})
-        how = (f"on Debian: apt-get install -y --no-install-recommends {' '.join(packages)}; " if packages else "")
-        raise BootTestError(f"missing host tools: {', '.join(missing)} ({how}`sudo bash .ci/run` installs "
-                            "every tool the tests use)")
+        raise BootTestError(f"missing host tools: {', '.join(missing)} ({install_hint(missing)})")
 
 
 def run(

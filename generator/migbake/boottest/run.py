@@ -19,6 +19,7 @@ from migbake.boottest.scenarios import node as scenarios_node
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, BootPath, Claim, evaluate
+from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios.node import Promises
 from migbake.boottest.scenarios.node_claims import node_claims
 from migbake.boottest.scenarios.scenario import Generation, Scenario
@@ -121,7 +122,7 @@ def run_boot_test(
     mig_parted: Path | None = None,
     node: SimulatedNode | None = None,
     promises: Promises | None = None,
-    kubeadm_package: Literal["deb", "rpm"] = "deb",
+    kubeadm_package: KubeletPackage = "deb",
 ) -> BootTestResult:
     """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
 

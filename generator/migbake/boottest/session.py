@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from migbake.boottest.hostrun import Log, no_log
+from migbake.boottest.hostrun import HOST_TOOLS, Log, install_hint, missing_tools, no_log
 from migbake.boottest.run import BootTestResult, prepare_assets, run_boot_test
 from migbake.boottest.scenarios import reset as scenarios_reset
+from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
 from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
 from migbake.boottest.scenarios.scenario import IMITATION, PROVIDED_LATER_MISSING, Scenario
@@ -44,7 +45,7 @@ class BootPlan:
     node: SimulatedNode
     mig_parted: Path | None  # NVIDIA's binary (resolved), or None: the shell imitation acts
     note: str  # what the plan left out and why ("" when nothing)
-    kubeadm_package: Literal["deb", "rpm"] = "deb"  # kubelet.layout kubeadm: whose kubelet the guest gets
+    kubeadm_package: KubeletPackage = "deb"  # kubelet.layout kubeadm: whose kubelet the guest gets
 
     @property
     def actor(self) -> str:
@@ -56,7 +57,7 @@ class BootPlan:
 
 
 def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", boots: int = 2,
-         mig_parted: Path | None = None, kubeadm_package: Literal["deb", "rpm"] = "deb") -> BootPlan:
+         mig_parted: Path | None = None, kubeadm_package: KubeletPackage = "deb") -> BootPlan:
     """The boot test ``migbake boot-test`` runs for these options; UsageError when it cannot run as asked."""
     if scenario in NEEDS_MIG_PARTED and mig_parted is None:
         raise UsageError(f"--scenario {scenario} needs --mig-parted PATH (NVIDIA's nvidia-mig-parted, "
@@ -84,6 +85,20 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
     return BootPlan(profile, generation, tuple(p for p in all_paths if paths in (p, "both")), chosen, boots,
                     node_for_profile(profile), mig_parted.resolve() if mig_parted is not None else None, note,
                     kubeadm_package)
+
+
+def host_tools(boot_plan: BootPlan) -> tuple[str, ...]:
+    """Every host tool ``boot_plan`` runs (``hostrun.HOST_TOOLS``): each run's, its paths', NVIDIA's binary's."""
+    needs = ("every run", *boot_plan.paths, *(("mig-parted",) if boot_plan.mig_parted is not None else ()))
+    return tuple(dict.fromkeys(tool for need in needs for tool in HOST_TOOLS[need]))
+
+
+def check_host(boot_plan: BootPlan) -> None:
+    """UsageError naming every host tool ``boot_plan`` needs and this host lacks, before any work."""
+    missing = missing_tools(host_tools(boot_plan))
+    if missing:
+        raise UsageError(f"boot-test needs host tools this machine lacks: {', '.join(missing)} "
+                         f"({install_hint(missing)}); migbake boot-test --help lists them all")
 
 
 def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,

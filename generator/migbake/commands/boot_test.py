@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 import click
 
 from migbake import boottest
+from migbake.boottest.scenarios.kubelet import PACKAGES, KubeletPackage
 from migbake.boottest.session import SCENARIO_CHOICES
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
@@ -32,11 +32,14 @@ from migbake.exits import EXIT_INVALID
 @click.option("--mig-parted", "mig_parted", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="NVIDIA's nvidia-mig-parted binary: it runs in the guest over simulated GPUs (without it, "
                    "a shell imitation does).")
-@click.option("--kubeadm-package", type=click.Choice(["deb", "rpm"]), default="deb", show_default=True,
-              help="With kubelet.layout kubeadm: whose kubelet the guest gets (the admin's KUBELET_EXTRA_ARGS in "
-                   "/etc/default/kubelet, or /etc/sysconfig/kubelet).")
+@click.option("--kubeadm-package", type=click.Choice(PACKAGES), default="deb", show_default=True,
+              help="Whose kubelet the guest gets. deb, rpm (with kubelet.layout kubeadm): kubeadm's packaged "
+                   "drop-in and the admin's KUBELET_EXTRA_ARGS in /etc/default/kubelet or /etc/sysconfig/kubelet. "
+                   "kubespray (any layout): kubespray's own kubelet.service starting /usr/local/bin/kubelet with "
+                   "/etc/kubernetes/kubelet.env; kubelet.layout generic with kubelet_args_env naming a variable "
+                   "that unit expands and its env file leaves unset (e.g. KUBELET_API_SERVER) fits it.")
 def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, as_json: bool,
-              cache: Path | None, mig_parted: Path | None, kubeadm_package: Literal["deb", "rpm"]) -> int:
+              cache: Path | None, mig_parted: Path | None, kubeadm_package: KubeletPackage) -> int:
     """Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.
 
     Builds (and caches) a minimal Debian rootfs with systemd and cloud-init and a kernel, installs
@@ -53,12 +56,19 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     that fails (ampere-pending: one reboot, then the layout; ampere-pending-stuck: no second reboot, fail
     closed) and CDI (cdi: the spec written last lists the MIG devices). The guest's kubelet is started as
     kubelet.layout says (kubeadm's packaged drop-in and the admin's file, or EKS AL2023's nodeadm with its
-    drop-in directory): kubelet got the node labels and the admin's own flags. Needs root.
+    drop-in directory, or kubespray's unit with --kubeadm-package kubespray): kubelet got the node labels
+    and the admin's own flags. Needs root.
+
+    Host tools, checked before any work (exit 2 names every missing one with its apt-get line): every run:
+    qemu-system-x86_64, mkfs.ext4, debugfs, systemctl, cp, bash, find, debootstrap, apt-get, apt-cache,
+    dpkg-deb, depmod, modprobe, cpio, gzip, /bin/busybox; the Packer path: packer, /usr/sbin/sshd,
+    ssh-keygen, ssh, mount, umount; the cloud-init path: mkfs.vfat, mcopy; --mig-parted: gcc, ldconfig.
     Exit 0 only if every claim holds.
     """
     prof = valid_profile(profile)
     boot_plan = boottest.plan(prof, paths=paths, scenario=scenario, boots=boots, mig_parted=mig_parted,
                               kubeadm_package=kubeadm_package)
+    boottest.check_host(boot_plan)
     if boot_plan.note:
         click.echo(f"migbake: {boot_plan.note}", err=True)
     log = (lambda line: click.echo(line, err=True)) if not as_json else (lambda line: None)

@@ -14,6 +14,13 @@
   ``--node-labels`` adds to what user data gives.
 - ``eks-al2``: ``bootstrap.sh --kubelet-extra-args ARGS`` (amazon-eks-ami, ``templates/al2/runtime/bootstrap.sh``
   before AL2 support was removed) writes them into a drop-in of its own; migbake can only print the argument.
+
+``kubelet.binary`` is the kubelet the layout starts (``kubelet_binary``): kubeadm's packages install
+``/usr/bin/kubelet`` (kubernetes/release:cmd/krel/templates/latest/kubelet/kubelet.spec@v0.21.1, ``%{_bindir}``),
+EKS AL2023 starts ``/usr/bin/kubelet $NODEADM_KUBELET_ARGS`` (awslabs/amazon-eks-ami:templates/al2023/runtime/
+rootfs/etc/systemd/system/kubelet.service@v20260724); kubespray copies it to ``/usr/local/bin/kubelet``
+(kubernetes-sigs/kubespray:roles/kubernetes/node/tasks/install.yml@v2.31.0, ``bin_dir``), which is why the
+generated preflight and verify read kubelet's unit on the node before trusting the layout (``unit_checked``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,12 @@ from migbake.profile.nodeprofile import NodeProfile
 
 # kubeadm's ExecStart (10-kubeadm.conf, deb and rpm alike), and the variable migbake adds to it
 KUBEADM_VARIABLES = ("KUBELET_KUBECONFIG_ARGS", "KUBELET_CONFIG_ARGS", "KUBELET_KUBEADM_ARGS", "KUBELET_EXTRA_ARGS")
-KUBEADM_KUBELET = "/usr/bin/kubelet"
+KUBEADM_KUBELET = "/usr/bin/kubelet"  # kubeadm's and EKS's kubelet (kubelet.binary's default for those layouts)
+DEFAULT_BINARY = {"kubeadm": KUBEADM_KUBELET, "eks-al2023": KUBEADM_KUBELET, "eks-al2": KUBEADM_KUBELET}
+KUBEADM_DROPIN_NAME = "10-kubeadm.conf"  # kubernetes/release:cmd/krel/templates/latest/kubeadm/kubeadm.spec@v0.21.1
+NODEADM_VARIABLE = "NODEADM_KUBELET_ARGS"  # what EKS AL2023's kubelet.service expands (nodeadm writes it)
+NODEADM_ENV_FILE = "/etc/eks/kubelet/environment"
+NODEADM_RUN = "nodeadm-run.service"
 OUR_VARIABLE = "MIGBAKE_KUBELET_ARGS"
 KUBEADM_ENV_FILES = {"deb": "/etc/default/kubelet", "rpm": "/etc/sysconfig/kubelet"}
 NODEADM_DROPIN = "/etc/eks/nodeadm.d/50-migbake-node-labels.yaml"
@@ -45,9 +57,33 @@ def labels_apply(profile: NodeProfile) -> bool:
     return bool(profile.kubernetes.node_labels) and profile.kubelet.present
 
 
-def kubeadm_exec_start() -> str:
+def kubelet_binary(profile: NodeProfile) -> str:
+    """``kubelet.binary``, else the layout's kubelet (``""`` for generic: nothing to check or write)."""
+    return profile.kubelet.binary or DEFAULT_BINARY.get(profile.kubelet.layout, "")
+
+
+def kubeadm_command(binary: str) -> str:
+    """kubeadm's own ExecStart= (10-kubeadm.conf) with kubelet at ``binary``: what a kubeadm node has."""
+    return " ".join([binary, *(f"${v}" for v in KUBEADM_VARIABLES)])
+
+
+def kubeadm_exec_start(binary: str = KUBEADM_KUBELET) -> str:
     """Our ExecStart= for kubeadm's kubelet: theirs, then ``$MIGBAKE_KUBELET_ARGS`` (last: its labels win)."""
-    return " ".join([KUBEADM_KUBELET, *(f"${v}" for v in KUBEADM_VARIABLES), f"${OUR_VARIABLE}"])
+    return f"{kubeadm_command(binary)} ${OUR_VARIABLE}"
+
+
+def unit_checked(profile: NodeProfile) -> bool:
+    """Whether the generated preflight and verify read kubelet's unit: what the layout assumes of it.
+
+    kubeadm and eks-al2023 always (their drop-ins assume the packaged unit); generic when it passes labels
+    through kubelet_args_env or names kubelet.binary; eks-al2 never (bootstrap.sh owns kubelet's unit).
+    """
+    k = profile.kubelet
+    if not k.present:
+        return False
+    if k.layout in ("kubeadm", "eks-al2023"):
+        return True
+    return k.layout == "generic" and bool(k.binary or (labels_apply(profile) and profile.kubernetes.kubelet_args_env))
 
 
 def nodeconfig_labels(profile: NodeProfile) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from migbake.exits import printable
+from migbake.kubernetes.kubelet import unit_checked
 from migbake.kubernetes.labels import label_checks
 from migbake.migparted.config import entry_pci_ids
 from migbake.node.driveroffer import DriverOffers
@@ -247,7 +248,8 @@ def check_names(profile: NodeProfile) -> list[str]:
     reset = any(e.mode_persists for e in found)
     return ["nvidia-smi", "driver", "gpu-count", *(e.check for e in found), "coverage", "mig-state",
             *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
-            *(["kubelet"] if profile.kubelet.present else []), *(f"consumer/{c.unit}" for c in profile.consumers),
+            *(["kubelet"] if profile.kubelet.present else []), *(["kubelet-unit"] if unit_checked(profile) else []),
+            *(f"consumer/{c.unit}" for c in profile.consumers),
             "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else []),
             *(["node-labels"] if profile.kubelet.present and profile.kubernetes.node_labels else [])]
 

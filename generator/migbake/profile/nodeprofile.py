@@ -46,6 +46,7 @@ class Kubelet:
     present: bool = True
     unit: str = "kubelet.service"
     layout: KubeletLayout = "generic"  # how kubelet is started: how node_labels reach it
+    binary: str = ""  # kubelet's executable; "" = the layout's (kubernetes.kubelet.kubelet_binary)
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         description=data.get("description", ""),
         gpu_count=data.get("gpu_count"),
         gpus=tuple(_group(g, cat, str(k8s.get("allocation", "device-plugin"))) for g in data["gpus"]),
-        kubelet=Kubelet(**kub),
+        kubelet=Kubelet(**{**kub, **({"binary": normal_path(kub["binary"])} if "binary" in kub else {})}),
         restore=Restore(**res),
         tools=Tools(**tools),
         image=Image(tuple(str(x) for x in data.get("image", {}).get("provided_later", ()))),

@@ -23,11 +23,14 @@ from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
     eks_family,
+    kubeadm_command,
     kubeadm_exec_start,
+    kubelet_binary,
     labels_apply,
     node_labels_flag,
     nodeadm_dropin,
     nodeconfig_part,
+    unit_checked,
 )
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
@@ -65,6 +68,9 @@ class KubeletPlan:
     nodeadm_path: str  # eks-al2023: the NodeConfig drop-in's absolute path, else ""
     nodeadm_text: str  # ... and its text (header included), else ""
     nodeconfig_part: str = ""  # eks-al2023: the same labels as a NodeConfig part of MIME user data, else ""
+    binary: str = ""  # kubelet's executable (kubelet.binary, else the layout's; "" for generic without one)
+    unit_layout: str = ""  # the layout preflight and verify check kubelet's unit against ("": no check)
+    kubeadm_command: str = ""  # kubeadm: the ExecStart= kubeadm's drop-in must have on the node, else ""
 
 
 @dataclass(frozen=True)
@@ -191,11 +197,14 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     assignment = exec_start = ""
     if layout == "generic" and p.kubernetes.kubelet_args_env:
         assignment = f"{p.kubernetes.kubelet_args_env}={flag}"
-    elif layout == "kubeadm":
-        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start()
+    binary = kubelet_binary(p)
+    if layout == "kubeadm":
+        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(binary)
     eks = layout == "eks-al2023"
+    checked = p.kubelet.layout if unit_checked(p) else ""
     return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
-                       nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "")
+                       nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "", binary, checked,
+                       kubeadm_command(binary) if checked == "kubeadm" else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:

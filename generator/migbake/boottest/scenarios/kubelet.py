@@ -1,4 +1,4 @@
-"""The kubelet a node really has, in the guest: kubeadm's (deb, rpm) or EKS AL2023's nodeadm, and its argv.
+"""The kubelet a node really has, in the guest: kubeadm's (deb, rpm), kubespray's or EKS AL2023's, and its argv.
 
 A boot-test option beside the scenario (it adds no boot): the guest's kubelet is started the way that
 layout starts it, and a fake ``/usr/bin/kubelet`` records its argv. The claim ``kubelet-labels``: kubelet
@@ -16,6 +16,14 @@ packages install (not copies):
   reads ``EnvironmentFile=/etc/eks/kubelet/environment`` and runs ``/usr/bin/kubelet $NODEADM_KUBELET_ARGS``;
   nodeadm-run (after cloud-final) merges the NodeConfig of user data with every file of /etc/eks/nodeadm.d/,
   appending ``spec.kubelet.flags``, and writes them there. The fake nodeadm merges only those flags.
+- kubespray (kubernetes-sigs/kubespray:roles/kubernetes/node/templates/kubelet.service.j2@v2.31.0,
+  ``kubelet.env.v1beta1.j2``, ``tasks/install.yml``, ``defaults/main/main.yml`` of ``kubespray_defaults``): a
+  whole ``/etc/systemd/system/kubelet.service`` of its own, no kubeadm drop-in, whose ExecStart= runs
+  ``/usr/local/bin/kubelet`` with eleven variables, five of them set by
+  ``EnvironmentFile=-/etc/kubernetes/kubelet.env`` (the admin's flags: ``KUBELET_ADDRESS`` and
+  ``kubelet_custom_flags`` at the end of ``KUBELET_ARGS``), the others empty. No ``/usr/bin/kubelet``.
+  Any layout may boot on it: generic with ``kubelet_args_env`` naming an unset one of those variables
+  fits; kubeadm's drop-in would start the missing ``/usr/bin/kubelet`` (the preflight says so first).
 """
 
 from __future__ import annotations
@@ -29,8 +37,12 @@ from migbake.boottest.scenarios.claims import Claim
 from migbake.boottest.scenarios.scenario import SYSTEM_UNITS
 from migbake.boottest.scenarios.scenario import _write as write_guest
 
-KubeletFixture = Literal["plain", "kubeadm-deb", "kubeadm-rpm", "eks-al2023"]
-FIXTURES: tuple[KubeletFixture, ...] = ("plain", "kubeadm-deb", "kubeadm-rpm", "eks-al2023")
+KubeletFixture = Literal["plain", "kubeadm-deb", "kubeadm-rpm", "kubespray", "eks-al2023"]
+FIXTURES: tuple[KubeletFixture, ...] = ("plain", "kubeadm-deb", "kubeadm-rpm", "kubespray", "eks-al2023")
+KubeletPackage = Literal["deb", "rpm", "kubespray"]
+PACKAGES: tuple[KubeletPackage, ...] = ("deb", "rpm", "kubespray")  # boot-test --kubeadm-package: whose kubelet
+KUBESPRAY_KUBELET = "/usr/local/bin/kubelet"  # kubespray's bin_dir
+KUBESPRAY_ENV = "/etc/kubernetes/kubelet.env"  # kubespray's kube_config_dir
 ARGV_LOG = "/var/log/kubelet-argv.txt"
 ADMIN_FLAGS = ("--node-ip=10.0.2.15", "--max-pods=250")  # the admin's own (kubeadm's file, EKS user data)
 ENV_FILE = {"kubeadm-deb": "/etc/default/kubelet", "kubeadm-rpm": "/etc/sysconfig/kubelet"}
@@ -102,8 +114,57 @@ spec:
 """
 
 
+# kubespray's kubelet.service with its defaults (container_manager containerd, bin_dir /usr/local/bin,
+# kube_config_dir /etc/kubernetes), in our words; the boot test's stub log line added as ExecStartPre
+KUBESPRAY_UNIT = f"""# Test fixture for boot tests ONLY: a kubelet.service shaped like kubespray's (a unit of its own).
+[Unit]
+Description=Fake kubelet (kubespray-shaped; boot test fixture)
+After=containerd.service
+Wants=containerd.service
+
+[Service]
+EnvironmentFile=-{KUBESPRAY_ENV}
+ExecStartPre=/bin/sh -c 'echo "$(date +%%s.%%N) kubelet ExecStartPre" >>/var/log/mig-stub.log'
+ExecStart={KUBESPRAY_KUBELET} \\
+\t\t$KUBE_LOGTOSTDERR \\
+\t\t$KUBE_LOG_LEVEL \\
+\t\t$KUBELET_API_SERVER \\
+\t\t$KUBELET_ADDRESS \\
+\t\t$KUBELET_PORT \\
+\t\t$KUBELET_HOSTNAME \\
+\t\t$KUBELET_ARGS \\
+\t\t$DOCKER_SOCKET \\
+\t\t$KUBELET_NETWORK_PLUGIN \\
+\t\t$KUBELET_VOLUME_PLUGIN \\
+\t\t$KUBELET_CLOUDPROVIDER
+Restart=always
+RestartSec=10s
+
+[Install]
+WantedBy=multi-user.target
+"""
+# kubespray's kubelet.env with its defaults (kube_log_level 2, kubelet_runtime_cgroups, cloud_provider unset);
+# ADMIN_FLAGS as kubelet_address and kubelet_custom_flags
+KUBESPRAY_ENV_TEXT = f"""KUBE_LOG_LEVEL="--v=2"
+KUBELET_ADDRESS="{ADMIN_FLAGS[0]}"
+KUBELET_ARGS="--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \\
+--config=/etc/kubernetes/kubelet-config.yaml \\
+--kubeconfig=/etc/kubernetes/kubelet.conf \\
+--runtime-cgroups=/system.slice/containerd.service \\
+ {ADMIN_FLAGS[1]}"
+KUBELET_CLOUDPROVIDER=""
+
+PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+"""
+
+
 def fixture_for(layout: str, package: str = "deb") -> KubeletFixture:
-    """The guest kubelet for a profile's ``kubelet.layout`` (kubeadm: of ``package``, deb or rpm)."""
+    """The guest kubelet for a profile's ``kubelet.layout`` (kubeadm: of ``package``, deb or rpm).
+
+    ``package`` kubespray gives every layout kubespray's kubelet (a mismatch is the profile's to show).
+    """
+    if package == "kubespray":
+        return "kubespray"
     if layout == "kubeadm":
         return "kubeadm-rpm" if package == "rpm" else "kubeadm-deb"
     return "eks-al2023" if layout == "eks-al2023" else "plain"
@@ -132,6 +193,12 @@ def install(rootfs: Path, fixture: KubeletFixture, log: Log) -> None:
                     _USER_DATA.format(flags="\n".join(f'      - "{f}"' for f in ADMIN_FLAGS)), 0o644)
         (rootfs / "etc/eks/nodeadm.d").mkdir(parents=True, exist_ok=True)  # the AMI build makes it
         run(["systemctl", "--quiet", f"--root={rootfs}", "enable", "nodeadm-run.service"], log=log)
+        return
+    if fixture == "kubespray":
+        write_guest(rootfs, KUBESPRAY_KUBELET, _RECORDER, 0o755)
+        (rootfs / "usr/bin/kubelet").unlink(missing_ok=True)  # kubespray installs none there
+        write_guest(rootfs, f"/{SYSTEM_UNITS}/kubelet.service", KUBESPRAY_UNIT, 0o600)  # kubespray: mode 0600
+        write_guest(rootfs, KUBESPRAY_ENV, KUBESPRAY_ENV_TEXT, 0o600)
         return
     package = fixture.split("-")[1]
     write_guest(rootfs, f"/{SYSTEM_UNITS}/kubelet.service",

@@ -6,15 +6,16 @@ from typing import Any
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import RenderPlan
+from migbake.render.plan import DROPIN_NAME, RenderPlan
 
 
 def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """The four scripts a person runs on a node."""
-    out = [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
+    unit = {"restore_dropin_name": DROPIN_NAME}  # kubelet's unit is read without the restore's drop-in
+    out = [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755, unit)
            for name in ("verify-mig-restore", "uninstall-mig-restore", "capture-mig-config")]
     out.append(templates.file("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
-                              _preflight(plan)))
+                              {**_preflight(plan), **unit}))
     return out
 
 

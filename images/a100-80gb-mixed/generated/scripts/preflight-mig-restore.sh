@@ -6,7 +6,7 @@
 # preflight-mig-restore.sh [--json]
 # Run on a node BEFORE the restore is installed or enabled: checks that the node matches profile
 # a100-80gb-mixed: nvidia-smi answers, a host driver (not a driver container), the GPU count and
-# models, nvidia-mig-parted, the units of kubelet.service, the conflicting manager, the GPU Operator labels of the node; and
+# models, nvidia-mig-parted, the units of kubelet.service, the conflicting manager, the GPU Operator labels of the node, the kubelet unit against kubelet.layout kubeadm; and
 # shows the MIG state that the next boot's restore will replace.
 # Read-only: it runs only `nvidia-smi --query-gpu=...` and `nvidia-smi -L`, `nvidia-mig-parted
 # --version` (or `help`), `systemctl cat / list-unit-files / is-enabled / is-active` and `kubectl get node`, and reads
@@ -263,6 +263,158 @@ else
   add gpu-reset PASS "neither nvidia_drm nor a display server holds the GPU"
 fi
 
+# kubelet_unit_check: reads kubelet's unit as this node has it (`systemctl cat`, else the files of
+# systemd's unit folders), leaving out the restore's own drop-in, and prints one
+# "kubelet-unit<TAB>STATUS<TAB>DETAIL" line: does the unit start kubelet the way kubelet.layout
+# kubeadm assumes? A mismatch is a FAIL that names the layout that fits this unit.
+# What each layout's unit looks like:
+#  kubeadm: the drop-in kubelet.service.d/10-kubeadm.conf with ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS
+#    $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+#    (kubernetes/release:cmd/krel/templates/latest/kubeadm/10-kubeadm.conf@v0.21.1);
+#  eks-al2023: ExecStart=/usr/bin/kubelet $NODEADM_KUBELET_ARGS from EnvironmentFile=/etc/eks/kubelet/environment,
+#    written by nodeadm (awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/system/kubelet.service@v20260724);
+#  kubespray: a whole kubelet.service starting /usr/local/bin/kubelet with variables of
+#    EnvironmentFile=-/etc/kubernetes/kubelet.env, no kubeadm drop-in
+#    (kubernetes-sigs/kubespray:roles/kubernetes/node/templates/kubelet.service.j2@v2.31.0): generic fits it.
+# systemd reads EnvironmentFile= after Environment= (systemd.exec(5)), so a variable a file sets cannot
+# carry the restore drop-in's labels.
+kubelet_unit_name='kubelet.service'
+unit_layout='kubeadm'
+kubelet_binary='/usr/bin/kubelet'
+# shellcheck disable=SC2016 # systemd expands these variables, not this script
+kubeadm_command='/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS'
+labels_variable=''
+restore_dropin='20-mig-restore.conf'
+our_variable='MIGBAKE_KUBELET_ARGS'
+unit_folders=('/etc/systemd/system' '/run/systemd/system' '/usr/local/lib/systemd/system' '/usr/lib/systemd/system' '/lib/systemd/system')
+
+# unit_text UNIT: `systemctl cat UNIT`, or (no systemd running: a chroot, an image) the same from the folders
+unit_text() {
+  local unit=$1 d f name
+  local -A dropin=()
+  if systemctl cat -- "$unit" 2>/dev/null; then return 0; fi
+  for d in "${unit_folders[@]}"; do
+    if [ -f "$d/$unit" ]; then printf '# %s\n' "$d/$unit"; cat "$d/$unit"; break; fi
+  done
+  [ -f "$d/$unit" ] || return 1
+  for d in "${unit_folders[@]}"; do
+    for f in "$d/$unit.d"/*.conf; do
+      name=${f##*/}
+      if [ -f "$f" ] && [ -z "${dropin[$name]+set}" ]; then dropin[$name]=$f; fi
+    done
+  done
+  while read -r name; do
+    [ -n "$name" ] || continue
+    printf '\n# %s\n' "${dropin[$name]}"
+    cat "${dropin[$name]}"
+  done < <(printf '%s\n' "${!dropin[@]}" | sort)
+}
+
+# the unit's [Service] settings, one "KEY<TAB>VALUE" line each (file<TAB>PATH before each file)
+unit_settings() {
+  awk -v unit="$1" -v ours="$restore_dropin" '
+    function ends(s, t) { return length(s) >= length(t) && substr(s, length(s) - length(t) + 1) == t }
+    function emit(k, v) { gsub(/[[:space:]]+/, " ", v); sub(/^ /, "", v); sub(/ $/, "", v); print k "\t" v }
+    /^# \// && (ends($0, "/" unit) || index($0, "/" unit ".d/")) {
+      path = substr($0, 3); skip = ends(path, "/" unit ".d/" ours); cont = 0; section = ""
+      if (!skip) print "file\t" path
+      next
+    }
+    skip { next }
+    cont { value = value " " $0; if (value ~ /\\$/) { sub(/\\$/, "", value); next } cont = 0; emit(key, value); next }
+    /^[[:space:]]*[#;]/ { next }
+    /^[[:space:]]*\[/ { section = $0; gsub(/[[:space:]]/, "", section); next }
+    section != "[Service]" { next }
+    /^[[:space:]]*(ExecStart|EnvironmentFile|Environment)[[:space:]]*=/ {
+      key = $0; sub(/[[:space:]]*=.*/, "", key); gsub(/[[:space:]]/, "", key)
+      value = $0; sub(/^[^=]*=/, "", value)
+      if (value ~ /\\$/) { sub(/\\$/, "", value); cont = 1; next }
+      emit(key, value)
+    }'
+}
+
+kubelet_unit_check() {
+  local text kind value exec='' bin='' kubeadm_file='' fits v
+  local -a envfiles=() words=() expanded=() set_vars=() free=()
+  if ! text="$(unit_text "$kubelet_unit_name")"; then
+    printf 'kubelet-unit\tFAIL\t%s\n' "cannot read $kubelet_unit_name (systemctl cat, nor in ${unit_folders[*]})"
+    return 0
+  fi
+  while IFS=$'\t' read -r kind value; do
+    case "$kind" in
+      file) if [[ $value == */"$kubelet_unit_name.d/10-kubeadm.conf" ]]; then kubeadm_file=$value; fi ;;
+      ExecStart) exec=$value ;;
+      EnvironmentFile) envfiles+=("${value#-}") ;;
+      Environment) while read -r v; do set_vars+=("$v"); done < <(grep -oE '(^|[[:space:]"])[A-Za-z_][A-Za-z0-9_]*=' <<<"$value" | tr -d ' "=') ;;
+    esac
+  done < <(unit_settings "$kubelet_unit_name" <<<"$text")
+  read -ra words <<<"$exec"
+  bin=${words[0]:-}
+  bin=${bin##[-@:+!]}
+  bin=${bin##[-@:+!]}
+  if [ -n "$exec" ]; then
+    while read -r v; do expanded+=("$v"); done < <(grep -oE '\$\{?[A-Za-z_][A-Za-z0-9_]*' <<<"$exec" | tr -d "\${}")
+  fi
+  for v in "${envfiles[@]}"; do
+    [ -r "$v" ] || continue
+    while read -r v; do set_vars+=("$v"); done < <(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$v")
+  done
+  for v in "${expanded[@]}"; do
+    if [[ " ${set_vars[*]} " != *" $v "* ]] && [[ " ${free[*]} " != *" $v "* ]]; then free+=("$v"); fi
+  done
+  # the layout that fits what was read
+  if [ -n "$kubeadm_file" ]; then
+    fits="kubelet.layout kubeadm fits (kubeadm's drop-in $kubeadm_file)"
+    if [ "$bin" != /usr/bin/kubelet ]; then fits+=" with kubelet.binary $bin"; fi
+  elif [[ " ${expanded[*]} " == *" NODEADM_KUBELET_ARGS "* ]]; then
+    fits="kubelet.layout eks-al2023 fits (its ExecStart= expands \$NODEADM_KUBELET_ARGS, which nodeadm writes)"
+  elif [ "${free[0]+set}" = set ]; then
+    fits="kubelet.layout generic fits, with kubernetes.kubelet_args_env one of ${free[*]} (its ExecStart= expands them and no EnvironmentFile= of the unit sets them)"
+  else
+    fits="kubelet.layout generic fits only with a variable that its ExecStart= expands and no EnvironmentFile= sets, and this unit has none (add one with a drop-in of your own)"
+  fi
+  if [[ " ${envfiles[*]} " == *"/etc/kubernetes/kubelet.env "* ]]; then
+    fits+="; this is kubespray's unit: kubespray passes its own kubelet flags (kubelet_custom_flags) in KUBELET_ARGS of /etc/kubernetes/kubelet.env, and sets its node_labels with kubectl label, not through kubelet"
+  fi
+  if [ -z "$exec" ]; then
+    printf 'kubelet-unit\tFAIL\t%s\n' "$kubelet_unit_name has no ExecStart= ($(unit_files_of "$text")): it starts no kubelet"
+    return 0
+  fi
+  case "$unit_layout" in
+    kubeadm)
+      if [ -z "$kubeadm_file" ]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "this is not kubeadm's kubelet, which kubelet.layout kubeadm assumes: no kubeadm drop-in ($kubelet_unit_name.d/10-kubeadm.conf in ${unit_folders[*]}), and ExecStart=$exec; the kubelet drop-in would start $kubeadm_command \$$our_variable instead, without the unit's own settings; $fits"
+      elif [ "$exec" != "$kubeadm_command" ]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "kubeadm's drop-in $kubeadm_file starts $exec, not $kubeadm_command (kubelet.layout kubeadm, kubelet.binary $kubelet_binary): the kubelet drop-in would replace it; $fits"
+      elif [ ! -x "$kubelet_binary" ]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "kubeadm's drop-in $kubeadm_file starts $kubelet_binary, which is missing or not executable"
+      else
+        printf 'kubelet-unit\tPASS\t%s\n' "kubeadm's drop-in $kubeadm_file starts $exec (kubelet.layout kubeadm): the kubelet drop-in repeats it with \$$our_variable"
+      fi ;;
+    eks-al2023)
+      if [[ " ${expanded[*]} " != *" NODEADM_KUBELET_ARGS "* ]] || [ "$bin" != "$kubelet_binary" ]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "this is not EKS AL2023's kubelet, which kubelet.layout eks-al2023 assumes: ExecStart=$exec does not start $kubelet_binary \$NODEADM_KUBELET_ARGS, so nodeadm's flags (the NodeConfig drop-in's labels) never reach it; $fits"
+      elif ! systemctl cat -- nodeadm-run.service >/dev/null 2>&1 && ! unit_text nodeadm-run.service >/dev/null; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "$kubelet_unit_name starts $exec, but there is no nodeadm-run.service to write \$NODEADM_KUBELET_ARGS (kubelet.layout eks-al2023): is this an EKS AL2023 AMI?"
+      else
+        printf 'kubelet-unit\tPASS\t%s\n' "$kubelet_unit_name starts $exec, from nodeadm-run.service's NODEADM_KUBELET_ARGS (kubelet.layout eks-al2023): the NodeConfig drop-in's labels reach kubelet"
+      fi ;;
+    *)
+      if [ -n "$kubelet_binary" ] && [ "$bin" != "$kubelet_binary" ]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "ExecStart=$exec starts $bin, not kubelet.binary $kubelet_binary"
+      elif [ -n "$labels_variable" ] && [[ " ${expanded[*]} " != *" $labels_variable "* ]]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "ExecStart=$exec does not expand \$$labels_variable (kubernetes.kubelet_args_env), so the node labels never reach kubelet; $fits"
+      elif [ -n "$labels_variable" ] && [[ " ${set_vars[*]} " == *" $labels_variable "* ]]; then
+        printf 'kubelet-unit\tFAIL\t%s\n' "the unit itself sets $labels_variable (kubernetes.kubelet_args_env; EnvironmentFile= ${envfiles[*]}), which overrides the restore drop-in's Environment=, so the node labels never reach kubelet; $fits"
+      elif [ -n "$labels_variable" ]; then
+        printf 'kubelet-unit\tPASS\t%s\n' "ExecStart=$exec expands \$$labels_variable, which no file of the unit sets: the node labels reach kubelet (kubelet.layout generic)"
+      else
+        printf 'kubelet-unit\tPASS\t%s\n' "ExecStart=$exec starts kubelet.binary $kubelet_binary"
+      fi ;;
+  esac
+}
+
+unit_files_of() { awk '/^# \// { printf "%s%s", sep, substr($0, 3); sep = ", " }' <<<"$1"; }
 unit_exists() {
   systemctl cat -- "$1" >/dev/null 2>&1 ||
     systemctl list-unit-files --no-legend -- "$1" 2>/dev/null | awk -v u="$1" '$1 == u { found = 1 } END { exit !found }'
@@ -270,6 +422,7 @@ unit_exists() {
 
 if ! command -v systemctl >/dev/null 2>&1; then
   add kubelet FAIL "systemctl not found: the restore unit needs systemd"
+  add kubelet-unit SKIP "systemctl not found"
   for c in "${consumers[@]}"; do add "consumer/$c" SKIP "systemctl not found"; done
   add mig-manager SKIP "systemctl not found"
 else
@@ -277,6 +430,11 @@ else
     add kubelet PASS "$kubelet_unit exists; the drop-in will order it after the restore"
   else
     add kubelet FAIL "$kubelet_unit does not exist, but the profile says kubelet.present: true (install kubelet first, or set kubelet.present: false)"
+  fi
+  if unit_exists "$kubelet_unit"; then
+    while IFS=$'\t' read -r check status detail; do add "$check" "$status" "$detail"; done < <(kubelet_unit_check)
+  else
+    add kubelet-unit SKIP "$kubelet_unit does not exist"
   fi
   for c in "${consumers[@]}"; do
     if unit_exists "$c"; then

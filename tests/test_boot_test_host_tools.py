@@ -1,0 +1,67 @@
+"""``migbake boot-test`` checks every host tool it runs first, in one message, before any work (issue 34).
+
+Run with a stripped PATH: exit 2 at once, every missing tool named with the apt-get line of its package,
+nothing built in the cache. ``--help`` names every tool of ``hostrun.HOST_TOOLS``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from support import REPO, cli
+
+from migbake.boottest import host_tools, plan
+from migbake.boottest.hostrun import HOST_TOOLS
+from migbake.rules.validate import check_bytes
+
+PROFILE = REPO / "images/a100-80gb-mixed/node-profile.yaml"
+
+
+def _sbin(tool: str) -> bool:
+    """Found anyway: the check also looks in /usr/sbin and /sbin (root's tools), or an absolute path exists."""
+    return any(os.access(Path(d) / tool, os.X_OK) for d in ("/usr/sbin", "/sbin")) or (
+        tool.startswith("/") and os.access(tool, os.X_OK))
+
+
+def test_a_stripped_path_is_refused_before_any_work(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # nothing on PATH but a folder with python in it
+    bin_dir.mkdir()
+    cache = tmp_path / "cache"
+    start = time.monotonic()
+    ran = subprocess.run([sys.executable, "-m", "migbake", "boot-test", str(PROFILE), "--cache", str(cache)],
+                         capture_output=True, text=True, env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+                         timeout=60, check=False)
+    took = time.monotonic() - start
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stdout == ""
+    assert took < 30 and not cache.exists()  # no rootfs, no kernel, no work folder
+    line = ran.stderr.strip()
+    assert line.startswith("migbake: error: boot-test needs host tools this machine lacks: "), line
+    wanted = HOST_TOOLS["every run"] + HOST_TOOLS["packer"] + HOST_TOOLS["cloud-init"]  # both paths by default
+    missing = [t for t in wanted if not _sbin(t)]
+    assert missing and f"lacks: {', '.join(missing)} (on Debian/Ubuntu: apt-get install -y " in line, line
+    assert "qemu-system-x86" in line and "packer" in line
+    assert "gcc" not in line  # only with --mig-parted
+    assert line.endswith("migbake boot-test --help lists them all")
+
+
+def test_the_tools_follow_the_options() -> None:
+    checked = check_bytes(PROFILE.read_bytes(), "node-profile.yaml")
+    assert checked.profile is not None
+    cloud = host_tools(plan(checked.profile, paths="cloud-init"))
+    assert "mcopy" in cloud and "packer" not in cloud and "gcc" not in cloud
+    sim = host_tools(plan(checked.profile, paths="packer", mig_parted=PROFILE))
+    assert "packer" in sim and "/usr/sbin/sshd" in sim and "gcc" in sim and "mcopy" not in sim
+
+
+def test_help_names_every_host_tool() -> None:
+    code, out, _ = cli("boot-test", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for tool in {t for tools in HOST_TOOLS.values() for t in tools}:
+        assert f" {tool}," in text or f" {tool}." in text or f" {tool};" in text, tool
+    assert "kubespray" in text
