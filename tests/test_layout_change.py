@@ -38,7 +38,17 @@ LAYOUT_SHAPED = {"bottlerocket/settings.toml"}
 
 
 def _readable(path: str, text: str) -> str:
-    """The file's text, with the data: URLs of an Ignition config or MachineConfig decoded (rootfs/'s files)."""
+    """The file's text, with the files it carries encoded decoded: an Ignition config's or MachineConfig's
+    data: URLs, a KubeadmConfigTemplate's base64 (and gzip) files (rootfs/'s files, each)."""
+    if path.startswith("cluster-api/"):
+        import base64
+        import gzip
+
+        import yaml
+
+        spec = yaml.safe_load(text)["spec"]["template"]["spec"]
+        raw = [base64.b64decode(f["content"]) for f in spec.get("files", [])]
+        return text + "\n".join((gzip.decompress(r) if r[:2] == b"\x1f\x8b" else r).decode() for r in raw)
     if not (path.endswith(".ign") or (path.startswith("butane/") and path.endswith(".yaml"))):
         return text
     import base64

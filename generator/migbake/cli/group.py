@@ -58,7 +58,7 @@ SUMMARIES = {
     "bake": "Generate, then bake an image with Packer: [init], fmt -check, validate, build.",
     "boot-test": "Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.",
     "export": "Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) "
-              "a ConfigMap.",
+              "a ConfigMap; or (--ansible) write one Ansible role for several node types.",
     "generate": "Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.",
     "gpus": "List the GPU models migbake knows: ids, names, what nvidia-smi prints, PCI ids, MIG profiles.",
     "images": "Regenerate (or --check) every IMAGES_DIR/*/generated from its node-profile.yaml.",

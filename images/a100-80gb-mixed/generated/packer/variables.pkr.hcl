@@ -43,7 +43,7 @@ variable "instance_type" {
 variable "source_ami_name_filter" {
   type        = string
   default     = ""
-  description = "Name filter of your GPU base AMI (the NVIDIA driver, nvidia-mig-parted and kubelet): required for amazon-ebs.golden (no AMI AWS publishes fits kubelet.layout kubeadm)."
+  description = "Name filter of your GPU base AMI (the NVIDIA driver, nvidia-mig-parted and kubelet): required for amazon-ebs.golden (no AMI AWS publishes fits this profile: kubelet.layout kubeadm)."
 }
 
 variable "source_ami_owners" {

@@ -15,7 +15,7 @@ locals {
 locals {
   image_name  = "${substr(var.image_name_prefix, 0, 48)}-${local.build_stamp}"
   description = format("MIG restore of node profile %s (sha256 %s), baked by migbake %s", "h100-h200-inference", substr(local.profile_sha256, 0, 16), "0.1.0")
-  # your GPU base AMI: no AMI AWS publishes has this profile's kubelet
+  # your GPU base AMI (var.source_ami_name_filter): no EKS AMI fits this profile
   source_ami_name = var.source_ami_name_filter
 }
 

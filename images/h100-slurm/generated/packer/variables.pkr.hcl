@@ -43,7 +43,7 @@ variable "instance_type" {
 variable "source_ami_name_filter" {
   type        = string
   default     = ""
-  description = "Name filter of your GPU base AMI (the NVIDIA driver, nvidia-mig-parted): required for amazon-ebs.golden (no AMI AWS publishes fits kubelet.layout (no kubelet))."
+  description = "Name filter of your GPU base AMI (the NVIDIA driver, nvidia-mig-parted): required for amazon-ebs.golden (no AMI AWS publishes fits this profile)."
 }
 
 variable "source_ami_owners" {
