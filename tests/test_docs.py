@@ -180,3 +180,23 @@ def test_boot_test_page_says_when_kvm_is_used() -> None:
     for condition in ("/dev/kvm", "kvm_pvm", "vmx", "svm"):
         assert condition in source and condition in text, condition
     assert "-accel kvm" in text and "-accel tcg" in text and "15-20 s under TCG" not in text
+
+
+def test_every_option_the_readme_usage_names_is_one_of_its_command() -> None:
+    # the README's usage block is kept by hand: an option renamed or dropped in a command must not live on there
+    block = (REPO / "README.md").read_text(encoding="utf-8").split("## Usage", 1)[1].split("```text\n", 1)[1]
+    block = block.split("```", 1)[0]
+    named: dict[str, set[str]] = {}
+    command = ""
+    for line in block.splitlines():
+        words = line.split()
+        if words[:1] == ["migbake"] and len(words) > 1:
+            command = "" if words[1].startswith("-") else words[1]
+        usage = line[:38]  # the left column; the right column is prose that may name other commands' options
+        named.setdefault(command, set()).update(re.findall(r"(--[a-z][a-z-]*)", usage))
+    assert len(named) >= 10, named
+    for command, options in sorted(named.items()):
+        code, out, err = cli(*([command] if command else []), "--help")
+        assert code == 0, (command, err)
+        missing = sorted(o for o in options if o not in out and o not in ("--help",))
+        assert missing == [], f"migbake {command}: {missing}"
