@@ -89,6 +89,27 @@ def dra_entries(profile: NodeProfile) -> tuple[DraEntry, ...]:
                  for i, (g, m) in enumerate(zip(profile.gpus, profile.models)))
 
 
+@dataclass(frozen=True)
+class DraExpectation:
+    """What the GPUs of one ``gpus`` entry publish under ``dra``: preflight's and verify's one expectation."""
+
+    gpus: tuple[int, ...] | None  # the GPUs to check; None: every GPU the node publishes (no gpu_count)
+    mig: bool  # MIG on: exactly ``want`` on each GPU; off: the whole GPU ``gpu-<minor>``
+    want: tuple[tuple[str, str], ...]  # (profile, device name after ``gpu-<minor>-``), in creation order
+
+
+def dra_expectations(profile: NodeProfile) -> tuple[DraExpectation, ...]:
+    """Per ``gpus`` entry under ``dra``, the GPUs to check and the devices each publishes (() otherwise)."""
+    out = []
+    for e in dra_entries(profile):
+        if e.devices != "all":
+            gpus: tuple[int, ...] | None = tuple(int(x) for x in e.devices.split())
+        else:
+            gpus = None if profile.gpu_count is None else tuple(range(profile.gpu_count))
+        out.append(DraExpectation(gpus, e.mig, tuple((d.profile, d.suffix) for d in e.instances)))
+    return tuple(out)
+
+
 def whole_instance_profiles(profile: NodeProfile) -> list[str]:
     """The GPU-instance profiles of every layout (compute-instance forms left out), sorted."""
     names = set()

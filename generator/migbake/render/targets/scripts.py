@@ -11,11 +11,20 @@ from migbake.render.plan import RenderPlan
 
 def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """The four scripts a person runs on a node."""
-    out = [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
-           for name in ("verify-mig-restore", "uninstall-mig-restore", "capture-mig-config")]
+    out = [templates.file("scripts/verify-mig-restore.sh.j2", "scripts/verify-mig-restore.sh", 0o755, _verify(plan))]
+    out += [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755)
+            for name in ("uninstall-mig-restore", "capture-mig-config")]
     out.append(templates.file("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
                               _preflight(plan)))
     return out
+
+
+def _verify(plan: RenderPlan) -> dict[str, Any]:
+    """The DRA devices verify expects: ``plan.dra_expected``, the expectations ``preflight --resource-slices`` uses."""
+    return {"dra_checks": [{"gpus": "published" if e.gpus is None else " ".join(map(str, e.gpus)),
+                            "mig": "yes" if e.mig else "no",
+                            "want": " ".join(f"{p}={suffix}" for p, suffix in e.want)}
+                           for e in plan.dra_expected]}
 
 
 def _preflight(plan: RenderPlan) -> dict[str, Any]:
