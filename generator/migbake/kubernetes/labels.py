@@ -77,9 +77,10 @@ def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tu
     act on nothing?) and, with ``node_labels``, ``node-labels`` (did kubelet register the node with them?).
 
     ``mig_manager_enabled``: the ClusterPolicy's ``spec.migManager.enabled`` when one was given (None:
-    unknown), of the GPUCluster (``operator_kind``) when that was given: it has none. The operator puts ``mig.config=all-disabled`` on every MIG-capable node without the label
-    while migManager is enabled, whatever ``gpu.deploy.mig-manager`` says (``nodelabeling_controller.go``),
-    and adds ``gpu.deploy.mig-manager=true`` only where that label is absent (``state_manager.go``).
+    unknown; a GPUCluster, ``operator_kind``, has none). The operator puts ``mig.config=all-disabled`` on
+    every MIG-capable node without the label while migManager is enabled, whatever
+    ``gpu.deploy.mig-manager`` says (``nodelabeling_controller.go``), and adds
+    ``gpu.deploy.mig-manager=true`` only where that label is absent (``state_manager.go``).
     """
     deploy = labels.get(MIG_MANAGER_LABEL)
     gpu_cluster = operator_kind == "GPUCluster"
