@@ -159,6 +159,22 @@ def claim_templates_yaml(profile: NodeProfile) -> str:
                    for t in claim_templates(profile))
 
 
+def advertised(profile: NodeProfile) -> str:
+    """One sentence for the Ansible activation: what the node advertises to Kubernetes under its allocation."""
+    allocation = profile.kubernetes.allocation
+    if allocation == "dra":
+        return (f"Kubernetes (kubernetes.allocation: dra): no device-plugin resources; NVIDIA's DRA driver ({DRIVER}) "
+                f"publishes the layout's MIG devices in the node's ResourceSlice (device class {MIG_CLASS}, the "
+                "names migbake show lists) when its kubelet plugin starts; verify reads them where kubectl can:")
+    if allocation == "dra-dynamic":
+        return ("Kubernetes (kubernetes.allocation: dra-dynamic): the restore created no MIG device; NVIDIA's DRA "
+                f"driver ({DRIVER}, DynamicMIG) creates them per claim and must find no static one; verify reads "
+                "the ResourceSlices where kubectl can:")
+    return ("Kubernetes (kubernetes.allocation: device-plugin): NVIDIA's device plugin advertises the layout as "
+            f"nvidia.com/* extended resources (MIG strategy {profile.kubernetes.mig_strategy}); verify compares "
+            "the node's allocatable with the layout where kubectl can:")
+
+
 def _gpu_indices(devices: str, count: int | None) -> list[str]:
     if devices != "all":
         return devices.split()

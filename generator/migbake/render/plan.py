@@ -24,6 +24,7 @@ from migbake.kubernetes.dra import (
     DraDevice,
     DraEntry,
     DraExpectation,
+    advertised,
     claim_templates_yaml,
     dra_entries,
     dra_expectations,
@@ -130,6 +131,7 @@ class RenderPlan:
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
+    advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
     dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
     dra_stranded_log: str = STRANDED_LOG  # what the driver logs for a stranded GPU (verify's words)
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
@@ -275,6 +277,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         allocation=p.kubernetes.allocation,
         dra=dra_entries(p),
         dra_expected=dra_expectations(p),
+        advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
