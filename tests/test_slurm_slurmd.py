@@ -39,8 +39,8 @@ _UNTYPED = {"gpu_count": 2, "gpus": [{"model": "h200-141gb", "mig": {"layout": {
             "slurm": {"gres_types": "untyped", "node_name": "rack[1-2]-gpu[01-02]"}}
 # a layout whose placements the driver chooses: apply puts 3g.40gb at 4 and 1g.10gb at 0 (gpu.driverplacement)
 _PLACED = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "mig": {"layout": {"3g.40gb": 1, "1g.10gb": 1}}}]}
-PROFILES = {"placed": _PLACED, "two-models": _TWO_MODELS, "compute-instances": _COMPUTE, "compute-instances-7g": _COMPUTE_7G,
-            "mig-off": _MIG_OFF, "untyped": _UNTYPED}
+PROFILES = {"placed": _PLACED, "two-models": _TWO_MODELS, "compute-instances": _COMPUTE,
+            "compute-instances-7g": _COMPUTE_7G, "mig-off": _MIG_OFF, "untyped": _UNTYPED}
 CASES = [*((p.name, None) for p in IMAGES), *((name, data) for name, data in PROFILES.items())]
 
 
