@@ -114,6 +114,11 @@ def test_a_gpu_cluster_is_a_note_no_mig_manager(tmp_path: Path) -> None:
     assert rc == 0, (out, err)
     assert checks["gpu-cluster"]["status"] == "NOTE" and "runs no MIG manager" in checks["gpu-cluster"]["detail"]
     assert checks["mig-config"]["status"] == "NOTE"  # the operator's label acts on nothing here
+    # worded for a GPUCluster, not for a ClusterPolicy's migManager.enabled=false (issue 33)
+    for name in ("gpu-operator", "mig-config"):
+        assert "the GPU Operator's DRA stack (GPUCluster) runs no MIG manager" in checks[name]["detail"], checks
+        assert "ClusterPolicy" not in checks[name]["detail"] and "migManager" not in checks[name]["detail"]
+    assert "a GPUCluster reads no nvidia.com/mig.config label" in checks["mig-config"]["detail"]
 
 
 def test_export_gpu_operator_refuses_dra(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import yaml
 from pykickstart.parser import KickstartParser
 from pykickstart.version import makeVersion
 from realtools import require, run
-from support import IMAGES
+from support import IMAGES, generate
 
 from migbake.problems import RenderError
 from migbake.render.targets.ansible import ROLE
@@ -187,3 +187,31 @@ def test_heredoc_guard_refuses_what_would_break_the_post(text: str) -> None:
 
 def test_heredoc_guard_keeps_ordinary_text() -> None:
     assert heredoc_body("x", "echo 100%\n# %s\n") == "echo 100%\n# %s"
+
+
+@pytest.mark.parametrize(("allocation", "words"), [
+    ("device-plugin", "NVIDIA's device plugin advertises the layout as nvidia.com/* extended resources"),
+    ("dra", "no device-plugin resources; NVIDIA's DRA driver (gpu.nvidia.com) publishes the layout's MIG devices"),
+    ("dra-dynamic", "the restore created no MIG device; NVIDIA's DRA driver (gpu.nvidia.com, DynamicMIG)"),
+], ids=["device-plugin", "dra", "dra-dynamic"])
+def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation: str, words: str) -> None:
+    """Issue 33: after the verify, the activation speaks the allocation (and shows verify's lines about it)."""
+    from migbake.render.fleet import group_vars
+    from migbake.rules.validate import check_bytes
+
+    layout = "" if allocation == "dra-dynamic" else "    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}\n"
+    text = (f"version: 1\nname: adv\nkubernetes: {{allocation: {allocation}}}\ngpu_count: 2\n"
+            f"gpus:\n  - model: NVIDIA H200\n{layout}")
+    out = generate(text, tmp_path / "out")
+    block = yaml.safe_load((out / "ansible/roles/mig_restore/tasks/activate.yml").read_text())[0]["block"]
+    names = [t["name"] for t in block]
+    say = block[names.index("Say what the node advertises to Kubernetes")]
+    assert names.index(say["name"]) == names.index("Verify the restored layout") + 1
+    assert words in say["ansible.builtin.debug"]["msg"][0]
+    assert "select('search', 'allocatable|dra-devices|DRA devices')" in say["ansible.builtin.debug"]["msg"][1]
+    profile = check_bytes(text.encode(), "p.yaml").profile
+    assert profile is not None
+    loader = type("Unsafe", (yaml.SafeLoader,), {})
+    loader.add_constructor("!unsafe", lambda load, node: load.construct_scalar(node))
+    data = yaml.load(group_vars(profile).text, Loader=loader)  # a SafeLoader that reads !unsafe
+    assert words in data["mig_restore_advertises"]  # the fleet role's group data says the same

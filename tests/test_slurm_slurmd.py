@@ -37,8 +37,10 @@ _MIG_OFF = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "devices": [0], "mig
                                      {"model": "h100-80gb", "devices": [1], "mig": {"layout": {"1g.10gb": 7}}}]}
 _UNTYPED = {"gpu_count": 2, "gpus": [{"model": "h200-141gb", "mig": {"layout": {"2g.35gb": 3}}}],
             "slurm": {"gres_types": "untyped", "node_name": "rack[1-2]-gpu[01-02]"}}
-PROFILES = {"two-models": _TWO_MODELS, "compute-instances": _COMPUTE, "compute-instances-7g": _COMPUTE_7G,
-            "mig-off": _MIG_OFF, "untyped": _UNTYPED}
+# a layout whose placements the driver chooses: apply puts 3g.40gb at 4 and 1g.10gb at 0 (gpu.driverplacement)
+_PLACED = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "mig": {"layout": {"3g.40gb": 1, "1g.10gb": 1}}}]}
+PROFILES = {"placed": _PLACED, "two-models": _TWO_MODELS, "compute-instances": _COMPUTE,
+            "compute-instances-7g": _COMPUTE_7G, "mig-off": _MIG_OFF, "untyped": _UNTYPED}
 CASES = [*((p.name, None) for p in IMAGES), *((name, data) for name, data in PROFILES.items())]
 
 
@@ -151,6 +153,31 @@ def test_two_models_get_a_gres_conf_each_with_only_their_devices(tmp_path: Path)
         assert len(devices) == sum(gres_counts(line).values())
         typed = {"Type=" in d for d in devices}
         assert typed == {"" not in gres_counts(line)}  # all typed or all untyped, as Gres= is
+
+
+def test_device_lines_name_the_gpu_instances_where_the_plan_places_them(tmp_path: Path) -> None:
+    """One source of truth for where instances land: the GPU-instance ids (capability files) of the device
+    lines come from the placements restore.sh checks and the DRA names carry (gpu.driverplacement), not from
+    an exact-fit search: 3g.40gb at memory slice 4 is GPU instance 2, 1g.10gb at 0 is 7 (NVIDIA/DCGM#138 saw
+    GI 2 at 4:4 and GI 9, 10 at 2:1, 3:1 on an H100 whose instances mig-parted created without placement)."""
+    from migbake.render.plan import make_plan
+    from migbake.rules.validate import check_bytes
+    from migbake.slurm.gres import gi_id
+
+    text = profile_text("placed", _PLACED, False)
+    profile = check_bytes(text.encode(), "p.yaml").profile
+    assert profile is not None
+    placed = make_plan(profile).placements[0]
+    assert sorted((i.profile, i.start) for i in placed.instances) == [("1g.10gb", 0), ("3g.40gb", 4)]
+    out = generate(text, tmp_path / "out")
+    devices = [d for d in (out / "slurm/gres.conf").read_text().splitlines() if d.startswith("Name=")]
+    first, per_gi, gis = 3, 9, 15  # /dev/nvidia-caps: nvidia-cap<3 + (gpu * 15 + gi) * 9> is GPU instance gi
+    for gpu in (0, 1):
+        caps = {f"Type={i.profile} MultipleFiles=/dev/nvidia{gpu},/dev/nvidia-caps/nvidia-cap"
+                f"{first + (gpu * gis + gi_id(i.start, i.size, 8)) * per_gi}," for i in placed.instances}
+        mine = [d for d in devices if f"/dev/nvidia{gpu}," in d]
+        assert len(mine) == 2 and all(any(c in d for c in caps) for d in mine), (caps, mine)
+    assert "nvidia-cap21," in devices[0] + devices[1] and "nvidia-cap66," in devices[0] + devices[1]  # GI 2, 7
 
 
 def test_compute_instances_get_a_device_line_each(tmp_path: Path) -> None:

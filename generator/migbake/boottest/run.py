@@ -19,6 +19,7 @@ from migbake.boottest.scenarios import node as scenarios_node
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, BootPath, Claim, evaluate
+from migbake.boottest.scenarios.dra_claims import dra_claims
 from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios.node import Promises
 from migbake.boottest.scenarios.node_claims import node_claims
@@ -181,7 +182,7 @@ def run_boot_test(
     outcomes = []
     if scenario in scenarios_reset.SCENARIOS:
         ctx = BootContext(path, scenario, gpu_generation, 1, console="", kubelet=kubelet, kubelet_requires=requires,
-                          expected=None if node is None else node.gpus)
+                          expected=None if node is None else node.gpus, allocation=promises.allocation)
         with _timed(timings, "boots"):
             found = scenarios_reset.boot_all(ctx, disk=disk, seed=seed, kernel=assets.kernel, work=work, boots=boots,
                                              marker=scenarios_reset.reboot_marker(out_dir), timeout_s=boot_timeout_s,
@@ -192,7 +193,7 @@ def run_boot_test(
         ctx = BootContext(path, scenario, gpu_generation, index, console="", kubelet=kubelet,
                           kubelet_requires=requires, expected=None if node is None or sim is None else node.gpus,
                           consumers=promises.consumers, metrics_path=promises.metrics_textfile,
-                          kubelet_fixture=fixture, node_labels=promises.node_labels,
+                          kubelet_fixture=fixture, node_labels=promises.node_labels, allocation=promises.allocation,
                           real_slurmd="slurmd.service" in consumers
                           and (assets.rootfs.path / fixtures.REAL_SLURMD_UNIT).is_file())
         with _timed(timings, f"boot-{index}"):
@@ -278,7 +279,7 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
     report = None if text is None else parse_report(text)
     ctx = replace(ctx, console=console, metrics=metrics)
     argv = image.read_file(disk, kubelet_fixtures.ARGV_LOG, log=log) if ctx.kubelet_fixture != "plain" else None
-    claims = evaluate(report, ctx) + node_claims(report, ctx)
+    claims = evaluate(report, ctx) + node_claims(report, ctx) + dra_claims(report, ctx)
     if report is not None and report.complete and ctx.scenario not in scenarios_node.FAILING:
         claims += kubelet_fixtures.labels_claim(argv, ctx.kubelet_fixture, ctx.node_labels)  # type: ignore[arg-type]
     if run.exit_code != 0:

@@ -92,7 +92,8 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     if kind == "GPUCluster":
         slices = [*(slices or []), ("gpu-cluster", "NOTE", GPU_CLUSTER_NOTE)]
     result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""), offers=offers,
-                           mig_manager_enabled=enabled, slices=slices, slices_file=str(slices_file or ""))
+                           mig_manager_enabled=enabled, slices=slices, slices_file=str(slices_file or ""),
+                           operator_kind=kind or "ClusterPolicy")
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -89,6 +89,27 @@ def dra_entries(profile: NodeProfile) -> tuple[DraEntry, ...]:
                  for i, (g, m) in enumerate(zip(profile.gpus, profile.models)))
 
 
+@dataclass(frozen=True)
+class DraExpectation:
+    """What the GPUs of one ``gpus`` entry publish under ``dra``: preflight's and verify's one expectation."""
+
+    gpus: tuple[int, ...] | None  # the GPUs to check; None: every GPU the node publishes (no gpu_count)
+    mig: bool  # MIG on: exactly ``want`` on each GPU; off: the whole GPU ``gpu-<minor>``
+    want: tuple[tuple[str, str], ...]  # (profile, device name after ``gpu-<minor>-``), in creation order
+
+
+def dra_expectations(profile: NodeProfile) -> tuple[DraExpectation, ...]:
+    """Per ``gpus`` entry under ``dra``, the GPUs to check and the devices each publishes (() otherwise)."""
+    out = []
+    for e in dra_entries(profile):
+        if e.devices != "all":
+            gpus: tuple[int, ...] | None = tuple(int(x) for x in e.devices.split())
+        else:
+            gpus = None if profile.gpu_count is None else tuple(range(profile.gpu_count))
+        out.append(DraExpectation(gpus, e.mig, tuple((d.profile, d.suffix) for d in e.instances)))
+    return tuple(out)
+
+
 def whole_instance_profiles(profile: NodeProfile) -> list[str]:
     """The GPU-instance profiles of every layout (compute-instance forms left out), sorted."""
     names = set()
@@ -136,6 +157,22 @@ def claim_templates_yaml(profile: NodeProfile) -> str:
         return ""
     return "".join("---\n" + yaml.safe_dump(t, sort_keys=False, default_flow_style=False, width=1000)
                    for t in claim_templates(profile))
+
+
+def advertised(profile: NodeProfile) -> str:
+    """One sentence for the Ansible activation: what the node advertises to Kubernetes under its allocation."""
+    allocation = profile.kubernetes.allocation
+    if allocation == "dra":
+        return (f"Kubernetes (kubernetes.allocation: dra): no device-plugin resources; NVIDIA's DRA driver ({DRIVER}) "
+                f"publishes the layout's MIG devices in the node's ResourceSlice (device class {MIG_CLASS}, the "
+                "names migbake show lists) when its kubelet plugin starts; verify reads them where kubectl can:")
+    if allocation == "dra-dynamic":
+        return ("Kubernetes (kubernetes.allocation: dra-dynamic): the restore created no MIG device; NVIDIA's DRA "
+                f"driver ({DRIVER}, DynamicMIG) creates them per claim and must find no static one; verify reads "
+                "the ResourceSlices where kubectl can:")
+    return ("Kubernetes (kubernetes.allocation: device-plugin): NVIDIA's device plugin advertises the layout as "
+            f"nvidia.com/* extended resources (MIG strategy {profile.kubernetes.mig_strategy}); verify compares "
+            "the node's allocatable with the layout where kubectl can:")
 
 
 def _gpu_indices(devices: str, count: int | None) -> list[str]:

@@ -34,6 +34,7 @@ FIX = (f"label the node {MIG_MANAGER_LABEL}=false (kubernetes.node_labels can re
 Status = Literal["PASS", "WARN", "NOTE", "FAIL"]
 Verdict = tuple[str, Status, str]  # check, status, detail
 POLICY_OFF = "the ClusterPolicy sets migManager.enabled=false"
+GPU_CLUSTER_OFF = "the GPU Operator's DRA stack (GPUCluster) runs no MIG manager"
 
 
 class NodeJsonError(MigbakeError):
@@ -70,22 +71,26 @@ def read_node_labels(path: Path) -> dict[str, str]:
 
 
 def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tuple[tuple[str, str], ...] = (),
-                 mig_manager_enabled: bool | None = None, missing_label: Status = "WARN") -> list[Verdict]:
+                 mig_manager_enabled: bool | None = None, missing_label: Status = "WARN",
+                 operator_kind: str = "ClusterPolicy") -> list[Verdict]:
     """``gpu-operator`` (may the operator's mig-manager run here?), ``mig-config`` (does it name ours, or
     act on nothing?) and, with ``node_labels``, ``node-labels`` (did kubelet register the node with them?).
 
     ``mig_manager_enabled``: the ClusterPolicy's ``spec.migManager.enabled`` when one was given (None:
-    unknown). The operator puts ``mig.config=all-disabled`` on every MIG-capable node without the label
-    while migManager is enabled, whatever ``gpu.deploy.mig-manager`` says (``nodelabeling_controller.go``),
-    and adds ``gpu.deploy.mig-manager=true`` only where that label is absent (``state_manager.go``).
+    unknown; a GPUCluster, ``operator_kind``, has none). The operator puts ``mig.config=all-disabled`` on
+    every MIG-capable node without the label while migManager is enabled, whatever
+    ``gpu.deploy.mig-manager`` says (``nodelabeling_controller.go``), and adds
+    ``gpu.deploy.mig-manager=true`` only where that label is absent (``state_manager.go``).
     """
     deploy = labels.get(MIG_MANAGER_LABEL)
+    gpu_cluster = operator_kind == "GPUCluster"
+    off = GPU_CLUSTER_OFF if gpu_cluster else POLICY_OFF
     operator = any(k.startswith(DEPLOY_PREFIX) for k in labels)
     if labels.get(OPERANDS_LABEL) == "false":
         owner: Verdict = ("gpu-operator", "PASS",
                           f"{OPERANDS_LABEL}=false: the GPU Operator deploys nothing on this node")
     elif mig_manager_enabled is False:
-        owner = ("gpu-operator", "PASS", f"{POLICY_OFF}: the GPU Operator deploys no mig-manager on any node")
+        owner = ("gpu-operator", "PASS", f"{off}: the GPU Operator deploys no mig-manager on any node")
     elif deploy == "false":
         owner = ("gpu-operator", "PASS", f"{MIG_MANAGER_LABEL}=false: the GPU Operator deploys no mig-manager on "
                  "this node")
@@ -105,11 +110,13 @@ def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tu
     elif value == config_name:
         config = ("mig-config", "PASS", f"{MIG_CONFIG_LABEL}={value}: the config this node restores")
     elif idle:
-        why = POLICY_OFF if mig_manager_enabled is False and deploy != "false" else (
+        why = off if mig_manager_enabled is False and deploy != "false" else (
             f"{OPERANDS_LABEL}=false" if labels.get(OPERANDS_LABEL) == "false" else f"{MIG_MANAGER_LABEL}=false")
+        tail = (f"a GPUCluster reads no {MIG_CONFIG_LABEL} label" if gpu_cluster else
+                f"the operator sets {OPERATOR_DEFAULT_CONFIG} on every MIG-capable node without the label while "
+                "migManager is enabled, and sets it again if removed")
         config = ("mig-config", "NOTE", f"{MIG_CONFIG_LABEL}={value} acts on nothing here: no mig-manager of the "
-                  f"GPU Operator runs on this node ({why}); the operator sets {OPERATOR_DEFAULT_CONFIG} on every "
-                  "MIG-capable node without the label while migManager is enabled, and sets it again if removed")
+                  f"GPU Operator runs on this node ({why}); {tail}")
     else:
         config = ("mig-config", "FAIL", f"{MIG_CONFIG_LABEL}={value} names a config other than ours "
                   f"({config_name}): a mig-manager of the GPU Operator would apply it over the restored layout; "

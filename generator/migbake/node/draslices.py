@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, dra_entries
+from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, dra_expectations
 from migbake.kubernetes.labels import MAX_NODE_JSON_BYTES, NodeJsonError
 from migbake.node.preflight import Status
 from migbake.problems import read_bounded
@@ -108,22 +108,18 @@ def slice_checks(profile: NodeProfile, devices: list[Published], node: str) -> l
     problems: list[str] = []
     checked = 0
     uncounted = False
-    for e in dra_entries(profile):
-        if e.devices != "all":
-            gpus = [int(x) for x in e.devices.split()]
-        elif profile.gpu_count is not None:
-            gpus = list(range(profile.gpu_count))
-        else:
-            gpus, uncounted = sorted(set(per_gpu) | whole), True
-        for gpu in gpus:
+    for e in dra_expectations(profile):
+        if e.gpus is None:
+            uncounted = True
+        for gpu in sorted(set(per_gpu) | whole) if e.gpus is None else e.gpus:
             checked += 1
             have = per_gpu.get(gpu, [])
             if not e.mig:
                 if gpu not in whole:
                     problems.append(f"GPU {gpu}: gpu-{gpu} (MIG off) is not published")
                 continue
-            want_profiles = [d.profile for d in e.instances]
-            want_names = sorted(d.name(gpu) for d in e.instances)
+            want_profiles = [p for p, _ in e.want]
+            want_names = sorted(f"gpu-{gpu}-{suffix}" for _, suffix in e.want)
             if not have:
                 why = "published whole (MIG off?)" if gpu in whole else (
                     f"stranded: MIG on with no instances ('{STRANDED_LOG}'), or the plugin started before the "

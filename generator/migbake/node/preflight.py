@@ -257,7 +257,8 @@ def check_names(profile: NodeProfile) -> list[str]:
 def check_capture(profile: NodeProfile, capture: Capture | None,
                   labels: dict[str, str] | None = None, node_file: str = "",
                   offers: DriverOffers | None = None, mig_manager_enabled: bool | None = None,
-                  slices: list[tuple[str, Status, str]] | None = None, slices_file: str = "") -> Preflight:
+                  slices: list[tuple[str, Status, str]] | None = None, slices_file: str = "",
+                  operator_kind: str = "ClusterPolicy") -> Preflight:
     """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP.
 
     With ``offers`` (a generate-config capture) a driver-offer row comes before mig-parted's.
@@ -268,7 +269,7 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
     if labels is not None and profile.kubelet.present:
         found.update((n, Check(n, s, d)) for n, s, d in label_checks(
             labels, profile.restore.config_name, node_labels=profile.kubernetes.node_labels,
-            mig_manager_enabled=mig_manager_enabled))
+            mig_manager_enabled=mig_manager_enabled, operator_kind=operator_kind))
     hardware = ("gpu-count", "coverage", "mig-state", "mig-mode")
     checks = []
     for name in check_names(profile):

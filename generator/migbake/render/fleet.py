@@ -123,6 +123,7 @@ def group_vars(prof: NodeProfile) -> Artifact:
         "mig_restore_manager_action": prof.conflicting_manager.action,
         "mig_restore_consumers": facts["consumers"],
         "mig_restore_kubernetes": facts["kubernetes"],
+        "mig_restore_advertises": plan.advertises,
         "mig_restore_slurm": facts["slurm"],
         "mig_restore_slurm_reason": f"migbake: MIG layout change ({prof.name})",
         "mig_restore_unit_wait_seconds": facts["unit_wait"],

@@ -18,7 +18,17 @@ from typing import Any
 from migbake import __version__
 from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import PlacedInstance
-from migbake.kubernetes.dra import DraDevice, DraEntry, claim_templates_yaml, dra_entries
+from migbake.kubernetes.dra import (
+    DRIVER,
+    STRANDED_LOG,
+    DraDevice,
+    DraEntry,
+    DraExpectation,
+    advertised,
+    claim_templates_yaml,
+    dra_entries,
+    dra_expectations,
+)
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
     OUR_VARIABLE,
@@ -50,7 +60,7 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "Expectation", "KubeletPlan", "NodeKind",
+__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "NodeKind",
            "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
@@ -126,6 +136,10 @@ class RenderPlan:
     eks: str  # eks-al2023 or eks-al2 when kubelet is started the EKS way (base AMI, Karpenter), else ""
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
+    dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
+    advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
+    dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
+    dra_stranded_log: str = STRANDED_LOG  # what the driver logs for a stranded GPU (verify's words)
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
@@ -271,6 +285,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         slurm=slurm_plan(p, kinds),
         allocation=p.kubernetes.allocation,
         dra=dra_entries(p),
+        dra_expected=dra_expectations(p),
+        advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),

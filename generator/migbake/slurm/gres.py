@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
-from migbake.gpu.placement import fit
+from migbake.gpu.driverplacement import placements_of
 from migbake.kubernetes.resources import NodeKind, node_kinds
 from migbake.profile.nodeprofile import NodeProfile
 
@@ -163,7 +163,9 @@ def _gpu_lines(mig: bool, layout: dict[str, int], model: GpuModel, gpu: int, unt
     if not mig:
         yield f"Name=gpu File=/dev/nvidia{gpu}"
         return
-    for placed in fit(model, layout).placements:
+    # where apply puts each GPU instance: the plan's prediction (gpu.driverplacement), as restore.sh and the
+    # DRA device names have it; by start, as the lines were before
+    for placed in sorted(placements_of(model, layout), key=lambda p: (p.start, p.profile)):
         t = "" if untyped else f" Type={mig_type(model, placed.profile)}"
         gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_id(placed.start, placed.size, model.total_memory_slices) * _PER_GI
         # one MIG device per compute instance: compute instances 0, 1, ... of the GPU instance, in creation order

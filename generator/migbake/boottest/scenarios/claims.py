@@ -57,6 +57,7 @@ class BootContext:
     kubelet_fixture: str = "plain"  # the guest's kubelet (boottest.scenarios.kubelet.FIXTURES)
     node_labels: tuple[tuple[str, str], ...] = ()  # kubernetes.node_labels the profile promises
     real_slurmd: bool = False  # the consumer slurmd.service is Debian's own (the rootfs has the package)
+    allocation: str = "device-plugin"  # kubernetes.allocation the profile promises (dra_claims for the others)
 
 
 def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:

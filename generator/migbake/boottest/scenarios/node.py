@@ -116,13 +116,14 @@ class Promises:
     metrics_textfile: str = ""  # restore.metrics_textfile; empty: no metrics file
     kubelet_layout: str = "generic"  # kubelet.layout: which kubelet the guest gets (boottest.scenarios.kubelet)
     node_labels: tuple[tuple[str, str], ...] = ()  # kubernetes.node_labels, which kubelet must get
+    allocation: str = "device-plugin"  # kubernetes.allocation (an output without its profile: device-plugin)
 
 
 def promises_of(profile: NodeProfile) -> Promises:
     """The consumers (kubelet aside) and the metrics file of ``profile``."""
     labels = profile.kubernetes.node_labels if profile.kubelet.present else ()
     return Promises(tuple((c.unit, c.fail_closed) for c in profile.consumers if c.unit != "kubelet.service"),
-                    profile.restore.metrics_textfile, profile.kubelet.layout, labels)
+                    profile.restore.metrics_textfile, profile.kubelet.layout, labels, profile.kubernetes.allocation)
 
 
 def discover_promises(out_dir: Path) -> Promises:

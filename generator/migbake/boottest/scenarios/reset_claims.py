@@ -18,6 +18,7 @@ import yaml
 
 from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.scenarios.claims import KUBELET, RESTORE, BootContext, Claim, evaluate
+from migbake.boottest.scenarios.dra_claims import dra_claims
 
 _WRITE = re.compile(r"^=== write (\d+\.\d+) uptime (\S+)$", re.M)
 _MARK = re.compile(r"^=== ", re.M)  # a write, or a failed run of the fake refresh
@@ -63,12 +64,14 @@ def boot_claims(ev: Evidence, ctx: BootContext) -> list[Claim]:
         claims.append(Claim("powered-off", "the guest shut down (reboot or power-off) before the timeout", False, why))
     ctx = replace(ctx, console=ev.console)
     if ctx.scenario == "cdi":
-        return claims + evaluate(ev.report, replace(ctx, scenario="ok")) + _cdi_claims(ev, ctx)
+        return claims + evaluate(ev.report, replace(ctx, scenario="ok")) + _cdi_claims(ev, ctx) + dra_claims(
+            ev.report, ctx)
     if ev.boot == 1:
         return [*claims, _rebooted_cleanly(ev), _marker_set(ev), _reboot_reason_logged(ev),
                 _kubelet_down_before_reboot(ev), _mode_pending_at_reboot(ev, ctx)]
     if ctx.scenario == "ampere-pending":
-        return claims + evaluate(ev.report, replace(ctx, scenario="ok")) + [_marker_cleared(ev)]
+        return claims + evaluate(ev.report, replace(ctx, scenario="ok")) + [_marker_cleared(ev)] + dra_claims(
+            ev.report, ctx)
     base = evaluate(ev.report, replace(ctx, scenario="fail-apply"))
     return claims + [c for c in base if c.id not in _FAULT_ONLY] + [_reboot_not_repeated(ev), _marker_kept(ev)]
 
@@ -205,9 +208,11 @@ def _cdi_claims(ev: Evidence, ctx: BootContext) -> list[Claim]:
              if isinstance(listed, dict) else [listed])
     after = last is not None and asserted is not None and last[0] > asserted
     devices = sum(sum(c.values()) for c in want.values())  # Counter.total() is Python 3.10's
+    dynamic = ctx.allocation == "dra-dynamic"  # the restore creates no instance: the spec lists no MIG device
     current = Claim("cdi-spec-current", "the CDI spec written last (the one on disk at the end of the boot) lists "
-                    "every restored MIG device, and was written after the restore's assert",
-                    bool(want) and same and after and not wrong,
+                    "every restored MIG device" + (" (none: dra-dynamic)" if dynamic else "") + ", and was "
+                    "written after the restore's assert",
+                    (bool(want) or dynamic) and same and after and not wrong,
                     f"{len(writes)} write(s); last at {last[0] if last else '-'}, assert at {asserted}; "
                     f"spec at report time {'is' if same else 'is NOT'} the last write; "
                     + ("; ".join(wrong) or f"{devices} MIG devices as in the profile"))

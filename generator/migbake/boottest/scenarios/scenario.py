@@ -27,6 +27,14 @@ from migbake.boottest.hostrun import Log, no_log, run
 GUEST = Path(__file__).parents[1] / "guest"
 STUB_LOG = "/var/log/mig-stub.log"
 REPORT = "/var/log/test-report.txt"
+GPU_STATE_AT_KUBELET = "/run/boottest/gpu-state-at-kubelet.txt"  # /run: this boot's, never an earlier boot's
+# a drop-in of the fake kubelet: its first start of the boot records the simulated GPUs (scenarios.dra_claims)
+GPU_STATE_DROP_IN = "kubelet.service.d/90-boottest-gpu-state.conf"
+GPU_STATE_DROP_IN_TEXT = (
+    "# Test fixture for boot tests ONLY: the simulated GPUs as kubelet finds them when it first starts\n"
+    "[Service]\n"
+    f"ExecStartPre=-/bin/sh -c 'mkdir -p /run/boottest; [ -e {GPU_STATE_AT_KUBELET} ] || "
+    f"MIG_STUB_REPORT=1 /usr/lib/simgpu/nvidia-smi --simgpu-state >{GPU_STATE_AT_KUBELET} 2>&1'\n")
 SYSTEM_UNITS = "usr/lib/systemd/system"
 
 IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): it agrees with migbake's "
@@ -194,6 +202,8 @@ def install_fixtures(
     units = ["nvidia-mig-manager.service", "test-report.service"] + (["kubelet.service"] if kubelet else [])
     for unit in units:
         _install(rootfs, unit, f"/{SYSTEM_UNITS}/{unit}", 0o644)
+    if kubelet:  # the GPUs as kubelet finds them when it starts (the DRA claims, scenarios.dra_claims)
+        _write(rootfs, f"/{SYSTEM_UNITS}/{GPU_STATE_DROP_IN}", GPU_STATE_DROP_IN_TEXT, 0o644)
     units += list(consumers)  # written above
     _install(rootfs, "90-boottest.cfg", "/etc/cloud/cloud.cfg.d/90-boottest.cfg", 0o644)
     _write(rootfs, "/etc/default/locale", "LANG=C.UTF-8\n", 0o644)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from migbake.boottest.errors import BootTestError
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, MigProfile
+from migbake.gpu.driverplacement import placements_of
 from migbake.profile.nodeprofile import NodeProfile
 
 # go-nvml const.go: the NVML GPU-instance profile constants (the index mig-parted walks)
@@ -53,6 +54,7 @@ class GpuState:
 
     mig_enabled: bool
     layout: Mapping[str, int]
+    placements: tuple[str, ...] = ()  # kubernetes.allocation dra: the plan's ``PROFILE@START`` (gpu.driverplacement)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,10 @@ def node_for_profile(profile: NodeProfile) -> SimulatedNode:
         state = GpuState(False, {})
         for group, model in zip(profile.gpus, models):
             if model is first and (group.devices == "all" or index in group.devices):
-                state = GpuState(group.mig_enabled, dict(group.layout))
+                placed = (placements_of(model, group.layout_dict) if group.mig_enabled
+                          and profile.kubernetes.allocation == "dra" else ())
+                state = GpuState(group.mig_enabled, dict(group.layout),
+                                 tuple(sorted(f"{p.profile}@{p.start}" for p in placed)))
         states.append(state)
     return SimulatedNode(first, tuple(states))
 

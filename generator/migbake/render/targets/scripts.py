@@ -12,11 +12,21 @@ from migbake.render.plan import DROPIN_NAME, RenderPlan
 def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """The four scripts a person runs on a node."""
     unit = {"restore_dropin_name": DROPIN_NAME}  # kubelet's unit is read without the restore's drop-in
-    out = [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755, unit)
-           for name in ("verify-mig-restore", "uninstall-mig-restore", "capture-mig-config")]
+    out = [templates.file("scripts/verify-mig-restore.sh.j2", "scripts/verify-mig-restore.sh", 0o755,
+                          {**_verify(plan), **unit})]
+    out += [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755, unit)
+            for name in ("uninstall-mig-restore", "capture-mig-config")]
     out.append(templates.file("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
                               {**_preflight(plan), **unit}))
     return out
+
+
+def _verify(plan: RenderPlan) -> dict[str, Any]:
+    """The DRA devices verify expects: ``plan.dra_expected``, the expectations ``preflight --resource-slices`` uses."""
+    return {"dra_checks": [{"gpus": "published" if e.gpus is None else " ".join(map(str, e.gpus)),
+                            "mig": "yes" if e.mig else "no",
+                            "want": " ".join(f"{p}={suffix}" for p, suffix in e.want)}
+                           for e in plan.dra_expected]}
 
 
 def _preflight(plan: RenderPlan) -> dict[str, Any]:

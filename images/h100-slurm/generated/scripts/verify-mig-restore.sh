@@ -7,7 +7,20 @@
 # Run on a node after a reboot: checks that nvidia-mig-restore.service restored the MIG layout of
 # profile h100-slurm before slurmd.service. Read-only: it changes nothing on the node or the GPUs.
 # Prints one line per check (PASS / FAIL / WARN / INFO) and exits 0 only if no check failed.
+# Usage: verify-mig-restore.sh [--node NAME]: NAME is this node's Node object for the kubectl checks
+# (default: $MIGBAKE_NODE_NAME, else `hostname`, kubelet's default node name).
 set -uo pipefail
+
+node_name="${MIGBAKE_NODE_NAME:-}"
+# shellcheck disable=SC2034 # no kubelet: no kubectl check reads the node's name (--node is still accepted)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --node) [ $# -ge 2 ] || { echo "usage: $0 [--node NAME]" >&2; exit 2; }; node_name=$2; shift 2 ;;
+    --node=*) node_name=${1#--node=}; shift ;;
+    -h | --help) echo "usage: $0 [--node NAME]"; exit 0 ;;
+    *) echo "usage: $0 [--node NAME] (unknown argument: $1)" >&2; exit 2 ;;
+  esac
+done
 
 restore_unit='nvidia-mig-restore.service'
 manager='nvidia-mig-manager.service'

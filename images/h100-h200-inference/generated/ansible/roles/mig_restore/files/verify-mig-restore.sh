@@ -7,7 +7,19 @@
 # Run on a node after a reboot: checks that nvidia-mig-restore.service restored the MIG layout of
 # profile h100-h200-inference before kubelet.service. Read-only: it changes nothing on the node or the GPUs.
 # Prints one line per check (PASS / FAIL / WARN / INFO) and exits 0 only if no check failed.
+# Usage: verify-mig-restore.sh [--node NAME]: NAME is this node's Node object for the kubectl checks
+# (default: $MIGBAKE_NODE_NAME, else `hostname`, kubelet's default node name).
 set -uo pipefail
+
+node_name="${MIGBAKE_NODE_NAME:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --node) [ $# -ge 2 ] || { echo "usage: $0 [--node NAME]" >&2; exit 2; }; node_name=$2; shift 2 ;;
+    --node=*) node_name=${1#--node=}; shift ;;
+    -h | --help) echo "usage: $0 [--node NAME]"; exit 0 ;;
+    *) echo "usage: $0 [--node NAME] (unknown argument: $1)" >&2; exit 2 ;;
+  esac
+done
 
 restore_unit='nvidia-mig-restore.service'
 manager='nvidia-mig-manager.service'
@@ -397,7 +409,7 @@ labels_template='{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}
 # Kubernetes: compare the node's allocatable nvidia.com/* resources with what the layout should give
 # (INFO when equal, WARN otherwise: kubectl access is optional and the device plugin may still start).
 if command -v kubectl >/dev/null 2>&1; then
-  node="${MIGBAKE_NODE_NAME:-$(hostname)}"
+  node="${node_name:-$(hostname)}"
   # shellcheck disable=SC2016 # a kubectl go-template, not shell
   template='{{range $k, $v := .status.allocatable}}{{$k}}={{$v}}{{"\n"}}{{end}}'
   if alloc="$(kubectl get node "$node" -o go-template="$template" 2>/dev/null)"; then
