@@ -207,8 +207,9 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     names = [t["name"] for t in block]
     say = block[names.index("Say what the node advertises to Kubernetes")]
     assert names.index(say["name"]) == names.index("Verify the restored layout") + 1
-    assert words in say["ansible.builtin.debug"]["msg"][0]
-    assert "select('search', 'allocatable|dra-devices|DRA devices')" in say["ansible.builtin.debug"]["msg"][1]
+    msg = say["ansible.builtin.debug"]["msg"]  # the words wrapped into items of at most 100 characters
+    assert words in " ".join(msg[:-1]) and all(len(m) <= 100 for m in msg[:-1])
+    assert "select('search', 'allocatable|dra-devices|DRA devices')" in msg[-1]
     profile = check_bytes(text.encode(), "p.yaml").profile
     assert profile is not None
     loader = type("Unsafe", (yaml.SafeLoader,), {})

@@ -9,6 +9,7 @@ YAML only through ``yaml_scalar``.
 from __future__ import annotations
 
 import posixpath
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +58,8 @@ def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str,
         "units": _units(plan.bake_pieces), "later_units": _units(plan.boot_pieces), "unit_dirs": list(plan.unit_dirs),
         "kubernetes": plan.profile.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
         "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
+        # what the node advertises, in lines ansible-lint's production profile allows (at most 160 characters)
+        "advertises": textwrap.wrap(plan.advertises, 100),
     }
 
 
