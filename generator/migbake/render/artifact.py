@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -48,3 +49,15 @@ class Rendered:
     def all(self) -> list[Artifact]:
         """Every file, in the order written."""
         return list(self._artifacts)
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """``data`` gzipped the same way on every Python: no time stamp, level 9, and the header's OS byte 255.
+
+    CPython writes the OS byte itself, and not alike across versions (3 on 3.11 and 3.12, 255 on 3.9, 3.10
+    and 3.13 here): fixed to "unknown" (RFC 1952), a generated file is the same bytes whichever Python wrote
+    it. The compressed stream is zlib's, the same for one zlib version.
+    """
+    packed = bytearray(gzip.compress(data, compresslevel=9, mtime=0))
+    packed[9] = 255
+    return bytes(packed)

@@ -20,7 +20,6 @@ reach kubelet, also on an AMI older than the ``/etc/eks/nodeadm.d/`` drop-ins (v
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import re
 from email.mime.multipart import MIMEMultipart
@@ -31,6 +30,7 @@ import yaml
 
 from migbake.kubernetes.kubelet import NODECONFIG_API_VERSION, NODECONFIG_KIND, NODECONFIG_MEDIA_TYPE
 from migbake.problems import RenderError, UsageError
+from migbake.render.artifact import gzip_bytes
 from migbake.render.guard import mime_header_value
 
 EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
@@ -69,14 +69,14 @@ def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
     only = " (this concerns EC2 launches only: a NoCloud seed or a file served to a PXE node has no such limit)"
     if gzipped:
         return f"{what} even gzipped: make the parts smaller, or fetch the large one with #include{only}"
-    if not too_big_for_ec2(gzip.compress(data, compresslevel=9, mtime=0)):
+    if not too_big_for_ec2(gzip_bytes(data)):
         return f"{what}; use --user-data-gzip: gzipped it fits{only}"
     return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include{only}"
 
 
 def gzip_user_data(text: str) -> bytes:
     """Gzip with no name and a zero timestamp: cloud-init detects and inflates it; output is deterministic."""
-    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+    return gzip_bytes(text.encode("utf-8"))
 
 
 def guess_part_type(text: str) -> str | None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import base64
-import gzip
 
-from migbake.render.artifact import Artifact, Rendered
+from migbake.render.artifact import Artifact, Rendered, gzip_bytes
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan
 from migbake.render.quoting import indent, yaml_flow_list, yaml_scalar
@@ -24,7 +23,7 @@ def cloud_config(plan: RenderPlan, done: Rendered, templates: Templates, *, gzip
     for rel, a in done.under(ROOTFS):
         f = {"path": yaml_scalar("/" + rel), "mode": yaml_scalar(f"{a.mode:04o}"), "encoding": ""}
         if gzipped:
-            packed = base64.b64encode(gzip.compress(a.data, compresslevel=9, mtime=0)).decode("ascii")
+            packed = base64.b64encode(gzip_bytes(a.data)).decode("ascii")
             f.update(encoding="gzip+base64", content=yaml_scalar(packed))
         else:
             f["content"] = indent(a.text, 6)

@@ -20,11 +20,10 @@ held units. The node labels go to kubelet through ``joinConfiguration.nodeRegist
 from __future__ import annotations
 
 import base64
-import gzip
 import re
 
 from migbake.problems import RenderError
-from migbake.render.artifact import Artifact, Rendered
+from migbake.render.artifact import Artifact, Rendered, gzip_bytes
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan
 from migbake.render.quoting import sh_quote, yaml_scalar
@@ -54,7 +53,7 @@ def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
     encoding, content = "base64", base64.b64encode(data).decode("ascii")
     if len(content) > MAX_CONTENT:
         encoding = "gzip+base64"
-        content = base64.b64encode(gzip.compress(data, compresslevel=9, mtime=0)).decode("ascii")
+        content = base64.b64encode(gzip_bytes(data)).decode("ascii")
     if len(content) > MAX_CONTENT:
         raise RenderError(f"/{rel} is too large for a KubeadmConfigTemplate file even gzipped ({len(content)} "
                           f"characters of base64, at most {MAX_CONTENT})")
