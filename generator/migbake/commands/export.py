@@ -25,7 +25,8 @@ from migbake.render.plan import header
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config; "
                    "with several profiles, one ConfigMap holding a config per profile.")
 @click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path),
-              help="Write here (default: standard output).")
+              help="Write here (default: standard output): a file (replaced atomically), a character device or a FIFO "
+                   "(written into); a directory, a socket or a link to a file is refused.")
 def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) -> None:
     """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap.
 
