@@ -136,7 +136,7 @@ def test_profile_without_kubelet_has_no_label_checks(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ("{", "not JSON"),
     ('{"kind": "NodeList", "items": []}', "not one Node"),
-    ('{"kind": "Node", "metadata": {"labels": {"a": 1}}}', "metadata.labels is not a map of strings"),
+    ('{"kind": "Node", "metadata": {"labels": {"a": 1}}}', "/metadata/labels/a: a number, not a string"),
 ], ids=["not-json", "node-list", "label-not-string"])
 def test_bad_node_json_is_refused(tmp_path: Path, text: str, message: str) -> None:
     bad = tmp_path / "node.json"
@@ -213,7 +213,8 @@ def test_a_cluster_policy_with_mig_manager_keeps_the_failures(tmp_path: Path) ->
 
 @pytest.mark.parametrize(("text", "message"), [
     ('{"kind": "Node"}', "not one ClusterPolicy"),
-    ("kind: ClusterPolicy\nspec: {migManager: {enabled: 'no'}}\n", "spec.migManager.enabled is not true or false"),
+    ("kind: ClusterPolicy\nspec: {migManager: {enabled: 'no'}}\n",
+     "/spec/migManager/enabled: a string, not true or false"),
     ("a: &x [1]\nb: *x\n", "YAML aliases are not read"),
     ("kind: [", "not JSON or YAML"),
 ], ids=["not-a-policy", "enabled-not-bool", "alias", "not-yaml"])

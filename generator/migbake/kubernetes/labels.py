@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
+from migbake.document.limits import json_shape, yaml_shape
 from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
@@ -28,6 +29,10 @@ DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 OPERATOR_DEFAULT_CONFIG = "all-disabled"  # deployments/gpu-operator/values.yaml: migManager.config.default
 MAX_NODE_JSON_BYTES = 4 * 1024 * 1024
+MAX_DOCUMENT_DEPTH = 64  # kubectl's Node (managedFields included) and ClusterPolicy nest about 10 deep
+MAX_DIGITS = 64  # Python's int() of thousands of digits is quadratic, and refuses 4,300 with a ValueError
+NODE_JSON = "kubectl get node NAME -o json"
+CLUSTER_POLICY = "kubectl get clusterpolicy NAME -o json"
 FIX = (f"label the node {MIG_MANAGER_LABEL}=false (kubernetes.node_labels can register it so; the operator "
        "keeps a value that is set), or set migManager.enabled=false in the ClusterPolicy")
 
@@ -39,24 +44,64 @@ POLICY_OFF = "the ClusterPolicy sets migManager.enabled=false"
 class NodeJsonError(MigbakeError):
     """A ``kubectl get node -o json`` file that cannot be read."""
 
-    exit_code = EXIT_USAGE  # like an unreadable option value
+    exit_code = EXIT_USAGE  # like an unreadable option value (a malformed nvidia-smi capture is exit 2 too)
+
+
+try:
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+
+def _kind(value: object) -> str:
+    """How a JSON/YAML value is named in a message: ``null``, ``a list``, ``a string``, ..."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"),
+             (dict, "an object"))
+    return next((word for t, word in kinds if isinstance(value, t)), type(value).__name__)
+
+
+def _text(path: Path, what: str, *, yaml_too: bool) -> str:
+    """The file's text (at most MAX_NODE_JSON_BYTES), its nesting and numbers within bounds before it is parsed."""
+    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise NodeJsonError(f"{path}: not UTF-8 text: {err}") from err
+    shape = (yaml_shape if yaml_too else json_shape)(text, max_depth=MAX_DOCUMENT_DEPTH, max_digits=MAX_DIGITS)
+    if shape is not None and shape.kind == "depth":
+        raise NodeJsonError(f"{path}: line {shape.line}, column {shape.col}: nested deeper than "
+                            f"{MAX_DOCUMENT_DEPTH} levels; {what} is a few levels deep")
+    if shape is not None:
+        raise NodeJsonError(f"{path}: line {shape.line}, column {shape.col}: a number of {shape.length} "
+                            f"characters; {what} has none longer than {MAX_DIGITS}")
+    return text
+
+
+def _member(doc: dict[str, Any], key: str, path: Path, pointer: str) -> dict[str, Any]:
+    """``doc[key]`` when it is an object (absent: empty); NodeJsonError naming its pointer otherwise."""
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not an object")
+    return value
 
 
 def read_node_labels(path: Path) -> dict[str, str]:
-    """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB)."""
-    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB, 64 levels deep)."""
+    text = _text(path, NODE_JSON, yaml_too=False)
     try:
-        node = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:  # ValueError: JSONDecodeError, a 5,000-digit number
+        node = json.loads(text)
+    except ValueError as err:  # JSONDecodeError
         raise NodeJsonError(f"{path}: not JSON: {err}") from err
-    except RecursionError as err:  # kubectl's Node is a few levels deep; this one is not
-        raise NodeJsonError(f"{path}: nested too deep to be a Node (kubectl get node NAME -o json)") from err
     if not isinstance(node, dict) or node.get("kind") != "Node":
-        raise NodeJsonError(f"{path}: not one Node (kubectl get node NAME -o json; a NodeList is refused)")
-    labels = node.get("metadata", {}).get("labels", {})
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise NodeJsonError(f"{path}: metadata.labels is not a map of strings")
-    return {str(k): v for k, v in labels.items()}
+        raise NodeJsonError(f"{path}: not one Node ({NODE_JSON}; a NodeList is refused)")
+    labels = _member(_member(node, "metadata", path, "/metadata"), "labels", path, "/metadata/labels")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            pointer = "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
+            raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not a string (a label's value)")
+    return dict(labels)
 
 
 def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tuple[tuple[str, str], ...] = (),
@@ -122,23 +167,22 @@ def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tu
 
 def read_cluster_policy(path: Path) -> bool:
     """``spec.migManager.enabled`` of a ClusterPolicy (``kubectl get clusterpolicy NAME -o json`` or ``-o yaml``;
-    a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``)."""
-    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``).
+    Read with the bounds of ``--node-json``: 4 MiB, 64 levels deep, numbers of 64 characters."""
+    text = _text(path, CLUSTER_POLICY, yaml_too=True)
     try:
-        text = data.decode("utf-8")
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_Loader)):
             raise NodeJsonError(f"{path}: YAML aliases are not read")
-        doc = yaml.safe_load(text)  # JSON is YAML
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        doc = yaml.load(text, Loader=_Loader)  # JSON is YAML
+    except yaml.YAMLError as err:
         raise NodeJsonError(f"{path}: not JSON or YAML: {err}") from err
     if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
         items = [i for i in doc["items"] if isinstance(i, dict) and i.get("kind") == "ClusterPolicy"]
         doc = items[0] if len(items) == 1 else None
     if not isinstance(doc, dict) or doc.get("kind") != "ClusterPolicy":
-        raise NodeJsonError(f"{path}: not one ClusterPolicy (kubectl get clusterpolicy NAME -o json)")
-    spec = doc.get("spec") or {}
-    mig = spec.get("migManager") if isinstance(spec, dict) else None
-    enabled = mig.get("enabled", True) if isinstance(mig, dict) else True
+        raise NodeJsonError(f"{path}: not one ClusterPolicy ({CLUSTER_POLICY})")
+    mig = _member(_member(doc, "spec", path, "/spec"), "migManager", path, "/spec/migManager")
+    enabled = mig.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise NodeJsonError(f"{path}: spec.migManager.enabled is not true or false")
+        raise NodeJsonError(f"{path}: /spec/migManager/enabled: {_kind(enabled)}, not true or false")
     return enabled
