@@ -21,6 +21,7 @@ from test_preflight import SCRIPT, SimNode, install, profile_yaml
 from migbake.cli.group import main
 
 NODES = REPO / "tests/fixtures/kubectl-node"
+IMAGE = REPO / "images/h200-inference/node-profile.yaml"
 # fixture -> (gpu-operator, mig-config) for a profile whose config is "current"
 VERDICTS = {
     "no-operator": ("PASS", "PASS"),
@@ -99,6 +100,37 @@ def test_preflight_script_and_offline_agree_on_the_labels(tmp_path: Path, name: 
     calls = (root / "sbin/kubectl.calls").read_text().splitlines()
     assert calls == [f"kubectl get node {run(['uname', '-n']).out.strip()} -o go-template="
                      "{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{\"\\n\"}}{{end}}"]
+
+
+# issue 36: a config name with a trailing - . or _ was accepted, though no node label can name it
+UNSELECTABLE = "restore: {config_name: inference-}\n"
+
+
+@pytest.mark.parametrize("name", ["no-operator", "mig-manager-label-false"])
+def test_a_config_name_no_label_can_carry_warns_the_same_offline_and_on_the_node(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "node"
+    root.mkdir()
+    env = install(SimNode(), root)
+    fake_kubectl(root / "sbin/kubectl", name)
+    out = generate(profile_yaml(root, extra=UNSELECTABLE), tmp_path / "out")
+    ran = run([str(out / SCRIPT), "--json"], env=env)
+    live = {c["check"]: (c["status"], c["detail"]) for c in json.loads(ran.out)["checks"]}
+    off = offline(tmp_path, name, extra=UNSELECTABLE)
+    assert live["mig-config"] == off["mig-config"]
+    assert off["mig-config"][0] == "WARN" and "'inference-' can be no value of the label" in off["mig-config"][1]
+
+
+@pytest.mark.parametrize("config", ["inference-", "inference.", "inference_", "x" * 62 + "_"])
+def test_export_gpu_operator_refuses_a_config_name_no_label_can_carry(tmp_path: Path, config: str) -> None:
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(profile_yaml(tmp_path, extra=f"restore: {{config_name: {config}}}\n"))
+    out = tmp_path / "configmap.yaml"
+    for args in (["export", "--gpu-operator", str(profile)], ["export", "--gpu-operator", str(profile), str(IMAGE)]):
+        r = CliRunner().invoke(main, [*args, "-o", str(out)])
+        assert r.exit_code == 1 and not out.exists(), r.output
+        assert f"{profile}: /restore/config_name: restore.config_name {config!r} can be no value" in r.stderr
+        assert "[config-name-label]" in r.stderr  # the validation warning, with its position, came first
+    assert CliRunner().invoke(main, ["export", str(profile), "-o", str(out)]).exit_code == 0  # mig-parted's own
 
 
 def test_preflight_script_skips_the_labels_without_kubectl(tmp_path: Path) -> None:

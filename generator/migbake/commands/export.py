@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from migbake import __version__
-from migbake.commands.common import PROFILE_PATH, NonEmptyPath, valid_profile, write_or_print
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile, write_or_print
 from migbake.kubernetes.resources import (
     CONFIG_LABEL,
     MANY_CONFIGMAP,
@@ -35,7 +35,8 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
     mig-manager applies it on nodes labelled nvidia.com/mig.config=<restore.config_name>. With several
     profiles (--gpu-operator only) the ConfigMap is migbake-mig-parted-config and holds one config per
     profile, named by its restore.config_name, or by its name where that is the default `current`, plus
-    all-disabled; two configs of one name are refused (exit 1), and nothing is written.
+    all-disabled; two configs of one name are refused (exit 1), and so is a config name no label value can
+    carry (restore.config_name ending in -, . or _): nothing is written.
     """
     if len(profiles) > 1 and not gpu_operator:
         raise click.UsageError("several profiles need --gpu-operator (one ConfigMap for all of them); the plain "
@@ -57,6 +58,6 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
     if not gpu_operator:
         write_or_print(header(prof) + "\n" + mig_parted_config_text(prof), output)
         return
-    write_or_print(gpu_operator_configmap(prof, header(prof)), output)
+    write_or_print(gpu_operator_configmap(prof, header(prof), profile_name(profiles[0])), output)
     click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
                f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from migbake.document.limits import json_shape, yaml_shape
+from migbake.document.patterns import whole
 from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
@@ -28,6 +29,11 @@ OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 OPERATOR_DEFAULT_CONFIG = "all-disabled"  # deployments/gpu-operator/values.yaml: migManager.config.default
+# What `kubectl label` and the API server accept as a label's value (labelValueFmt, LabelValueMaxLength):
+# kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go
+# @03014f486c86dbe8a7fbe275fe14250854aab219
+LABEL_VALUE = whole(r"^(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_VALUE_MAX = 63
 MAX_NODE_JSON_BYTES = 4 * 1024 * 1024
 MAX_DOCUMENT_DEPTH = 64  # kubectl's Node (managedFields included) and ClusterPolicy nest about 10 deep
 MAX_DIGITS = 64  # Python's int() of thousands of digits is quadratic, and refuses 4,300 with a ValueError
@@ -104,6 +110,29 @@ def read_node_labels(path: Path) -> dict[str, str]:
     return dict(labels)
 
 
+def label_value_problem(value: str) -> str:
+    """Why ``value`` can be no Kubernetes label value ("" when it can be one)."""
+    if len(value) > LABEL_VALUE_MAX:
+        return f"{len(value)} characters; a label value has at most {LABEL_VALUE_MAX}"
+    if not LABEL_VALUE.match(value):
+        return "a label value starts and ends with a letter or digit, with only - _ . between"
+    return ""
+
+
+def config_label_problem(config_name: str) -> str:
+    """Why ``nvidia.com/mig.config`` can never name ``config_name`` ("" when it can)."""
+    why = label_value_problem(config_name)
+    return (f"restore.config_name {config_name!r} can be no value of the label {MIG_CONFIG_LABEL} ({why}), so the "
+            "GPU Operator's mig-manager can never select it: end it with a letter or digit") if why else ""
+
+
+def unselectable_config(config_name: str) -> str:
+    """The ``mig-config`` check's WARN detail for a node without the label when no label could name
+    ``config_name`` ("" when one could): offline preflight and the generated scripts say the same."""
+    why = config_label_problem(config_name)
+    return f"no {MIG_CONFIG_LABEL} label, and none could name our config: {why}" if why else ""
+
+
 def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tuple[tuple[str, str], ...] = (),
                  mig_manager_enabled: bool | None = None, missing_label: Status = "WARN") -> list[Verdict]:
     """``gpu-operator`` (may the operator's mig-manager run here?), ``mig-config`` (does it name ours, or
@@ -135,8 +164,10 @@ def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tu
         owner = ("gpu-operator", "PASS", f"no GPU Operator labels on this node ({DEPLOY_PREFIX}*)")
     idle = labels.get(OPERANDS_LABEL) == "false" or mig_manager_enabled is False or deploy == "false"
     value = labels.get(MIG_CONFIG_LABEL)
-    if value is None:
-        config: Verdict = ("mig-config", "PASS", f"no {MIG_CONFIG_LABEL} label")
+    if value is None and unselectable_config(config_name):
+        config: Verdict = ("mig-config", "WARN", unselectable_config(config_name))
+    elif value is None:
+        config = ("mig-config", "PASS", f"no {MIG_CONFIG_LABEL} label")
     elif value == config_name:
         config = ("mig-config", "PASS", f"{MIG_CONFIG_LABEL}={value}: the config this node restores")
     elif idle:

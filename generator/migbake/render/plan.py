@@ -14,6 +14,7 @@ from typing import Any
 
 from migbake import __version__
 from migbake.kubernetes.kubelet import labels_apply, node_labels_flag
+from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.resources import verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.expectations import Expectation, expectations
@@ -41,6 +42,7 @@ class RenderPlan:
     reset_models: tuple[str, ...]  # display names of the models whose MIG mode survives a reboot (Ampere)
     per_gpu: str  # the layouts, one text (``1g.18gb: 7``), or ``MIG off``
     node_label_flag: str  # ``--node-labels=k=v,...`` for kubelet, or "" when no label is set
+    unselectable_config: str  # the mig-config WARN when no nvidia.com/mig.config label could name our config
     config_rel: str
     unit_rel: str
     consumers: tuple[Consumer, ...]  # kubelet (when present), then the profile's consumers
@@ -114,6 +116,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         reset_models=tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists})),
         per_gpu=per_gpu,
         node_label_flag=flag,
+        unselectable_config=unselectable_config(p.restore.config_name),
         config_rel=p.restore.config_path.lstrip("/"),
         unit_rel=f"{SYSTEM_UNITS}/{p.restore.unit}",
         consumers=p.all_consumers,

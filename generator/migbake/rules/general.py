@@ -22,7 +22,13 @@ from migbake.rules.layouts import (
     rule_layout_fits,
     rule_layout_profiles,
 )
-from migbake.rules.services import rule_consumers, rule_driver_wait, rule_node_labels, rule_provided_later
+from migbake.rules.services import (
+    rule_config_name_label,
+    rule_consumers,
+    rule_driver_wait,
+    rule_node_labels,
+    rule_provided_later,
+)
 from migbake.rules.units import rule_kubelet_args_env, rule_paths, rule_restore_unit_name, rule_unit_ordering
 from migbake.wording import article, gpus, index_list, instances
 
@@ -246,7 +252,7 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
                            rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
                            rule_paths, rule_unit_ordering, rule_restore_unit_name, rule_kubelet_args_env,
-                           rule_provided_later)
+                           rule_provided_later, rule_config_name_label)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:

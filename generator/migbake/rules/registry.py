@@ -98,6 +98,8 @@ _RULES = (
     ("node-labels-no-kubelet", "kubernetes.node_labels with kubelet.present: false"),
     ("node-label-restricted", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)"),
     ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
+    ("config-name-label", "restore.config_name no label value can carry (a trailing - . _): nvidia.com/mig.config "
+                          "cannot select it"),
     ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
@@ -139,6 +141,6 @@ _CAPTURE = (
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
     *_table("yaml", _YAML), *_table("schema", _SCHEMA),
     *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
-                              "node-labels-env-file": "warning"}),
+                              "node-labels-env-file": "warning", "config-name-label": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}
