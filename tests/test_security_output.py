@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from support import H200_EXPORT, IMAGES, REPO, SHARED, cli, shared_file
 from test_write import leftovers, snapshot
 
@@ -406,3 +407,55 @@ def test_o_replaces_a_regular_file_atomically_and_keeps_its_mode(tmp_path: Path)
     assert code == 0 and err.endswith(f"wrote {out}\n"), err
     assert out.read_text().startswith("# ") and stat.S_IMODE(out.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.yaml"]
+
+
+def test_an_imported_file_s_name_stays_in_its_comment_line(tmp_path: Path) -> None:
+    """Issue 36 (a header assembled from pieces): `import`'s first comment line names the source file; a name
+    with a line break added `kubelet: {present: false}` to the imported profile."""
+    source = tmp_path / "x\nkubelet: {present: false}\n#.yaml"
+    source.write_bytes(H200_EXPORT.read_bytes())
+    code, out, err = cli("import", str(source), "--model", "h200")
+    assert code == 0, err
+    comments = [row for row in out.splitlines() if row.startswith("#")]
+    assert comments[0].startswith("# Imported by migbake") and "x\\nkubelet: {present: false}\\n#.yaml" in comments[0]
+    assert "kubelet" not in yaml.safe_load(out)
+
+
+# issue 36: a folder name with a line break forged a "wrote N files to ..." line; every path echoed by a
+# command's own words goes through one escaping helper (commands.common.say -> exits.printable)
+FORGED = "x\nwrote 99 files to etc (profile p from q)"
+
+
+def _no_forged_line(out: str) -> None:
+    assert not any(row.startswith("wrote 99 files") for row in out.splitlines()), out
+    assert "x\\nwrote 99 files" in out, out
+
+
+def test_a_path_with_a_line_break_cannot_forge_a_line_of_output(tmp_path: Path) -> None:
+    image = tmp_path / "images" / FORGED
+    image.mkdir(parents=True)
+    (image / "node-profile.yaml").write_bytes(PROFILE.read_bytes())
+    code, out, err = cli("images", str(tmp_path / "images"))
+    assert code == 0, err
+    _no_forged_line(out)
+    code, out, err = cli("images", "--check", str(tmp_path / "images"))
+    assert code == 0, err
+    _no_forged_line(out)
+    (image / "generated" / "scripts" / "preflight-mig-restore.sh").unlink()
+    (image / "generated" / "scripts" / FORGED).write_text("x\n")
+    code, out, err = cli("images", "--check", str(tmp_path / "images"))
+    assert code == 1
+    _no_forged_line(out + err)
+    code, out, err = cli("generate", str(PROFILE), "-o", str(tmp_path / FORGED))
+    assert code == 0, err
+    _no_forged_line(out)
+    code, out, err = cli("generate", str(PROFILE), "-o", str(tmp_path / FORGED), "--check")
+    assert code == 0, err
+    _no_forged_line(out)
+    code, out, err = cli("export", str(PROFILE), "-o", str(tmp_path / (FORGED + ".yaml")))
+    assert code == 0, err
+    assert err == f"wrote {tmp_path}/x\\nwrote 99 files to etc (profile p from q).yaml\n"
+    code, out, err = cli("bake", str(PROFILE), "-o", str(tmp_path / FORGED), "--only", "null.ssh", "--var",
+                         "ssh_host=x", "--dry-run", "--force", "--packer", "/nonexistent")
+    assert code == 0, err
+    _no_forged_line(out)

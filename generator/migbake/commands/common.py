@@ -77,6 +77,12 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     return checked.profile
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """One line of a command's own words to the terminal, escaped as a whole (``exits.printable``): a path or a
+    name in it with a line break or a terminal control cannot start another line (a forged "wrote ...")."""
+    click.echo(printable(text), err=err)
+
+
 def write_or_print(text: str, output: Path | None, force: bool = True) -> None:
     """``text`` to standard output, or written to ``output`` (``render.onefile``: a regular file atomically, an
     existing one only with ``force``; a device or FIFO written into; anything else refused)."""
@@ -84,7 +90,7 @@ def write_or_print(text: str, output: Path | None, force: bool = True) -> None:
         click.echo(text, nl=False)
         return
     write_file(output, text, replace=force)
-    click.echo(f"wrote {printable(str(output))}", err=True)
+    say(f"wrote {output}", err=True)
 
 
 class GpuModelType(_ModelParamType):

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from migbake import __version__
-from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile, write_or_print
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile, write_or_print
 from migbake.kubernetes.resources import (
     CONFIG_LABEL,
     MANY_CONFIGMAP,
@@ -50,14 +50,13 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None) 
                + ".\n# Do not edit: change the profiles and run `migbake export --gpu-operator` again.")
         text, named = gpu_operator_configmap_many(loaded, top)
         write_or_print(text, output)
-        click.echo(f"migbake: ConfigMap {MANY_CONFIGMAP}: configs "
-                   + ", ".join(f"{key} ({name})" for key, name in named)
-                   + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
+        say(f"migbake: ConfigMap {MANY_CONFIGMAP}: configs " + ", ".join(f"{key} ({name})" for key, name in named)
+            + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
         return
     prof = valid_profile(profiles[0], "nothing exported")
     if not gpu_operator:
         write_or_print(header(prof) + "\n" + mig_parted_config_text(prof), output)
         return
     write_or_print(gpu_operator_configmap(prof, header(prof), profile_name(profiles[0])), output)
-    click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
-               f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
+    say(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
+        f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)

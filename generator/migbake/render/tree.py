@@ -24,7 +24,7 @@ from migbake.profile.nodeprofile import UNIT_DIRS, NodeProfile
 from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 from migbake.render.firstboot import commands as first_boot_commands
 from migbake.render.fleet import emit_fleet
-from migbake.render.guard import Block, Quoted, guard, language
+from migbake.render.guard import Block, Quoted, guard, html_comment, language
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan, make_plan
 from migbake.render.slurm import GRES_CONF, NODE_CONF, gres_conf, node_conf, slurm_applies
@@ -159,6 +159,7 @@ def _environment() -> jinja2.Environment:
     env.filters["hcl"] = hcl_string
     env.filters["yaml"] = yaml_scalar
     env.filters["comment"] = comment_text
+    env.filters["html_comment"] = html_comment
     # Ansible's own Jinja2 delimiters, for the Ansible templates that name Ansible's variables
     env.globals["ansible_open"] = Quoted("{{")
     env.globals["ansible_close"] = Quoted("}}")
