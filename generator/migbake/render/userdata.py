@@ -71,6 +71,14 @@ def guess_part_type(text: str) -> str | None:
     return None
 
 
+def _filename_parameter(name: str) -> str | tuple[str, str, str]:
+    """``filename`` as Python's email writes it: a quoted string for ASCII, else an RFC 2231 parameter
+    (``filename*=utf-8''h%C3%A9llo.sh``). A non-ASCII value in the header's text would make the whole header
+    one RFC 2047 encoded word, which no reader takes apart again: cloud-init then names the part
+    ``part-001`` (cloudinit/user_data.py, ``_process_before_attach``: ``msg.get_filename()``)."""
+    return name if name.isascii() else ("utf-8", "", name)
+
+
 def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None) -> str:
     """A multi-part MIME user-data: the user's part first, then migbake's cloud-config (merged onto it).
 
@@ -92,7 +100,7 @@ def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | No
         except RenderError as e:
             raise UsageError(str(e), option=MIME_OPTION) from e
     first = MIMEText(theirs, subtype, "utf-8")
-    first.add_header("Content-Disposition", f'attachment; filename="{their_name}"')
+    first.add_header("Content-Disposition", "attachment", filename=_filename_parameter(their_name))
     second = MIMEText(ours, "cloud-config", "utf-8")
     second.add_header("Content-Disposition", 'attachment; filename="migbake-user-data"')
     second.add_header("Merge-Type", MERGE_TYPE)
