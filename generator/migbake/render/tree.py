@@ -23,7 +23,7 @@ from migbake.problems import RenderError
 from migbake.profile.nodeprofile import UNIT_DIRS, NodeProfile
 from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 from migbake.render.firstboot import commands as first_boot_commands
-from migbake.render.fleet import emit_fleet
+from migbake.render.fleet import emit_fleet, wrap_long, yaml_block
 from migbake.render.guard import Block, Quoted, guard, html_comment, language
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan, make_plan
@@ -160,6 +160,8 @@ def _environment() -> jinja2.Environment:
     env.filters["yaml"] = yaml_scalar
     env.filters["comment"] = comment_text
     env.filters["html_comment"] = html_comment
+    env.filters["yaml_block"] = yaml_block
+    env.filters["wrap_long"] = wrap_long
     # Ansible's own Jinja2 delimiters, for the Ansible templates that name Ansible's variables
     env.globals["ansible_open"] = Quoted("{{")
     env.globals["ansible_close"] = Quoted("}}")
