@@ -74,6 +74,17 @@ def offline(tmp_path: Path, name: str, extra: str = "") -> dict[str, tuple[str, 
     return {c["check"]: (c["status"], c["detail"]) for c in report["checks"]}
 
 
+def live_checks(tmp_path: Path, node: str, extra: str = "") -> dict[str, tuple[str, str]]:
+    """The generated preflight's checks on a simulated node whose kubectl prints the recorded node's labels."""
+    root = tmp_path / "node"
+    root.mkdir()
+    env = install(SimNode(), root)
+    fake_kubectl(root / "sbin/kubectl", node)
+    out = generate(profile_yaml(root, extra=extra), tmp_path / "out")
+    ran = run([str(out / SCRIPT), "--json"], env=env)
+    return {c["check"]: (c["status"], c["detail"]) for c in json.loads(ran.out)["checks"]}
+
+
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_offline_preflight_reads_the_recorded_node(tmp_path: Path, name: str) -> None:
     checks = offline(tmp_path, name)
@@ -108,13 +119,7 @@ UNSELECTABLE = "restore: {config_name: inference-}\n"
 
 @pytest.mark.parametrize("name", ["no-operator", "mig-manager-label-false"])
 def test_a_config_name_no_label_can_carry_warns_the_same_offline_and_on_the_node(tmp_path: Path, name: str) -> None:
-    root = tmp_path / "node"
-    root.mkdir()
-    env = install(SimNode(), root)
-    fake_kubectl(root / "sbin/kubectl", name)
-    out = generate(profile_yaml(root, extra=UNSELECTABLE), tmp_path / "out")
-    ran = run([str(out / SCRIPT), "--json"], env=env)
-    live = {c["check"]: (c["status"], c["detail"]) for c in json.loads(ran.out)["checks"]}
+    live = live_checks(tmp_path, name, UNSELECTABLE)
     off = offline(tmp_path, name, extra=UNSELECTABLE)
     assert live["mig-config"] == off["mig-config"]
     assert off["mig-config"][0] == "WARN" and "'inference-' can be no value of the label" in off["mig-config"][1]
@@ -279,13 +284,7 @@ def test_node_labels_are_checked_on_the_registered_node(tmp_path: Path, node: st
 
 @pytest.mark.parametrize("node", ["operator-all-disabled-mig-manager-false", "no-operator"])
 def test_scripts_and_offline_agree_on_the_node_labels(tmp_path: Path, node: str) -> None:
-    root = tmp_path / "node"
-    root.mkdir()
-    env = install(SimNode(), root)
-    fake_kubectl(root / "sbin/kubectl", node)
-    out = generate(profile_yaml(root, extra=LABELS), tmp_path / "out")
-    live = {c["check"]: (c["status"], c["detail"]) for c in json.loads(run([str(out / SCRIPT), "--json"],
-                                                                            env=env).out)["checks"]}
+    live = live_checks(tmp_path, node, LABELS)
     off = offline(tmp_path, node, extra=LABELS)
     for check in ("gpu-operator", "mig-config", "node-labels"):
         assert live[check] == off[check]
