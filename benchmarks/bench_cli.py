@@ -52,7 +52,7 @@ print(files)
 
 LAYOUTS = """
 from migbake.gpu.catalog import load_catalog
-from migbake.gpu.placement import maximal_layouts
+from migbake.gpu.maximal import maximal_layouts
 print(sum(len(maximal_layouts(m)) for m in load_catalog().models))
 """
 
@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
               [(f"validate DIR ({counts[-1]})", many_dir, "1 profile", many_dir.median / one.median, 2.0)])
 
         lay = interleaved({"layouts": [py, "-c", LAYOUTS]}, rounds)["layouts"]
-        start = interleaved({"startup": [py, "-c", "import migbake.gpu.placement"]}, rounds)["startup"]
-        table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.gpu.placement",
+        start = interleaved({"startup": [py, "-c", "import migbake.gpu.maximal"]}, rounds)["startup"]
+        table("4. maximal layouts of every catalog GPU (one process); ratio to importing migbake.gpu.maximal",
               [("all catalog GPUs", lay, "import", lay.median / start.median, None)])
     return 0
 

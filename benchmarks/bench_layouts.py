@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 
 from migbake.gpu.catalog import load_catalog
-from migbake.gpu.placement import maximal_layouts
+from migbake.gpu.maximal import maximal_layouts
 
 
 def best_ms(func: Callable[[], object], repeat: int) -> float:

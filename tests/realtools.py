@@ -96,6 +96,23 @@ def cloud_init_unknown_keys(user_data: Path) -> list[str]:
     return errs
 
 
+_PARTS = r"""
+import json, sys
+from cloudinit import helpers, user_data
+msg = user_data.UserDataProcessor(helpers.Paths({})).process(open(sys.argv[1], "rb").read())
+print(json.dumps([[p.get_content_type(), p.get_filename()] for p in msg.walk() if not p.is_multipart()]))
+"""
+
+
+def cloud_init_parts(user_data: Path) -> list[tuple[str, str]]:
+    """(content type, file name) of each part, as cloud-init's own user-data processor sees them (the name
+    a shell script part is written under in /var/lib/cloud/instance/scripts/)."""
+    require("cloud-init")
+    ran = run(["/usr/bin/python3", "-c", _PARTS, str(user_data)])
+    assert ran.rc == 0, ran.text
+    return [(kind, name) for kind, name in json.loads(ran.out)]
+
+
 # --- shell -------------------------------------------------------------------------------------
 
 def shellcheck(paths: list[Path]) -> Ran:

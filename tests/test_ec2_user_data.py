@@ -9,6 +9,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+from realtools import cloud_init_parts
 from support import IMAGES, cli
 
 from migbake.render import userdata
@@ -100,3 +101,20 @@ def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytes
     # not given, but would not help either: not named
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "e"))
     assert code == 0 and "gzipped too" in err and "--user-data-gzip" not in err, err
+
+
+@pytest.mark.parametrize("name", ["héllo.sh", "ü" * 100 + ".sh", "日本語.sh", "plain.sh"],
+                         ids=["accent", "long", "cjk", "ascii"])
+def test_a_part_keeps_its_file_name_in_cloud_init(name: str, tmp_path: Path) -> None:
+    """Issue 36: a non-ASCII file name made the whole Content-Disposition one RFC 2047 encoded word, so
+    cloud-init found no filename and named the part part-001; an RFC 2231 parameter keeps it."""
+    part = tmp_path / name
+    part.write_text("#!/bin/sh\necho mine\n")
+    out = tmp_path / "out"
+    code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(out), "--user-data-mime", str(part))
+    assert code == 0, err
+    assert cloud_init_parts(out / "cloud-init/user-data.mime") == [("text/x-shellscript", name),
+                                                                   ("text/cloud-config", "migbake-user-data")]
+    parts = [p for p in email.message_from_bytes((out / "cloud-init/user-data.mime").read_bytes()).walk()
+             if not p.is_multipart()]
+    assert parts[0].get_filename() == name  # Python's reader agrees

@@ -216,3 +216,86 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     loader.add_constructor("!unsafe", lambda load, node: load.construct_scalar(node))
     data = yaml.load(group_vars(profile).text, Loader=loader)  # a SafeLoader that reads !unsafe
     assert words in data["mig_restore_advertises"]  # the fleet role's group data says the same
+
+
+# --- issue 36: lines ansible-lint's production profile takes (yaml[line-length], 160) ----------------
+
+ORDINARY = """version: 1
+name: h200-triton
+description: H200 inference node with the DCGM exporter and Triton
+gpu_count: 8
+gpus:
+  - model: h200-141gb
+    mig: {layout: {1g.18gb: 7}}
+kubelet: {present: true, layout: kubeadm}
+consumers:
+  - unit: dcgm-exporter.service
+  - unit: triton-inference-server.service
+  - unit: nvidia-dcgm.service
+kubernetes:
+  node_labels: {nvidia.com/gpu.deploy.mig-manager: "false"}
+"""
+
+
+LINT_MAX = 160  # ansible-lint's yamllint line-length (src/ansiblelint/data/.yamllint); render.fleet.MAX_LINE
+
+
+def _longest(prefix: str, length: int = 180) -> str:
+    """A unit name of ``length`` characters before .service (the schema allows 200 in all)."""
+    return prefix + "x" * (length - len(prefix)) + ".service"
+
+
+# every name and path at (or near) the schema's longest, a description of 200 characters with spaces
+LONGEST = f"""version: 1
+name: {"n" * 63}
+description: {" ".join(["word"] * 40)}
+gpus:
+  - model: h200-141gb
+    mig: {{layout: {{1g.18gb: 7}}}}
+kubelet: {{present: true, unit: {_longest("kubelet-")}, layout: kubeadm}}
+consumers:
+  - unit: {_longest("dcgm-")}
+  - unit: {_longest("triton-")}
+  - unit: slurmd.service
+restore:
+  unit: {_longest("mig-restore-")}
+  config_path: /etc/{"c" * 200}/config.yaml
+  config_name: {"k" * 63}
+tools: {{nvidia_smi: /usr/{"s" * 200}/nvidia-smi, nvidia_mig_parted: /usr/{"m" * 200}/nvidia-mig-parted}}
+conflicting_manager: {{unit: {_longest("nvidia-mig-manager-")}, action: mask}}
+kubernetes:
+  node_labels: {{nvidia.com/gpu.deploy.mig-manager: "false"}}
+"""
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize("text", [ORDINARY, LONGEST], ids=["kubelet-and-three-consumers", "longest-names"])
+def test_ansible_lint_production_takes_long_lists_and_long_names(text: str, tmp_path: Path) -> None:
+    ansible = generate(text, tmp_path / "out") / "ansible"
+    result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
+                 cwd=ansible, env=_ansible_env(tmp_path), timeout=300)
+    assert result.rc == 0 and "0 failure(s), 0 warning(s)" in result.text, result.text
+
+
+@pytest.mark.parametrize("text", [ORDINARY, LONGEST], ids=["kubelet-and-three-consumers", "longest-names"])
+def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: str, tmp_path: Path) -> None:
+    """What yamllint's line-length (max 160, allow-non-breakable-words) takes, checked without ansible-lint;
+    and the wrapped YAML still holds the render's file list, tools and units."""
+    ansible = generate(text, tmp_path / "out") / "ansible"
+    for path in [*ansible.rglob("*.yml"), ansible / ".ansible-lint"]:
+        if "files" in path.relative_to(ansible).parts:
+            continue
+        for row in path.read_text().splitlines():
+            rest = row.lstrip(" ")
+            rest = rest.lstrip("#")[1:] if rest.startswith("#") else rest[2:] if rest.startswith("-") else rest
+            assert len(row) <= LINT_MAX or " " not in rest, (path.name, row)
+    install = yaml.safe_load((ansible / "roles/mig_restore/tasks/install.yml").read_text())
+    copy = next(t for t in install if "ansible.builtin.copy" in t)
+    rootfs = ansible.parent / "rootfs"
+    on_disk = sorted(p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*") if p.is_file())
+    assert sorted(i["src"] for i in copy["loop"]) == on_disk
+    assert all(i["dest"] == "/" + i["src"] and i["mode"] == "0644" for i in copy["loop"])
+    check = yaml.safe_load((ansible / "roles/mig_restore/tasks/check.yml").read_text())
+    needed = next(t for t in check if t["name"] == "Name what the node must hold")["vars"]
+    assert needed["mig_restore_baked_units"][0][0].startswith("kubelet")
+    assert all(len(pair) == 2 for pair in needed["mig_restore_baked_units"])

@@ -21,6 +21,7 @@ from test_preflight import SCRIPT, SimNode, install, profile_yaml
 from migbake.cli.group import main
 
 NODES = REPO / "tests/fixtures/kubectl-node"
+IMAGE = REPO / "images/h200-inference/node-profile.yaml"
 # fixture -> (gpu-operator, mig-config) for a profile whose config is "current"
 VERDICTS = {
     "no-operator": ("PASS", "PASS"),
@@ -73,6 +74,17 @@ def offline(tmp_path: Path, name: str, extra: str = "") -> dict[str, tuple[str, 
     return {c["check"]: (c["status"], c["detail"]) for c in report["checks"]}
 
 
+def live_checks(tmp_path: Path, node: str, extra: str = "") -> dict[str, tuple[str, str]]:
+    """The generated preflight's checks on a simulated node whose kubectl prints the recorded node's labels."""
+    root = tmp_path / "node"
+    root.mkdir()
+    env = install(SimNode(), root)
+    fake_kubectl(root / "sbin/kubectl", node)
+    out = generate(profile_yaml(root, extra=extra), tmp_path / "out")
+    ran = run([str(out / SCRIPT), "--json"], env=env)
+    return {c["check"]: (c["status"], c["detail"]) for c in json.loads(ran.out)["checks"]}
+
+
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_offline_preflight_reads_the_recorded_node(tmp_path: Path, name: str) -> None:
     checks = offline(tmp_path, name)
@@ -99,6 +111,31 @@ def test_preflight_script_and_offline_agree_on_the_labels(tmp_path: Path, name: 
     calls = (root / "sbin/kubectl.calls").read_text().splitlines()
     assert calls == [f"kubectl get node {run(['uname', '-n']).out.strip()} -o go-template="
                      "{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{\"\\n\"}}{{end}}"]
+
+
+# issue 36: a config name with a trailing - . or _ was accepted, though no node label can name it
+UNSELECTABLE = "restore: {config_name: inference-}\n"
+
+
+@pytest.mark.parametrize("name", ["no-operator", "mig-manager-label-false"])
+def test_a_config_name_no_label_can_carry_warns_the_same_offline_and_on_the_node(tmp_path: Path, name: str) -> None:
+    live = live_checks(tmp_path, name, UNSELECTABLE)
+    off = offline(tmp_path, name, extra=UNSELECTABLE)
+    assert live["mig-config"] == off["mig-config"]
+    assert off["mig-config"][0] == "WARN" and "'inference-' can be no value of the label" in off["mig-config"][1]
+
+
+@pytest.mark.parametrize("config", ["inference-", "inference.", "inference_", "x" * 62 + "_"])
+def test_export_gpu_operator_refuses_a_config_name_no_label_can_carry(tmp_path: Path, config: str) -> None:
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(profile_yaml(tmp_path, extra=f"restore: {{config_name: {config}}}\n"))
+    out = tmp_path / "configmap.yaml"
+    for args in (["export", "--gpu-operator", str(profile)], ["export", "--gpu-operator", str(profile), str(IMAGE)]):
+        r = CliRunner().invoke(main, [*args, "-o", str(out)])
+        assert r.exit_code == 1 and not out.exists(), r.output
+        assert f"{profile}: /restore/config_name: restore.config_name {config!r} can be no value" in r.stderr
+        assert "[config-name-label]" in r.stderr  # the validation warning, with its position, came first
+    assert CliRunner().invoke(main, ["export", str(profile), "-o", str(out)]).exit_code == 0  # mig-parted's own
 
 
 def test_preflight_script_skips_the_labels_without_kubectl(tmp_path: Path) -> None:
@@ -136,7 +173,7 @@ def test_profile_without_kubelet_has_no_label_checks(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ("{", "not JSON"),
     ('{"kind": "NodeList", "items": []}', "not one Node"),
-    ('{"kind": "Node", "metadata": {"labels": {"a": 1}}}', "metadata.labels is not a map of strings"),
+    ('{"kind": "Node", "metadata": {"labels": {"a": 1}}}', "/metadata/labels/a: a number, not a string"),
 ], ids=["not-json", "node-list", "label-not-string"])
 def test_bad_node_json_is_refused(tmp_path: Path, text: str, message: str) -> None:
     bad = tmp_path / "node.json"
@@ -213,7 +250,8 @@ def test_a_cluster_policy_with_mig_manager_keeps_the_failures(tmp_path: Path) ->
 
 @pytest.mark.parametrize(("text", "message"), [
     ('{"kind": "Node"}', "not one ClusterPolicy"),
-    ("kind: ClusterPolicy\nspec: {migManager: {enabled: 'no'}}\n", "spec.migManager.enabled is not true or false"),
+    ("kind: ClusterPolicy\nspec: {migManager: {enabled: 'no'}}\n",
+     "/spec/migManager/enabled: a string, not true or false"),
     ("a: &x [1]\nb: *x\n", "YAML aliases are not read"),
     ("kind: [", "not JSON or YAML"),
 ], ids=["not-a-policy", "enabled-not-bool", "alias", "not-yaml"])
@@ -246,13 +284,7 @@ def test_node_labels_are_checked_on_the_registered_node(tmp_path: Path, node: st
 
 @pytest.mark.parametrize("node", ["operator-all-disabled-mig-manager-false", "no-operator"])
 def test_scripts_and_offline_agree_on_the_node_labels(tmp_path: Path, node: str) -> None:
-    root = tmp_path / "node"
-    root.mkdir()
-    env = install(SimNode(), root)
-    fake_kubectl(root / "sbin/kubectl", node)
-    out = generate(profile_yaml(root, extra=LABELS), tmp_path / "out")
-    live = {c["check"]: (c["status"], c["detail"]) for c in json.loads(run([str(out / SCRIPT), "--json"],
-                                                                            env=env).out)["checks"]}
+    live = live_checks(tmp_path, node, LABELS)
     off = offline(tmp_path, node, extra=LABELS)
     for check in ("gpu-operator", "mig-config", "node-labels"):
         assert live[check] == off[check]

@@ -46,8 +46,9 @@ def test_every_suggestion_validates_when_pasted_back(key: str) -> None:
     for layout in layouts:
         (problem,) = check_bytes(PROFILE.format(model=key, layout=flow(layout)).encode(), "p.yaml").problems
         assert problem.rule in ("compute-slices", "placement", "media-extension"), problem
-        nearest = nearest_layouts(model, layout)
-        assert nearest, (key, layout)
+        found = nearest_layouts(model, layout)
+        nearest = found.layouts
+        assert nearest and not found.cut, (key, layout)
         assert f"layouts that fit: {', '.join(flow(n) for n in nearest)}" in problem.message
         for suggestion in nearest:
             pasted = check_bytes(PROFILE.format(model=key, layout=flow(suggestion)).encode(), "p.yaml")
@@ -120,7 +121,7 @@ def test_layouts_table() -> None:
 
 def test_layouts_json_keeps_its_shape_and_adds_fields() -> None:
     data = json.loads(CliRunner().invoke(main, ["layouts", "a30", "--json"]).stdout)
-    assert list(data) == ["model", "count", "layouts"]
+    assert list(data) == ["model", "count", "layouts", "complete"] and data["complete"] is True
     first = data["layouts"][0]
     assert list(first)[:2] == ["mig-devices", "placements"]
     assert {"instances", "compute_slices", "memory_slices", "memory_gb", "media_extension"} <= set(first)

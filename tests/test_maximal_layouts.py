@@ -14,7 +14,8 @@ import pytest
 from test_layout import ALL, CATALOG, SEVEN_EIGHT, assert_sound, generic
 
 from migbake.gpu.catalog import GpuModel, MigProfile
-from migbake.gpu.placement import fit, is_valid, maximal_layouts
+from migbake.gpu.maximal import maximal_layouts
+from migbake.gpu.placement import fit, is_valid
 
 
 def oracle_fits(model: GpuModel, layout: Mapping[str, int]) -> bool:

@@ -20,6 +20,7 @@ import pytest
 from support import IMAGES, REPO
 
 PROFILE = IMAGES[0] / "node-profile.yaml"
+NODE_FIXTURE = REPO / "tests/fixtures/kubectl-node/no-operator.json"
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "generator"), "NO_COLOR": "1"}
 MIGBAKE = f"{shlex.quote(sys.executable)} -m migbake"
 # root without the capabilities that bypass file permissions: a real "user who may not read it"
@@ -276,10 +277,60 @@ def test_a_hostile_node_json_is_one_line_and_exit_2(text: str, tmp_path: Path) -
     one_line(sh(f"migbake preflight {PROFILE} --node-json node.json", tmp_path), 2, "migbake: error: node.json: ")
 
 
+# issue 36: a Node whose metadata (or labels, or a label) has another type was exit 3 (AttributeError)
+NODE_SHAPES = {"metadata-null": ("null", "/metadata: null, not an object"),
+               "metadata-list": ("[]", "/metadata: a list, not an object"),
+               "metadata-string": ('"x"', "/metadata: a string, not an object"),
+               "labels-list": ('{"labels": ["a"]}', "/metadata/labels: a list, not an object"),
+               "label-number": ('{"labels": {"a/b": 1}}', "/metadata/labels/a~1b: a number, not a string")}
+
+
+@pytest.mark.parametrize("case", NODE_SHAPES, ids=NODE_SHAPES)
+def test_a_node_of_the_wrong_shape_names_the_pointer_and_is_exit_2(case: str, tmp_path: Path) -> None:
+    metadata, said = NODE_SHAPES[case]
+    (tmp_path / "node.json").write_text(f'{{"kind": "Node", "metadata": {metadata}}}')
+    one_line(sh(f"migbake preflight {PROFILE} --node-json node.json", tmp_path), 2, f"node.json: {said}")
+
+
+# issue 36: --cluster-policy had no depth bound (RecursionError, exit 3) and was read by PyYAML's pure-Python
+# parser (a 200 KB flow sequence took minutes of CPU); it has --node-json's bounds now
+POLICIES = {"json-100000-deep": ('{"kind": "ClusterPolicy", "spec": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                                 "nested deeper than 64 levels"),
+            "yaml-flow-100000-deep": ("kind: ClusterPolicy\nspec: " + "[" * 100_000 + "]" * 100_000 + "\n",
+                                      "nested deeper than 64 levels"),
+            "yaml-block-70-deep": ("kind: ClusterPolicy\nspec:\n" + "".join(" " * i + "a:\n" for i in range(1, 71)),
+                                   "line 66, column 65: nested deeper than 64 levels"),
+            "yaml-5000-digits": ("kind: ClusterPolicy\nspec: {n: " + "9" * 5000 + "}\n", "a number of 5000 characters"),
+            "spec-null": ('{"kind": "ClusterPolicy", "spec": null}', "/spec: null, not an object"),
+            "mig-manager-list": ("kind: ClusterPolicy\nspec: {migManager: []}\n", "/spec/migManager: a list")}
+
+
+@pytest.mark.parametrize("case", POLICIES, ids=POLICIES)
+def test_a_hostile_cluster_policy_is_one_quick_line_and_exit_2(case: str, tmp_path: Path) -> None:
+    text, said = POLICIES[case]
+    (tmp_path / "node.json").write_text('{"kind": "Node", "metadata": {"labels": {}}}')
+    (tmp_path / "policy").write_text(text)
+    ran = sh(f"migbake preflight {PROFILE} --node-json node.json --cluster-policy policy", tmp_path, timeout=30)
+    one_line(ran, 2, "migbake: error: policy: ", said)
+
+
+def test_a_var_file_packer_could_not_read_again_is_refused_and_a_huge_one_is_bounded(tmp_path: Path) -> None:
+    bake = f"migbake bake {PROFILE} -o out --only null.ssh --var ssh_host=x --dry-run --packer /nonexistent"
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("/dev/zero", "fifo"):  # read once by migbake, Packer would find it empty
+        ran = sh(f"ulimit -v $((1024 * 1024)); {bake} --var-file {path}", tmp_path, timeout=60)
+        assert ran.returncode == 2 and f"{path}: not a regular file" in ran.stderr, ran.stderr
+    (tmp_path / "big.pkrvars.hcl").write_bytes(b"# x\n" * (300 * 1024))
+    ran = sh(f"ulimit -v $((1024 * 1024)); {bake} --var-file big.pkrvars.hcl", tmp_path, timeout=60)
+    assert ran.returncode == 2 and "big.pkrvars.hcl: larger than 1 MiB" in ran.stderr, ran.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("command", [f"generate {PROFILE} -o out --user-data-mime /dev/zero",
                                      f"generate {PROFILE} -o out --user-data-mime /dev/zero:x-shellscript",
                                      "import /dev/zero --model h200",
                                      f"preflight {PROFILE} --node-json /dev/zero",
+                                     f"preflight {PROFILE} --node-json {NODE_FIXTURE} --cluster-policy /dev/zero",
                                      f"preflight {PROFILE} --nvidia-smi-xml /dev/zero"])
 def test_an_endless_file_is_read_with_a_bound(command: str, tmp_path: Path) -> None:
     # 256 MiB of address space beyond the interpreter's: an unbounded read of /dev/zero dies, a bounded one does not

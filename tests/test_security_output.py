@@ -12,13 +12,17 @@ from __future__ import annotations
 import email
 import os
 import re
+import socket
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import IMAGES, REPO, SHARED, cli, shared_file
+import yaml
+from support import H200_EXPORT, IMAGES, REPO, SHARED, cli, shared_file
 from test_write import leftovers, snapshot
 
 from migbake.problems import OutputError
@@ -300,3 +304,159 @@ def test_the_process_reports_the_same_escapes(tmp_path: Path) -> None:
                          env={**os.environ, "PYTHONPATH": str(REPO / "generator")}, check=False)
     assert ran.returncode == 2 and len(ran.stderr.splitlines()) == 2, ran.stderr  # the problem, then the verdict
     assert "a\\nb\\u202e.yaml:1:1: error: /: cannot read the file" in ran.stderr
+
+
+# --- one file with -o (export, import --force): a device stays a device, a link is never replaced -------
+# Issue 36: both commands renamed a temporary file over the path, so `-o /dev/null` (as root) made the
+# host's /dev/null a regular file. The device here is made in tmp_path (mknod, as root), never /dev/null.
+
+def _writers(tmp_path: Path) -> dict[str, list[str]]:
+    return {"export": ["export", str(PROFILE)], "export-gpu-operator": ["export", "--gpu-operator", str(PROFILE)],
+            "import": ["import", str(H200_EXPORT), "--model", "h200", "--force"]}
+
+
+def _char_device(path: Path) -> None:
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+    except PermissionError:
+        pytest.skip("mknod needs root (CAP_MKNOD)")
+
+
+@pytest.mark.parametrize("command", ["export", "export-gpu-operator", "import"])
+@pytest.mark.parametrize("via_link", [False, True], ids=["device", "link-to-device"])
+def test_o_writes_into_a_character_device_and_leaves_it_a_device(command: str, via_link: bool,
+                                                                   tmp_path: Path) -> None:
+    args = _writers(tmp_path)[command]
+    device = tmp_path / "null"
+    _char_device(device)
+    target = device
+    if via_link:
+        target = tmp_path / "stdout"
+        target.symlink_to(device)
+    code, _, err = cli(*args, "-o", str(target))
+    assert code == 0, err
+    assert stat.S_ISCHR(device.lstat().st_mode) and device.lstat().st_rdev == os.makedev(1, 3)
+    assert not via_link or target.is_symlink()
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name or "atomic" in p.name] == []
+
+
+@pytest.mark.parametrize("command", ["export", "import"])
+def test_o_writes_into_a_fifo_and_the_reader_gets_the_text(command: str, tmp_path: Path) -> None:
+    args = _writers(tmp_path)[command]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    os.link(fifo, tmp_path / "pipe.kept")  # the FIFO itself, should the path be replaced
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, _, err = cli(*args, "-o", str(fifo))
+    reader.join(10)
+    if reader.is_alive():  # a file was renamed over the FIFO (the old code): release the waiting reader
+        with open(tmp_path / "pipe.kept", "wb"):
+            pass
+        reader.join(10)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode), "the FIFO was replaced"
+    assert got and b" by migbake " in got[0]
+
+
+def _link_to_file(path: Path) -> Path:
+    (path.parent / "real.yaml").write_text("mine\n")
+    path.symlink_to(path.parent / "real.yaml")
+    return path.parent / "real.yaml"
+
+
+def _dangling_link(path: Path) -> Path:
+    path.symlink_to(path.parent / "nowhere.yaml")
+    return path
+
+
+def _socket(path: Path) -> Path:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.close()
+    return path
+
+
+REFUSED = {"link-to-file": (_link_to_file, "is a symbolic link to a regular file"),
+           "dangling-link": (_dangling_link, "is a symbolic link to nothing that exists"),
+           "socket": (_socket, "is a socket")}
+
+
+@pytest.mark.parametrize("command", ["export", "import"])
+@pytest.mark.parametrize("case", REFUSED, ids=REFUSED)
+def test_o_refuses_a_link_to_a_file_a_dangling_link_and_a_socket(command: str, case: str, tmp_path: Path) -> None:
+    args = _writers(tmp_path)[command]
+    make, said = REFUSED[case]
+    path = tmp_path / "out.yaml"
+    kept = make(path)
+    before = sorted((p.name, p.lstat().st_mode) for p in tmp_path.iterdir())
+    code, _, err = cli(*args, "-o", str(path))
+    assert code == 2 and said in err and len(err.splitlines()) == 1, err
+    assert sorted((p.name, p.lstat().st_mode) for p in tmp_path.iterdir()) == before  # nothing replaced or left
+    if kept.name == "real.yaml":
+        assert kept.read_text() == "mine\n"
+
+
+def test_o_replaces_a_regular_file_atomically_and_keeps_its_mode(tmp_path: Path) -> None:
+    args = _writers(tmp_path)["import"]
+    out = tmp_path / "profile.yaml"
+    out.write_text("old\n")
+    out.chmod(0o640)
+    assert cli(*args[:-1], "-o", str(out))[0] == 2 and out.read_text() == "old\n"  # without --force
+    code, _, err = cli(*args, "-o", str(out))
+    assert code == 0 and err.endswith(f"wrote {out}\n"), err
+    assert out.read_text().startswith("# ") and stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.yaml"]
+
+
+def test_an_imported_file_s_name_stays_in_its_comment_line(tmp_path: Path) -> None:
+    """Issue 36 (a header assembled from pieces): `import`'s first comment line names the source file; a name
+    with a line break added `kubelet: {present: false}` to the imported profile."""
+    source = tmp_path / "x\nkubelet: {present: false}\n#.yaml"
+    source.write_bytes(H200_EXPORT.read_bytes())
+    code, out, err = cli("import", str(source), "--model", "h200")
+    assert code == 0, err
+    comments = [row for row in out.splitlines() if row.startswith("#")]
+    assert comments[0].startswith("# Imported by migbake") and "x\\nkubelet: {present: false}\\n#.yaml" in comments[0]
+    assert "kubelet" not in yaml.safe_load(out)
+
+
+# issue 36: a folder name with a line break forged a "wrote N files to ..." line; every path echoed by a
+# command's own words goes through one escaping helper (commands.common.say -> exits.printable)
+FORGED = "x\nwrote 99 files to etc (profile p from q)"
+
+
+def _no_forged_line(out: str) -> None:
+    assert not any(row.startswith("wrote 99 files") for row in out.splitlines()), out
+    assert "x\\nwrote 99 files" in out, out
+
+
+def test_a_path_with_a_line_break_cannot_forge_a_line_of_output(tmp_path: Path) -> None:
+    image = tmp_path / "images" / FORGED
+    image.mkdir(parents=True)
+    (image / "node-profile.yaml").write_bytes(PROFILE.read_bytes())
+    code, out, err = cli("images", str(tmp_path / "images"))
+    assert code == 0, err
+    _no_forged_line(out)
+    code, out, err = cli("images", "--check", str(tmp_path / "images"))
+    assert code == 0, err
+    _no_forged_line(out)
+    (image / "generated" / "scripts" / "preflight-mig-restore.sh").unlink()
+    (image / "generated" / "scripts" / FORGED).write_text("x\n")
+    code, out, err = cli("images", "--check", str(tmp_path / "images"))
+    assert code == 1
+    _no_forged_line(out + err)
+    code, out, err = cli("generate", str(PROFILE), "-o", str(tmp_path / FORGED))
+    assert code == 0, err
+    _no_forged_line(out)
+    code, out, err = cli("generate", str(PROFILE), "-o", str(tmp_path / FORGED), "--check")
+    assert code == 0, err
+    _no_forged_line(out)
+    code, out, err = cli("export", str(PROFILE), "-o", str(tmp_path / (FORGED + ".yaml")))
+    assert code == 0, err
+    assert err == f"wrote {tmp_path}/x\\nwrote 99 files to etc (profile p from q).yaml\n"
+    code, out, err = cli("bake", str(PROFILE), "-o", str(tmp_path / FORGED), "--only", "null.ssh", "--var",
+                         "ssh_host=x", "--dry-run", "--force", "--packer", "/nonexistent")
+    assert code == 0, err
+    _no_forged_line(out)

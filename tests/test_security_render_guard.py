@@ -238,3 +238,39 @@ def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """How many hostile inputs this module tried (for the closing note of issue 23)."""
     with capsys.disabled():
         print("\nclass 1 (render guard):", dict(COUNTS))
+
+
+# --- issue 36: a pre-built header cannot close the comment it lands in --------------------------------
+
+CLOSERS = "x --> --!> <!-- */ %end ]]> ``` ![i](http://e.example/i.png) [l](http://e.example) end-"
+
+
+def test_a_block_cannot_end_an_html_comment_or_continue_a_systemd_line() -> None:
+    for text in ("# a -->", "# a --!>", "# <!-- a", "# a --"):
+        with pytest.raises(RenderError):
+            guard(Block(text), "markdown", "README.md.j2")
+    with pytest.raises(RenderError):
+        guard(Block("# a \\\n# b"), "systemd", "u.service.j2")
+    assert guard(Block("# a - -> b"), "markdown", "README.md.j2") == "# a - -> b"
+
+
+def test_a_description_that_closes_a_comment_stays_inside_every_header() -> None:
+    """The role's README starts with the header in an HTML comment: CommonMark ends that block at the first
+    line holding "-->", a browser at "-->" or "--!>"; every other file has ``#`` comment lines."""
+    base = json.loads(json.dumps(SEEDS[0]))
+    base["description"] = CLOSERS
+    checked = check_bytes(json.dumps(base).encode(), "closers.yaml")
+    assert checked.profile is not None, [p.format() for p in checked.problems]
+    files = {a.path: a.data.decode("utf-8") for a in render(checked.profile)}
+    readme = files["ansible/roles/mig_restore/README.md"].splitlines()
+    end = next(i for i, text in enumerate(readme) if "-->" in text)
+    assert readme[0] == "<!--" and readme[end] == "-->", readme[:6]
+    inside = "\n".join(readme[1:end])
+    assert "Node: x" in inside and not re.search("--|<!-", inside), inside
+    assert "e.example" not in "\n".join(readme[end:])  # no image or link outside the comment
+    for path, text in files.items():
+        if path.endswith(".md"):
+            continue
+        for row in text.splitlines():
+            if "e.example" in row:
+                assert row.lstrip().startswith("#"), (path, row)  # the description only in comment lines

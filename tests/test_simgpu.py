@@ -23,7 +23,7 @@ from migbake.boottest.simgpu import node as simnode
 from migbake.boottest.simgpu.build import SimGpuBuild, compile_simgpu
 from migbake.gpu.catalog import GpuModel, load_catalog
 from migbake.gpu.driverplacement import predict
-from migbake.gpu.placement import maximal_layouts
+from migbake.gpu.maximal import maximal_layouts
 
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 MODELS = load_catalog().models

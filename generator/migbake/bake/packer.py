@@ -9,24 +9,25 @@ build machine itself) and its plugin.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from migbake.problems import PackerError, UsageError
+from migbake.problems import PackerError, UsageError, read_bounded
 
 INSTALL_HINT = ("install Packer: `apt-get install packer` (Debian/Ubuntu), or the release for your system "
                 "from https://developer.hashicorp.com/packer/install; or point --packer / MIGBAKE_PACKER at it")
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*=")
 _VAR_FILE_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=", re.M)
+MAX_VAR_FILE_BYTES = 1024 * 1024  # a Packer variables file is a few lines
 BAKE_KEY_COMMENT = "migbake-bake-key"  # the build removes the authorized key with this comment
 
 
@@ -66,8 +67,7 @@ def missing_vars(only: Sequence[str], variables: Sequence[str], var_files: Seque
     given = {v.split("=", 1)[0] for v in variables if "=" in v and v.split("=", 1)[1] != ""}
     given |= {k[len("PKR_VAR_"):] for k, v in os.environ.items() if k.startswith("PKR_VAR_") and v != ""}
     for f in var_files:
-        with contextlib.suppress(OSError, UnicodeDecodeError):  # Packer reports an unreadable file itself
-            given |= set(_VAR_FILE_LINE.findall(f.read_text(encoding="utf-8")))
+        given |= set(_VAR_FILE_LINE.findall(read_var_file(f)))
     needed = [v for s in SOURCES if s.name in only for v in s.required] + list(extra)
     return [v for v in dict.fromkeys(needed) if v not in given]
 
@@ -88,6 +88,20 @@ def missing_base_ami(only: Sequence[str], variables: Sequence[str], var_files: S
         return []
     missing = [v for v in wanted if v in missing_vars([], variables, var_files, extra=wanted)]
     return missing if len(missing) == len(wanted) else []
+
+
+def read_var_file(path: Path) -> str:
+    """A ``--var-file``'s text, read with a bound (``/dev/zero`` too); UsageError for what Packer cannot read after
+    migbake (a FIFO, a device, ``<(...)``: read once, it would be empty to Packer) or that is larger than 1 MiB.
+    Text that is not UTF-8 is Packer's to report."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as err:
+        raise UsageError(f"{path}: {err.strerror or err}", option="--var-file") from err
+    if not regular:
+        raise UsageError(f"{path}: not a regular file; Packer reads a variables file after migbake has read it, so "
+                         "give a file (not a pipe or a device)", option="--var-file")
+    return read_bounded(path, MAX_VAR_FILE_BYTES, UsageError).decode("utf-8", errors="replace")
 
 
 _DECLARED = re.compile(r'^variable "([A-Za-z_][A-Za-z0-9_-]*)" \{', re.M)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from migbake.bake import packer
-from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, valid_profile
+from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, say, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError
@@ -139,20 +139,20 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         except PackerError:
             version = (1, 7, 0)  # not installed: show what a current Packer would run
         seed = ["qemu_seed_dir=<throwaway seed>", "qemu_ssh_private_key_file=<throwaway key>"] if wants_seed else []
-        click.echo(f"dry run, nothing written: would write {len(artifacts)} files to {out_dir} (profile "
-                   f"{prof.name} from {profile}), then run:")
+        say(f"dry run, nothing written: would write {len(artifacts)} files to {out_dir} (profile "
+            f"{prof.name} from {profile}), then run:")
         for step in packer.plan_bake(out_dir / "packer", binary=binary, version=version, only=only,
                                      variables=(*variables, *seed), var_files=var_files):
-            click.echo(step.display())
+            say(step.display())
         _dry_validate(artifacts, origin, packer_bin, only, variables, var_files, wants_seed)
         return
     binary = packer.find_packer(packer_bin)
     write_tree(artifacts, out_dir, force=force, origin=origin)
     warn_sizes(artifacts, origin.user_data_gzip)
-    click.echo(f"wrote {len(artifacts)} files to {out_dir} (profile {prof.name} from {profile})")
+    say(f"wrote {len(artifacts)} files to {out_dir} (profile {prof.name} from {profile})")
     with tempfile.TemporaryDirectory(prefix="migbake-bake-") as tmp:
         extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []
         steps = packer.plan_bake(out_dir / "packer", binary=binary, version=packer.packer_version(binary),
                                  only=only, variables=(*variables, *extra), var_files=var_files)
         packer.run_steps(steps, on_line=click.echo)
-    click.echo(f"migbake: baked {prof.name} with {', '.join(only)} from {out_dir}")
+    say(f"migbake: baked {prof.name} with {', '.join(only)} from {out_dir}")

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from migbake.document.loader import MAX_PROFILE_BYTES
+from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice, GpuModel
 from migbake.problems import STDIN_NAME, ProfileError, UnreadableProfile, read_stdin, unreadable
 from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.onefile import write_file
 from migbake.rules.validate import Checked, check_bytes, check_file
 
 
@@ -88,16 +90,20 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     return checked.profile
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """One line of a command's own words to the terminal, escaped as a whole (``exits.printable``): a path or a
+    name in it with a line break or a terminal control cannot start another line (a forged "wrote ...")."""
+    click.echo(printable(text), err=err)
+
+
 def write_or_print(text: str, output: Path | None, force: bool = True) -> None:
-    """``text`` to standard output, or written atomically to ``output`` (an existing one only with ``force``)."""
+    """``text`` to standard output, or written to ``output`` (``render.onefile``: a regular file atomically, an
+    existing one only with ``force``; a device or FIFO written into; anything else refused)."""
     if output is None:
         click.echo(text, nl=False)
         return
-    if output.exists() and not force:
-        raise click.UsageError(f"{output} exists; pass --force to replace it")
-    with click.open_file(str(output), "w", encoding="utf-8", atomic=True) as fh:
-        fh.write(text)
-    click.echo(f"wrote {output}", err=True)
+    write_file(output, text, replace=force)
+    say(f"wrote {output}", err=True)
 
 
 class GpuModelType(_ModelParamType):

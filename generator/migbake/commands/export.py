@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from migbake import __version__
-from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile, write_or_print
-from migbake.exits import printable
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile, write_or_print
 from migbake.kubernetes.resources import (
     CONFIG_LABEL,
     MANY_CONFIGMAP,
@@ -43,7 +42,9 @@ def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
               help="One Ansible role for all PROFILEs, written to the directory -o DIR: roles/mig_restore, "
                    "group_vars/<profile name>.yml per profile, install.yml and activate.yml.")
 @click.option("-o", "--output", type=NonEmptyPath(path_type=Path),
-              help="Write here (default: standard output); with --ansible the directory (required).")
+              help="Write here (default: standard output): a file (replaced atomically), a character device or a "
+                   "FIFO (written into); a socket or a link to a file is refused. With --ansible the directory "
+                   "(required).")
 @click.option("--force", is_flag=True,
               help="With --ansible: replace DIR even if it is not empty and migbake did not create it, or holds "
                    "files its marker does not list, or the output of `migbake generate`.")
@@ -56,7 +57,8 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
     mig-manager applies it on nodes labelled nvidia.com/mig.config=<restore.config_name>. With several
     profiles (--gpu-operator only) the ConfigMap is migbake-mig-parted-config and holds one config per
     profile, named by its restore.config_name, or by its name where that is the default `current`, plus
-    all-disabled; two configs of one name are refused (exit 1), and nothing is written.
+    all-disabled; two configs of one name are refused (exit 1), and so is a config name no label value can
+    carry (restore.config_name ending in -, . or _): nothing is written.
 
     With --ansible, -o DIR gets one role, roles/mig_restore, whose tasks name no profile: each profile's
     files (the bytes of its OUT/rootfs, as `generate` renders them), modes, checks and settings are the
@@ -88,19 +90,18 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
         text, named = gpu_operator_configmap_many(loaded, top)
         write_or_print(text, output)
         _warn_without_kubelet([prof for _, prof in loaded])
-        click.echo(f"migbake: ConfigMap {MANY_CONFIGMAP}: configs "
-                   + ", ".join(f"{key} ({name})" for key, name in named)
-                   + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
+        say(f"migbake: ConfigMap {MANY_CONFIGMAP}: configs " + ", ".join(f"{key} ({name})" for key, name in named)
+            + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
         return
     prof = valid_profile(profiles[0], "nothing exported")
     if not gpu_operator:
         write_or_print(header(prof) + "\n" + mig_parted_config_text(prof), output)
         return
     _refuse_dra(prof)
-    write_or_print(gpu_operator_configmap(prof, header(prof)), output)
+    write_or_print(gpu_operator_configmap(prof, header(prof), profile_name(profiles[0])), output)
     _warn_without_kubelet([prof])
-    click.echo(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
-               f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
+    say(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
+        f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
 
 
 def _refuse_dra(prof: NodeProfile) -> None:
@@ -127,5 +128,4 @@ def _export_ansible(profiles: tuple[Path, ...], gpu_operator: bool, output: Path
     names = [prof.name for _, prof in loaded]
     origin = Origin(EXPORT_ORIGIN, ", ".join(names), fleet_sha256([prof for _, prof in loaded]))
     write_tree(artifacts, output, force=force, origin=origin)
-    click.echo(f"wrote {plural(len(artifacts), 'file')} to {printable(str(output))} (one role; inventory groups "
-               + ", ".join(names) + ")")
+    say(f"wrote {plural(len(artifacts), 'file')} to {output} (one role; inventory groups " + ", ".join(names) + ")")

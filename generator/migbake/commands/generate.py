@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, valid_profile
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile
 from migbake.exits import EXIT_INVALID
 from migbake.kubernetes.kubelet import eks_family, labels_apply, nodeconfig_part
 from migbake.problems import UsageError, read_bounded
@@ -61,10 +61,10 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     if check:
         if report_diff(artifacts, out, origin, f"migbake generate {_fix_args(profile, out, origin)}"):
             return EXIT_INVALID
-        click.echo(f"{out}: up to date ({plural(len(artifacts), 'file')})")
+        say(f"{out}: up to date ({plural(len(artifacts), 'file')})")
         return 0
     write_tree(artifacts, out, force=force, origin=origin)
-    click.echo(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
+    say(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
     warn_sizes(artifacts, origin.user_data_gzip)
     return 0
 
@@ -82,9 +82,9 @@ def report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) 
     """Print the diff of a stale OUT (and how to fix it); whether OUT is stale."""
     diff = diff_tree(artifacts, out, origin)
     for line in diff:
-        click.echo(line)
+        say(line)  # a file on disk may have any name and any bytes: each line is escaped
     if diff:
-        click.echo(f"migbake: {out} is stale: run `{fix}`", err=True)
+        say(f"migbake: {out} is stale: run `{fix}`", err=True)
     return bool(diff)
 
 
@@ -131,4 +131,4 @@ def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
     sent = forms.get("cloud-init/user-data" + (".mime" if mime else "") + (".gz" if gzipped else ""))
     warning = None if sent is None else userdata.size_warning(sent.path, sent.data, gzipped=gzipped)
     if warning:
-        click.echo(f"migbake: warning: {warning}", err=True)
+        say(f"migbake: warning: {warning}", err=True)

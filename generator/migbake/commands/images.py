@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
 
-from migbake.commands.common import NonEmptyPath
+from migbake.commands.common import NonEmptyPath, say
 from migbake.commands.generate import artifacts_for, report_diff, warn_sizes
-from migbake.exits import EXIT_INVALID
+from migbake.exits import EXIT_INVALID, printable
 from migbake.gpu.catalog import CatalogChoice
 from migbake.render.write import Origin, read_origin, write_tree
 from migbake.rules.validate import check_file
@@ -27,7 +28,7 @@ def images(images_dir: Path, check: bool) -> int:
     """
     profiles = sorted(images_dir.glob("*/node-profile.yaml"))
     if not profiles:
-        raise click.UsageError(f"{images_dir}: no */node-profile.yaml found")
+        raise click.UsageError(f"{printable(str(images_dir))}: no */node-profile.yaml found")
     catalog = click.get_current_context().ensure_object(CatalogChoice)
     failed = 0
     for profile in profiles:
@@ -47,13 +48,13 @@ def images(images_dir: Path, check: bool) -> int:
             stale = report_diff(artifacts, out, origin, f"migbake images {images_dir}")
             failed += stale
             if not stale:
-                click.echo(f"{out}: up to date")
+                say(f"{out}: up to date")
         else:
             write_tree(artifacts, out, origin=origin)
             warn_sizes(artifacts, origin.user_data_gzip)
-            click.echo(f"wrote {plural(len(artifacts), 'file')} to {out}")
+            say(f"wrote {plural(len(artifacts), 'file')} to {out}")
     if failed:
         what = "stale or invalid" if check else "invalid"
-        click.echo(f"migbake: {plural(failed, 'image')} {what}; run `migbake images {images_dir}`", err=True)
+        say(f"migbake: {plural(failed, 'image')} {what}; run `migbake images {shlex.quote(str(images_dir))}`", err=True)
         return EXIT_INVALID
     return 0

@@ -22,7 +22,9 @@ from migbake.problems import STDIN_NAME, UsageError, read_bounded, read_stdin
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="`nvidia-smi -q -x` of the node: the GPU models and gpu_count; every GPU must be covered.")
 @click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path),
-              help="Write the profile here (default: standard output).")
+              help="Write the profile here (default: standard output): a new file, a device or a FIFO; an "
+                   "existing file only with --force (replaced atomically); a directory, a socket or a link to a "
+                   "file is refused.")
 @click.option("--name", default="", help="The profile's name (default: imported-<models>).")
 @click.option("--force", is_flag=True, help="Replace an existing OUTPUT.")
 def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_file: Path | None,

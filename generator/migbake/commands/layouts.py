@@ -10,7 +10,8 @@ import click
 from migbake.commands.common import GpuModelType
 from migbake.commands.gpus import origin_note
 from migbake.gpu.catalog import PROFILE_NAME_RE, CatalogChoice, GpuModel
-from migbake.gpu.placement import fit, maximal_layouts, memory_slices_of
+from migbake.gpu.maximal import maximal_search
+from migbake.gpu.placement import fit, memory_slices_of
 from migbake.gpu.suggestions import flow
 from migbake.wording import plural
 
@@ -49,8 +50,10 @@ def layouts(model: GpuModel | None, as_json: bool, no_media: bool, sort_by: str)
     """List every maximal MIG layout of MODEL (no further instance can be added); without MODEL, the models.
 
     MODEL is a catalog id, name or alias (see `migbake gpus`). Each layout was found by an exact
-    placement search over the model's profiles, counts and placements. Paste a layout into a
-    profile's `mig.layout` as it is printed.
+    placement search over the model's profiles, counts, compute slices and placements, so each one
+    validates: paste it into a profile's `mig.layout` as it is printed. The search is bounded (for a
+    catalog file's GPU of many memory slices and profiles); when it stops at its bound, the list says it
+    is incomplete (--json: "complete": false).
     """
     if model is None:
         click.echo("Give a model: migbake layouts MODEL (any id or name below; `migbake gpus` lists the names)")
@@ -58,18 +61,22 @@ def layouts(model: GpuModel | None, as_json: bool, no_media: bool, sort_by: str)
             click.echo(f"  {m.key:<30} {m.display_name}{origin_note(m)}")
         return
     m = model
-    found = maximal_layouts(m, include_media=not no_media)
+    search = maximal_search(m, include_media=not no_media)
+    found = search.layouts
     rows = [(lay, _summary(m, lay)) for lay in found]
     if as_json:
         click.echo(json.dumps({"model": m.key, "count": len(found), "layouts": [
             {"mig-devices": lay, "placements": [
                 {"profile": p.profile, "start": p.start, "size": p.size} for p in fit(m, lay).placements],
              **summary}
-            for lay, summary in rows]}, indent=2))
+            for lay, summary in rows], "complete": search.complete}, indent=2))
         return
     order = {"instances": lambda r: r[1]["instances"], "compute": lambda r: -r[1]["compute_slices"],
              "memory": lambda r: -r[1]["memory_gb"]}[sort_by]
     rows.sort(key=order)  # stable: ties keep the enumeration's order (most memory, then compute, first)
+    if not search.complete:
+        click.echo(f"{m.key} ({m.display_name}): the search stopped at its bound of {search.steps:,} steps; the "
+                   f"{plural(len(found), 'maximal layout')} below are the ones it found, not all there are")
     click.echo(f"{m.key} ({m.display_name}): {plural(len(found), 'maximal layout')}; compute = compute slices "
                f"used of {m.total_compute_slices}, memory = memory slices used of {m.total_memory_slices}, GB = "
                "the GPU's memory in those slices, +me = has a media-extension instance")

@@ -1,7 +1,8 @@
 """Documents as migbake reads them: YAML with the line and column of every key and value (``loader``), PyYAML's tag
 resolution made quick (``quickyaml``), jsonschema's errors turned into located problems (``schema_messages``),
-and the one whole-string reading of every pattern applied to untrusted text (``patterns``).
+the one whole-string reading of every pattern applied to untrusted text (``patterns``), and the depth and
+number bounds checked before an untrusted JSON or YAML document is parsed (``limits``).
 
-Shared by profiles, catalog files and imported configs. May import only the foundation modules
+Shared by profiles, catalog files, imported configs and Kubernetes captures. May import only the foundation modules
 (``problems``, ``wording``, ``exits``, ``resources``).
 """

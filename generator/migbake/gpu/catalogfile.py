@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from migbake.document.limits import json_shape
 from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.document.patterns import CONTROL
 from migbake.document.schema_messages import catalog_schema_problems
@@ -28,9 +28,6 @@ from migbake.problems import CatalogError, Problem
 MAX_CATALOG_BYTES = 16 * 1024 * 1024
 MAX_CATALOG_DEPTH = 32  # the packaged catalog nests 7 deep
 MAX_NUMBER_DIGITS = 64  # slice counts and memory sizes; Python's int() refuses 4,300 digits with a ValueError
-# a JSON string (escapes included) or one bracket: what the depth scan steps over or counts
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-_LONG_NUMBER = re.compile(rf'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]{{{MAX_NUMBER_DIGITS},}}')
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -96,30 +93,16 @@ def _rule_problems(loaded: LoadedProfile) -> Iterator[Problem]:
                                          "(total_memory_slices)", "catalog-placement")
 
 
-def _position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
 def _shape_limits(text: str, file: str) -> list[Problem]:
     """Nesting deeper than MAX_CATALOG_DEPTH or a number longer than MAX_NUMBER_DIGITS, found before parsing."""
-    depth = 0
-    for m in _TOKEN.finditer(text):
-        c = m.group()
-        if c in "[{":
-            depth += 1
-            if depth > MAX_CATALOG_DEPTH:
-                line, col = _position(text, m.start())
-                return [Problem(file, line, col, "", f"nesting deeper than {MAX_CATALOG_DEPTH} levels",
-                                "catalog-too-deep")]
-        elif c in "]}":
-            depth -= 1
-    for m in _LONG_NUMBER.finditer(text):
-        if not m.group().startswith('"'):
-            line, col = _position(text, m.start())
-            return [Problem(file, line, col, "", f"a number of {len(m.group())} characters; a catalog number has "
-                            f"at most {MAX_NUMBER_DIGITS}", "number-too-large")]
-    return []
+    limit = json_shape(text, max_depth=MAX_CATALOG_DEPTH, max_digits=MAX_NUMBER_DIGITS)
+    if limit is None:
+        return []
+    if limit.kind == "depth":
+        return [Problem(file, limit.line, limit.col, "", f"nesting deeper than {MAX_CATALOG_DEPTH} levels",
+                        "catalog-too-deep")]
+    return [Problem(file, limit.line, limit.col, "", f"a number of {limit.length} characters; a catalog number has "
+                    f"at most {MAX_NUMBER_DIGITS}", "number-too-large")]
 
 
 def _control_problems(loaded: LoadedProfile, value: object, pointer: str = "") -> Iterator[Problem]:

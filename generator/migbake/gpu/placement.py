@@ -1,26 +1,24 @@
-"""Exact MIG placement: whether a mix of instances fits one GPU, and which mixes are maximal.
+"""Exact MIG placement: whether a mix of instances fits one GPU (which mixes are maximal: ``maximal``).
 
 A layout fits when every GPU instance gets one of its profile's allowed placement starts, no two
-instances share a memory slice, no profile exceeds its ``max_count`` and the GPU holds at most one
-media-extension (``+me``) instance. Compute-instance forms (``Cc.Gg.XXgb``) are packed into GPU
-instances of ``Gg.XXgb`` the way mig-parted does it, then those GPU instances are placed.
+instances share a memory slice, no profile exceeds its ``max_count``, the compute and memory slices add
+up within the GPU's and the GPU holds at most one media-extension (``+me``) instance. Compute-instance
+forms (``Cc.Gg.XXgb``) are packed into GPU instances of ``Gg.XXgb`` the way mig-parted does it, then those
+GPU instances are placed. The searches are exact within a bound of steps (``search``): a layout the
+search could not decide within it does not fit (``FitResult.undecided`` says so).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import product
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, MigProfile
-from migbake.wording import either, slice_ranges, tally
-
-# The catalog's rule (MigProfile.media_extension): the GPU has one set of optical-flow/media engines to
-# hand out, so at most one media-extension instance, even of different profiles. NVIDIA does not say
-# whether e.g. A30 1g.6gb+me and 2g.12gb+me may coexist (mig-reference.md section 5, rule 5); we refuse.
-MAX_MEDIA_EXTENSION_INSTANCES = 1
+from migbake.gpu.search import MAX_MEDIA_EXTENSION_INSTANCES, Budget, SearchCut, place_all, size_of
+from migbake.wording import either, plural, slice_ranges, tally
 
 
 @dataclass(frozen=True)
@@ -47,6 +45,7 @@ class FitResult:
     reason: str
     compute_slices: int = 0  # what the whole layout asks for (compute-instance forms packed into GPU instances)
     memory_slices: int = 0
+    undecided: bool = False  # the search spent its budget before it could say whether the layout fits
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,28 @@ class _Unit:
     carries: tuple[str, ...]
 
 
-def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
-    """Place ``layout`` (profile name -> count) on one GPU of ``model``, exactly and deterministically."""
+def fit(model: GpuModel, layout: Mapping[str, int], budget: Budget | None = None) -> FitResult:
+    """Place ``layout`` (profile name -> count) on one GPU of ``model``, exactly and deterministically.
+
+    ``budget``: the steps the search may take (a fresh ``Budget`` when not given); when they run out
+    before the answer, the result is not ok and ``undecided``.
+    """
+    budget = Budget() if budget is None else budget
+    try:
+        return _fit(model, layout, budget)
+    except SearchCut:
+        return FitResult(ok=False, placements=(), unplaced=(), reason=undecided_reason(model, budget),
+                         undecided=True)
+
+
+def undecided_reason(model: GpuModel, budget: Budget) -> str:
+    """Why a layout of ``model`` is refused when the search could not decide it."""
+    return (f"the exact placement search stopped at its bound of {budget.steps:,} steps before it could show "
+            f"that the layout fits one {model.display_name} ({plural(model.total_memory_slices, 'memory slice')}, "
+            f"{plural(len(model.profiles), 'profile')}); migbake refuses a layout it cannot show to fit")
+
+
+def _fit(model: GpuModel, layout: Mapping[str, int], budget: Budget) -> FitResult:
     reasons: list[str] = []
     unplaced: list[str] = []
     units: list[_Unit] = []
@@ -88,7 +107,7 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
         else:
             compute_forms.setdefault(form.gpu_instance, []).append(form)
     for gi_profile, forms in compute_forms.items():
-        units.extend(_pack_compute_instances(gi_profile, forms))
+        units.extend(_pack_compute_instances(gi_profile, forms, budget))
 
     units.sort(key=_unit_order)
     asked_compute = sum(u.profile.compute_slices for u in units)
@@ -100,7 +119,7 @@ def fit(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
     totals = _total_problems(model, units)
     reasons.extend(totals)
 
-    starts = _search(tuple(units))
+    starts = _search(tuple(units), model.total_memory_slices, budget, decided=bool(reasons))
     placed = sorted(
         (PlacedInstance(u.profile.name, s, _size(u.profile), u.carries) for u, s in zip(units, starts)
          if s is not None),
@@ -126,36 +145,8 @@ def is_valid(model: GpuModel, layout: Mapping[str, int]) -> bool:
     return fit(model, layout).ok
 
 
-def maximal_layouts(model: GpuModel, *, include_media: bool = True) -> list[dict[str, int]]:
-    """Every layout of GPU-instance profiles that fits and to which no further instance can be added."""
-    profiles = sorted(
-        (p for p in model.profiles if include_media or not p.media_extension),
-        key=lambda p: (-_size(p), -p.compute_slices, p.name),
-    )
-    valid = set(_packings(model, tuple(profiles)))
-    maximal = [
-        counts for counts in valid
-        if not any(_bump(counts, i) in valid for i in range(len(counts)))
-    ]
-
-    def order(counts: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
-        memory = sum(n * _size(p) for n, p in zip(counts, profiles))
-        compute = sum(n * p.compute_slices for n, p in zip(counts, profiles))
-        return (-memory, -compute, tuple(-n for n in counts))
-
-    return [
-        {p.name: n for p, n in zip(profiles, counts) if n}
-        for counts in sorted(maximal, key=order)
-    ]
-
-
-def memory_slices_of(profile: MigProfile) -> int:
-    """Memory slices one instance of ``profile`` occupies (its placement size)."""
-    return _size(profile)
-
-
-def _size(profile: MigProfile) -> int:
-    return profile.placements[0].size if profile.placements else profile.memory_slices
+memory_slices_of = size_of  # memory slices one instance of a profile occupies (its placement size)
+_size = size_of
 
 
 def _compute_form(model: GpuModel, name: str, count: int) -> _Form | str:
@@ -173,7 +164,7 @@ def _compute_form(model: GpuModel, name: str, count: int) -> _Form | str:
     return _Form(name, c, capacity, count, gi_profile)
 
 
-def _pack_compute_instances(gi_profile: MigProfile, forms: list[_Form]) -> list[_Unit]:
+def _pack_compute_instances(gi_profile: MigProfile, forms: list[_Form], budget: Budget) -> list[_Unit]:
     """The fewest GPU instances of ``gi_profile`` that hold all requested compute instances.
 
     mig-parted tries every ordering and puts a compute instance into the previous GPU instance while
@@ -190,13 +181,14 @@ def _pack_compute_instances(gi_profile: MigProfile, forms: list[_Form]) -> list[
         ]
     room = gi_profile.compute_slices
     fills = sorted(
-        (fill for fill in product(*(range(min(f.capacity, f.count) + 1) for f in forms))
+        (fill for fill in product(*(range(min(f.capacity, f.count, room // f.c) + 1) for f in forms))
          if any(fill) and sum(n * f.c for n, f in zip(fill, forms)) <= room),
         key=lambda fill: (-sum(fill), [-n for n in fill]),
     )
 
     @cache
     def fewest(left: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        budget.take(len(fills))
         if not any(left):
             return ()
         best: tuple[tuple[int, ...], ...] | None = None
@@ -250,39 +242,32 @@ def _total_problems(model: GpuModel, units: list[_Unit]) -> list[str]:
     return out
 
 
-def _search(units: tuple[_Unit, ...]) -> tuple[int | None, ...]:
+def _search(units: tuple[_Unit, ...], slices: int, budget: Budget, *, decided: bool) -> tuple[int | None, ...]:
     """A start per unit (None = left out) that places the most requested instances, exactly.
 
-    Memoised backtracking over (next unit, taken memory slices, media instances used); units come
-    largest first and starts are tried lowest first, so ties resolve the same way every time.
+    The common case, a layout that fits, is ``search.place_all`` (skipped when the units need more memory
+    slices than the GPU has). Otherwise memoised backtracking over (next unit, taken memory slices, media
+    instances used); units come largest first and starts are tried lowest first, so ties resolve the same
+    way every time. When the steps run out, a greedy placement is shown instead (every unit at its lowest
+    free start, in order), unless whether they all fit was still open (``decided`` false: no count or
+    total ruled the layout out): then SearchCut goes to the caller.
     """
-
-    @cache
-    def complete(i: int, taken: int, media: int) -> tuple[int, ...] | None:
-        # the common case, a layout that fits: depth first, lowest starts first, stop at the first
-        # full placement (the same one the exhaustive search below would choose)
-        if i == len(units):
-            return ()
-        u = units[i]
-        if u.profile.media_extension and media >= MAX_MEDIA_EXTENSION_INSTANCES:
-            return None
-        for p in u.profile.placements:
-            mask = ((1 << p.size) - 1) << p.start
-            if not taken & mask:
-                rest = complete(i + 1, taken | mask, media + u.profile.media_extension)
-                if rest is not None:
-                    return (p.start, *rest)
-        return None
-
-    full = complete(0, 0, 0)
-    if full is not None:
-        return full
+    if sum(_size(u.profile) for u in units) <= slices:
+        try:
+            full = place_all([u.profile for u in units], slices, budget)
+        except SearchCut:
+            if not decided:
+                raise
+            return _greedy(units)
+        if full is not None:
+            return full
 
     @cache
     def best(i: int, taken: int, media: int) -> tuple[int, int, tuple[int | None, ...]]:
         if i == len(units):
             return (0, 0, ())
         u = units[i]
+        budget.take(len(u.profile.placements) + 1)
         found: tuple[int, int, tuple[int | None, ...]] | None = None
         if not u.profile.media_extension or media < MAX_MEDIA_EXTENSION_INSTANCES:
             for p in u.profile.placements:
@@ -298,7 +283,26 @@ def _search(units: tuple[_Unit, ...]) -> tuple[int | None, ...]:
             found = (served, count, (None, *rest))
         return found
 
-    return best(0, 0, 0)[2]
+    try:
+        return best(0, 0, 0)[2]
+    except SearchCut:
+        return _greedy(units)
+
+
+def _greedy(units: tuple[_Unit, ...]) -> tuple[int | None, ...]:
+    """Each unit at its lowest free start, in order (None: none is free): a partial placement, not the best."""
+    taken = media = 0
+    starts: list[int | None] = []
+    for u in units:
+        start = None
+        if not u.profile.media_extension or media < MAX_MEDIA_EXTENSION_INSTANCES:
+            for p in u.profile.placements:
+                mask = ((1 << p.size) - 1) << p.start
+                if not taken & mask:
+                    start, taken, media = p.start, taken | mask, media + u.profile.media_extension
+                    break
+        starts.append(start)
+    return tuple(starts)
 
 
 def _placement_problem(left: list[_Unit], placed: list[PlacedInstance]) -> str:
@@ -321,32 +325,3 @@ def _label(u: _Unit) -> str:
     if u.carries == (u.profile.name,):
         return u.profile.name
     return f"{u.profile.name} (for {tally(u.carries)})"
-
-
-def _packings(model: GpuModel, profiles: tuple[MigProfile, ...]) -> Iterator[tuple[int, ...]]:
-    """Counts per profile of every packing (each yielded once; equal counts may repeat)."""
-    n = model.total_memory_slices
-    limits = [p.max_count for p in profiles]
-    by_start: dict[int, list[tuple[int, int]]] = {}
-    for i, p in enumerate(profiles):
-        for pl in p.placements:
-            by_start.setdefault(pl.start, []).append((i, ((1 << pl.size) - 1) << pl.start))
-
-    def walk(s: int, taken: int, counts: tuple[int, ...], media: int) -> Iterator[tuple[int, ...]]:
-        while s < n and taken >> s & 1:
-            s += 1
-        if s >= n:
-            yield counts
-            return
-        yield from walk(s + 1, taken, counts, media)  # leave slice s free
-        for i, mask in by_start.get(s, ()):
-            extra = profiles[i].media_extension
-            if taken & mask or counts[i] >= limits[i] or media + extra > MAX_MEDIA_EXTENSION_INSTANCES:
-                continue
-            yield from walk(s + 1, taken | mask, _bump(counts, i), media + extra)
-
-    return walk(0, 0, (0,) * len(profiles), 0)
-
-
-def _bump(counts: tuple[int, ...], i: int) -> tuple[int, ...]:
-    return (*counts[:i], counts[i] + 1, *counts[i + 1:])

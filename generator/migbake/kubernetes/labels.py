@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
+from migbake.document.limits import json_shape, yaml_shape
+from migbake.document.patterns import whole
 from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError, read_bounded
 
@@ -27,7 +29,16 @@ OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 OPERATOR_DEFAULT_CONFIG = "all-disabled"  # deployments/gpu-operator/values.yaml: migManager.config.default
+# What `kubectl label` and the API server accept as a label's value (labelValueFmt, LabelValueMaxLength):
+# kubernetes/kubernetes:staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go
+# @03014f486c86dbe8a7fbe275fe14250854aab219
+LABEL_VALUE = whole(r"^(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_VALUE_MAX = 63
 MAX_NODE_JSON_BYTES = 4 * 1024 * 1024
+MAX_DOCUMENT_DEPTH = 64  # kubectl's Node (managedFields included) and ClusterPolicy nest about 10 deep
+MAX_DIGITS = 64  # Python's int() of thousands of digits is quadratic, and refuses 4,300 with a ValueError
+NODE_JSON = "kubectl get node NAME -o json"
+CLUSTER_POLICY = "kubectl get clusterpolicy NAME -o json"
 FIX = (f"label the node {MIG_MANAGER_LABEL}=false (kubernetes.node_labels can register it so; the operator "
        "keeps a value that is set), or set migManager.enabled=false in the ClusterPolicy")
 
@@ -40,7 +51,47 @@ GPU_CLUSTER_OFF = "the GPU Operator's DRA stack (GPUCluster) runs no MIG manager
 class NodeJsonError(MigbakeError):
     """A ``kubectl get node -o json`` file that cannot be read."""
 
-    exit_code = EXIT_USAGE  # like an unreadable option value
+    exit_code = EXIT_USAGE  # like an unreadable option value (a malformed nvidia-smi capture is exit 2 too)
+
+
+try:
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+
+def _kind(value: object) -> str:
+    """How a JSON/YAML value is named in a message: ``null``, ``a list``, ``a string``, ..."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"),
+             (dict, "an object"))
+    return next((word for t, word in kinds if isinstance(value, t)), type(value).__name__)
+
+
+def _text(path: Path, what: str, *, yaml_too: bool) -> str:
+    """The file's text (at most MAX_NODE_JSON_BYTES), its nesting and numbers within bounds before it is parsed."""
+    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise NodeJsonError(f"{path}: not UTF-8 text: {err}") from err
+    shape = (yaml_shape if yaml_too else json_shape)(text, max_depth=MAX_DOCUMENT_DEPTH, max_digits=MAX_DIGITS)
+    if shape is not None and shape.kind == "depth":
+        raise NodeJsonError(f"{path}: line {shape.line}, column {shape.col}: nested deeper than "
+                            f"{MAX_DOCUMENT_DEPTH} levels; {what} is a few levels deep")
+    if shape is not None:
+        raise NodeJsonError(f"{path}: line {shape.line}, column {shape.col}: a number of {shape.length} "
+                            f"characters; {what} has none longer than {MAX_DIGITS}")
+    return text
+
+
+def _member(doc: dict[str, Any], key: str, path: Path, pointer: str) -> dict[str, Any]:
+    """``doc[key]`` when it is an object (absent: empty); NodeJsonError naming its pointer otherwise."""
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not an object")
+    return value
 
 
 def read_node_name(path: Path) -> str:
@@ -54,20 +105,43 @@ def read_node_name(path: Path) -> str:
 
 
 def read_node_labels(path: Path) -> dict[str, str]:
-    """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB)."""
-    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB, 64 levels deep)."""
+    text = _text(path, NODE_JSON, yaml_too=False)
     try:
-        node = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:  # ValueError: JSONDecodeError, a 5,000-digit number
+        node = json.loads(text)
+    except ValueError as err:  # JSONDecodeError
         raise NodeJsonError(f"{path}: not JSON: {err}") from err
-    except RecursionError as err:  # kubectl's Node is a few levels deep; this one is not
-        raise NodeJsonError(f"{path}: nested too deep to be a Node (kubectl get node NAME -o json)") from err
     if not isinstance(node, dict) or node.get("kind") != "Node":
-        raise NodeJsonError(f"{path}: not one Node (kubectl get node NAME -o json; a NodeList is refused)")
-    labels = node.get("metadata", {}).get("labels", {})
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise NodeJsonError(f"{path}: metadata.labels is not a map of strings")
-    return {str(k): v for k, v in labels.items()}
+        raise NodeJsonError(f"{path}: not one Node ({NODE_JSON}; a NodeList is refused)")
+    labels = _member(_member(node, "metadata", path, "/metadata"), "labels", path, "/metadata/labels")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            pointer = "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
+            raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not a string (a label's value)")
+    return dict(labels)
+
+
+def label_value_problem(value: str) -> str:
+    """Why ``value`` can be no Kubernetes label value ("" when it can be one)."""
+    if len(value) > LABEL_VALUE_MAX:
+        return f"{len(value)} characters; a label value has at most {LABEL_VALUE_MAX}"
+    if not LABEL_VALUE.match(value):
+        return "a label value starts and ends with a letter or digit, with only - _ . between"
+    return ""
+
+
+def config_label_problem(config_name: str) -> str:
+    """Why ``nvidia.com/mig.config`` can never name ``config_name`` ("" when it can)."""
+    why = label_value_problem(config_name)
+    return (f"restore.config_name {config_name!r} can be no value of the label {MIG_CONFIG_LABEL} ({why}), so the "
+            "GPU Operator's mig-manager can never select it: end it with a letter or digit") if why else ""
+
+
+def unselectable_config(config_name: str) -> str:
+    """The ``mig-config`` check's WARN detail for a node without the label when no label could name
+    ``config_name`` ("" when one could): offline preflight and the generated scripts say the same."""
+    why = config_label_problem(config_name)
+    return f"no {MIG_CONFIG_LABEL} label, and none could name our config: {why}" if why else ""
 
 
 def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tuple[tuple[str, str], ...] = (),
@@ -105,8 +179,10 @@ def label_checks(labels: Mapping[str, str], config_name: str, *, node_labels: tu
         owner = ("gpu-operator", "PASS", f"no GPU Operator labels on this node ({DEPLOY_PREFIX}*)")
     idle = labels.get(OPERANDS_LABEL) == "false" or mig_manager_enabled is False or deploy == "false"
     value = labels.get(MIG_CONFIG_LABEL)
-    if value is None:
-        config: Verdict = ("mig-config", "PASS", f"no {MIG_CONFIG_LABEL} label")
+    if value is None and unselectable_config(config_name):
+        config: Verdict = ("mig-config", "WARN", unselectable_config(config_name))
+    elif value is None:
+        config = ("mig-config", "PASS", f"no {MIG_CONFIG_LABEL} label")
     elif value == config_name:
         config = ("mig-config", "PASS", f"{MIG_CONFIG_LABEL}={value}: the config this node restores")
     elif idle:
@@ -146,19 +222,19 @@ GPU_CLUSTER_NOTE = ("the GPU Operator's DRA stack (GPUCluster): it runs no MIG m
 def read_cluster_policy(path: Path) -> bool:
     """``spec.migManager.enabled`` of a ClusterPolicy (``kubectl get clusterpolicy NAME -o json`` or ``-o yaml``;
     a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``).
-    A GPUCluster (``nvidia.com/v1alpha1``, the operator's DRA stack) has no MIG manager: False."""
+    A GPUCluster (``nvidia.com/v1alpha1``, the operator's DRA stack) has no MIG manager: False. Read with the
+    bounds of ``--node-json``: 4 MiB, 64 levels deep, numbers of 64 characters."""
     return read_operator_cr(path)[1]
 
 
 def read_operator_cr(path: Path) -> tuple[str, bool]:
     """The kind (ClusterPolicy or GPUCluster) and whether the operator runs a mig-manager (see above)."""
-    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    text = _text(path, CLUSTER_POLICY, yaml_too=True)
     try:
-        text = data.decode("utf-8")
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_Loader)):
             raise NodeJsonError(f"{path}: YAML aliases are not read")
-        doc = yaml.safe_load(text)  # JSON is YAML
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        doc = yaml.load(text, Loader=_Loader)  # JSON is YAML
+    except yaml.YAMLError as err:
         raise NodeJsonError(f"{path}: not JSON or YAML: {err}") from err
     if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
         items = [i for i in doc["items"] if isinstance(i, dict) and i.get("kind") in ("ClusterPolicy", "GPUCluster")]
@@ -167,11 +243,10 @@ def read_operator_cr(path: Path) -> tuple[str, bool]:
         # NVIDIA/gpu-operator:api/nvidia/v1alpha1/gpucluster_types.go@v26.7.0: no MIG field at all
         return "GPUCluster", False
     if not isinstance(doc, dict) or doc.get("kind") != "ClusterPolicy":
-        raise NodeJsonError(f"{path}: not one ClusterPolicy or GPUCluster (kubectl get clusterpolicy NAME -o json, "
+        raise NodeJsonError(f"{path}: not one ClusterPolicy or GPUCluster ({CLUSTER_POLICY}, "
                             "kubectl get gpucluster gpu-cluster -o json)")
-    spec = doc.get("spec") or {}
-    mig = spec.get("migManager") if isinstance(spec, dict) else None
-    enabled = mig.get("enabled", True) if isinstance(mig, dict) else True
+    mig = _member(_member(doc, "spec", path, "/spec"), "migManager", path, "/spec/migManager")
+    enabled = mig.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise NodeJsonError(f"{path}: spec.migManager.enabled is not true or false")
+        raise NodeJsonError(f"{path}: /spec/migManager/enabled: {_kind(enabled)}, not true or false")
     return "ClusterPolicy", enabled

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from migbake.gpu.catalog import PROFILE_NAME_RE
-from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG, config_label_problem
 from migbake.migparted.config import config_yaml, entry_pci_ids, mig_parted_config, uses_device_filter
 from migbake.problems import MigbakeError
 from migbake.profile.nodeprofile import GpuGroup, MigStrategy, NodeProfile
@@ -141,8 +141,21 @@ def _configmap_body(name: str, config: dict[str, object]) -> list[str]:
             "  config.yaml: |", *(f"    {line}" if line else "" for line in config_yaml(config).splitlines())]
 
 
-def gpu_operator_configmap(profile: NodeProfile, header: str) -> str:
-    """The layout as a GPU Operator mig-manager custom config (a ConfigMap with key ``config.yaml``)."""
+class ConfigLabelError(MigbakeError):
+    """A config the operator's mig-manager would select with a label its name cannot be."""
+
+
+def _selectable(file: str, name: str) -> None:
+    """ConfigLabelError unless ``nvidia.com/mig.config=<name>`` is a label Kubernetes accepts."""
+    why = config_label_problem(name)
+    if why:
+        raise ConfigLabelError(f"{file}: /restore/config_name: {why}; nothing exported")
+
+
+def gpu_operator_configmap(profile: NodeProfile, header: str, file: str = "") -> str:
+    """The layout as a GPU Operator mig-manager custom config (a ConfigMap with key ``config.yaml``);
+    ConfigLabelError when no node label could select it (``file`` names the profile)."""
+    _selectable(file or profile.name, profile.restore.config_name)
     body = _configmap_body(configmap_name(profile), operator_config(profile))
     ours = profile.restore.config_name
     label = f"{CONFIG_LABEL}={ours}"
@@ -184,6 +197,7 @@ def gpu_operator_configmap_many(profiles: list[tuple[str, NodeProfile]],
     named: list[tuple[str, str]] = []
     for file, profile in profiles:
         key = operator_config_name(profile)
+        _selectable(file, key)
         if key in owners:
             raise ConfigClashError(f"{file}: its config would be named {key!r} (restore.config_name, or the "
                                    f"profile's name), as {owners[key]}: give one profile another "

@@ -22,6 +22,7 @@ import yaml
 from migbake import __version__
 from migbake.document.loader import LoadedProfile, join_pointer, load_profile_bytes
 from migbake.document.patterns import whole
+from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, PROFILE_NAME_RE, Catalog, CatalogChoice, GpuModel, gpu_instance_name
 from migbake.gpu.devicefilter import read_filter_id
 from migbake.migparted.yamlnames import go_yaml_reading, unquoted_config_key
@@ -376,4 +377,5 @@ def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, config: s
              *r.notes,
              "Review it, then: migbake validate PROFILE && migbake generate PROFILE -o OUT"]
     body = yaml.dump(profile, Dumper=_NoAliasDumper, sort_keys=False, default_flow_style=None, width=100)
-    return "".join(f"# {line}\n" for line in lines) + str(body)
+    # each header line stays one comment line: a file name with a line break cannot add a key to the profile
+    return "".join(f"# {printable(line)}\n" for line in lines) + str(body)

@@ -14,8 +14,8 @@ import jinja2
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact
-from migbake.render.guard import Quoted, guard, language
-from migbake.render.quoting import comment_text, hcl_string, sh_quote, yaml_scalar
+from migbake.render.guard import Quoted, guard, html_comment, language
+from migbake.render.quoting import comment_text, hcl_string, sh_quote, wrap_long, yaml_block, yaml_scalar
 from migbake.resources import templates_dir
 
 
@@ -55,6 +55,9 @@ def environment() -> jinja2.Environment:
     env.filters["hcl"] = hcl_string
     env.filters["yaml"] = yaml_scalar
     env.filters["comment"] = comment_text
+    env.filters["html_comment"] = html_comment
+    env.filters["yaml_block"] = yaml_block
+    env.filters["wrap_long"] = wrap_long
     # Ansible's own Jinja2 delimiters, for the Ansible templates that name Ansible's variables
     env.globals["ansible_open"] = Quoted("{{")
     env.globals["ansible_close"] = Quoted("}}")

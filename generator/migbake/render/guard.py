@@ -3,9 +3,12 @@
 Defense in depth behind the schema: the Jinja environment's ``finalize`` hands every ``{{ ... }}``
 value to ``guard`` with the language of the template printing it (shell, systemd, HCL, YAML). A value
 the quoting of that language produced (``Quoted``) may hold no raw control character; a block of
-lines migbake assembled itself (``Block``) only line breaks; any other value no control character and
-none of the characters that language reads as syntax outside quotes. A value that fails stops
-rendering with a RenderError: nothing is written. MIME headers (``mime_header_value``) get the same.
+lines migbake assembled itself (``Block``) only line breaks, and nothing that ends the comment it may be
+printed in (a file's header is one: ``-->`` in a Markdown file's HTML comment, a line-continuing backslash
+in systemd; ``#`` comments end only at a line break); any other value no control character and none of
+the characters that language reads as syntax outside quotes. A value that fails stops rendering with a
+RenderError: nothing is written. MIME headers (``mime_header_value``) get the same. ``html_comment`` makes
+a header fit an HTML comment.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from markupsafe import Markup
 from migbake.document.patterns import CONTROL
 from migbake.problems import RenderError
 
-__all__ = ["CONTROL", "Block", "Quoted", "guard", "language", "line", "mime_header_value"]
+__all__ = ["CONTROL", "Block", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
 
 _CONTROL_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
@@ -31,6 +34,16 @@ _BARE_SYNTAX = {
     "hcl": re.compile(r"[\"\\]|\$\{|%\{"),
     "yaml": re.compile(r"[\"'\\]|: | #|^[-?:,\[\]{}#&*!|>%@`]"),
     "markdown": re.compile(r"[`<>\[\]|]"),  # a role README: no code span, HTML, link or table cell to break
+}
+
+
+# what a block of lines (a header, an embedded file) may not hold in each language, beyond a control character:
+# what ends an HTML comment or starts another one early (WHATWG HTML, "Comments": the text holds no "--!>",
+# "-->" or "<!--"; CommonMark's HTML block 2 ends at the first line holding "-->"), and a backslash ending a
+# line, which systemd joins with the next one (systemd.syntax(7)) so that a comment swallows a setting
+_BLOCK_SYNTAX = {
+    "markdown": re.compile(r"--|<!-"),
+    "systemd": re.compile(r"\\$", re.M),
 }
 
 
@@ -70,7 +83,8 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         return value
     text = value if isinstance(value, str) else str(value)
     if isinstance(value, Block):
-        bad = _CONTROL_BUT_LF.search(text)
+        syntax = _BLOCK_SYNTAX.get(lang)
+        bad = _CONTROL_BUT_LF.search(text) or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
         bad = CONTROL.search(text)
     else:
@@ -80,6 +94,12 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
                           f"({bad.group()!r} at {bad.start()}): it was not quoted for {lang}; nothing was "
                           "written (a bug: the schema or a rule should have refused it)")
     return value
+
+
+def html_comment(value: object) -> Block:
+    """A block of lines for the inside of an HTML comment (``<!--`` ... ``-->``): each ``--`` becomes ``- -``, so
+    no text (a profile's description in a header) can end the comment or start another."""
+    return Block(re.sub(r"-(?=-)", "- ", str(value)).replace("<!-", "<! -"))
 
 
 def line(text: str, what: str) -> str:

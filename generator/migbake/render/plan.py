@@ -42,6 +42,7 @@ from migbake.kubernetes.kubelet import (
     nodeconfig_part,
     unit_checked,
 )
+from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
@@ -123,6 +124,7 @@ class RenderPlan:
     per_gpu: str  # the layouts, one text (``1g.18gb: 7``), or ``MIG off``
     node_label_flag: str  # ``--node-labels=k=v,...`` for kubelet, or "" when no label is set
     kubelet: KubeletPlan
+    unselectable_config: str  # the mig-config WARN when no nvidia.com/mig.config label could name our config
     config_rel: str
     unit_rel: str
     consumers: tuple[Consumer, ...]  # kubelet (when present), then the profile's consumers
@@ -273,6 +275,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         per_gpu=per_gpu,
         node_label_flag=flag,
         kubelet=_kubelet(p, flag, head),
+        unselectable_config=unselectable_config(p.restore.config_name),
         config_rel=p.restore.config_path.lstrip("/"),
         unit_rel=f"{SYSTEM_UNITS}/{p.restore.unit}",
         consumers=p.all_consumers,

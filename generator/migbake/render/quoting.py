@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 
 import yaml
 
@@ -130,3 +131,67 @@ def toml_string(value: str) -> str:
         return _TOML_ESCAPES.get(m.group(), f"\\u{ord(m.group()):04X}")
 
     return Quoted('"' + _TOML_SPECIAL.sub(escape, value) + '"')
+
+
+# --- YAML for ansible-lint's production profile: block lists, and long lines wrapped -------------------
+# ansible-lint's yamllint line-length (ansible/ansible-lint:src/ansiblelint/data/.yamllint@v26.10.1: max 160;
+# allow-non-breakable-words, yamllint's default, lets a line of one word after "- " or "# " be longer)
+MAX_LINE = 160
+_WRAP_AT = 150  # what wrap_long aims for, leaving room for a word that ends a line
+
+
+def yaml_block(value: object, indent: int) -> Block:
+    """``value`` (lists, mappings with plain keys, strings, numbers, booleans) as block-style YAML at ``indent``
+    spaces: one list item a line, a mapping value that would make its key's line too long on the next line,
+    and a list inside a list after a bare ``-``. Strings are JSON strings (YAML 1.2 double-quoted, non-ASCII
+    escaped); the values here match the schema's patterns, so each line holds no space but after ``-`` or
+    ``key:``, and one too long for MAX_LINE is a single word."""
+    return Block("\n".join(_block_lines(value, indent)))
+
+
+def _block_lines(value: object, indent: int) -> list[str]:
+    pad = " " * indent
+    if isinstance(value, dict):
+        out = []
+        for key, item in value.items():
+            if isinstance(item, (list, dict)) and item:
+                out += [f"{pad}{key}:", *_block_lines(item, indent + 2)]
+            elif len(pad) + len(key) + 2 + len(_flow(item)) > MAX_LINE:
+                out += [f"{pad}{key}:", f"{pad}  {_flow(item)}"]
+            else:
+                out.append(f"{pad}{key}: {_flow(item)}")
+        return out
+    if isinstance(value, list) and value:
+        out = []
+        for item in value:
+            if isinstance(item, list) and item:
+                out += [f"{pad}-", *_block_lines(item, indent + 2)]
+            elif isinstance(item, dict) and item:
+                inner = _block_lines(item, indent + 2)
+                out += [f"{pad}- {inner[0][indent + 2:]}", *inner[1:]]
+            else:
+                out.append(f"{pad}- {_flow(item)}")
+        return out
+    return [pad + _flow(value)]
+
+
+def _flow(value: object) -> str:
+    """A scalar (or an empty list or mapping) as JSON, which YAML reads as it is."""
+    return json.dumps(value)
+
+
+def wrap_long(text: str) -> Block:
+    """Each line longer than MAX_LINE wrapped at spaces, keeping its indentation and its ``#`` (a comment) on
+    every piece; a word is never broken. For comments and folded (``>-``) text only, where a line break
+    between two words means what the space meant. Shorter lines are kept as they are."""
+    out = []
+    for row in str(text).split("\n"):
+        head = re.match(r" *(?:#+ ?)?", row)
+        prefix = head.group() if head else ""
+        if len(row) <= MAX_LINE or not row[len(prefix):].strip():
+            out.append(row)
+            continue
+        width = max(_WRAP_AT - len(prefix), 40)
+        out += [prefix + piece for piece in textwrap.wrap(row[len(prefix):], width, break_long_words=False,
+                                                          break_on_hyphens=False)]
+    return Block("\n".join(out))

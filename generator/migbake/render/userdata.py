@@ -138,6 +138,14 @@ def _part(text: str, media_type: str) -> MIMENonMultipart:
     return part
 
 
+def _filename_parameter(name: str) -> str | tuple[str, str, str]:
+    """``filename`` as Python's email writes it: a quoted string for ASCII, else an RFC 2231 parameter
+    (``filename*=utf-8''h%C3%A9llo.sh``). A non-ASCII value in the header's text would make the whole header
+    one RFC 2047 encoded word, which no reader takes apart again: cloud-init then names the part
+    ``part-001`` (cloudinit/user_data.py, ``_process_before_attach``: ``msg.get_filename()``)."""
+    return name if name.isascii() else ("utf-8", "", name)
+
+
 def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None,
                    nodeconfig: str = "") -> str:
     """A multi-part MIME user-data: the user's part first, then ``nodeconfig`` (migbake's NodeConfig part for
@@ -155,7 +163,7 @@ def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | No
         except RenderError as e:
             raise UsageError(str(e), option=MIME_OPTION) from e
     first = _part(theirs, media_type)
-    first.add_header("Content-Disposition", f'attachment; filename="{their_name}"')
+    first.add_header("Content-Disposition", "attachment", filename=_filename_parameter(their_name))
     parts = [first]
     if nodeconfig:
         labels = _part(nodeconfig, NODECONFIG_MEDIA_TYPE)

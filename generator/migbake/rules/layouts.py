@@ -142,7 +142,9 @@ def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
         if result.ok:
             continue
         compute, memory = result.compute_slices, result.memory_slices
-        if compute > model.total_compute_slices or memory > model.total_memory_slices:
+        if result.undecided:
+            text, rule = f"cannot tell whether the instances can all be placed: {result.reason}", "placement"
+        elif compute > model.total_compute_slices or memory > model.total_memory_slices:
             text = (f"the layout needs {compute} compute slices and {memory} memory slices; "
                     f"{article(model.display_name)} {model.display_name} has {model.total_compute_slices} and "
                     f"{model.total_memory_slices}")
@@ -156,7 +158,11 @@ def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
 
 
 def _instead(model: GpuModel, layout: dict[str, int]) -> str:
-    """``; layouts that fit: {...}, {...}`` (each validates when pasted back) and where to see them all."""
+    """``; layouts that fit: {...}, {...}`` (each validates when pasted back) and where to see them all; when a
+    search behind them stopped at its bound, the words say the list is not all there is."""
     nearest = nearest_layouts(model, layout)
-    fits = f"; layouts that fit: {', '.join(flow(n) for n in nearest)}" if nearest else ""
+    fits = f"; layouts that fit: {', '.join(flow(n) for n in nearest.layouts)}" if nearest.layouts else ""
+    if nearest.cut:
+        return (f"{fits} (the search for layouts stopped at its bound of {nearest.steps:,} steps: nearer ones may "
+                f"exist; `migbake layouts {model.key}` lists the maximal layouts it finds)")
     return f"{fits} (`migbake layouts {model.key}` lists every maximal layout)"

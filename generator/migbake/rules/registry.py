@@ -98,6 +98,8 @@ _RULES = (
     ("node-labels-no-kubelet", "kubernetes.node_labels with kubelet.present: false"),
     ("node-label-restricted", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)"),
     ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
+    ("config-name-label", "restore.config_name no label value can carry (a trailing - . _): nvidia.com/mig.config "
+                          "cannot select it"),
     ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
@@ -153,6 +155,6 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
                               "placements-without-dra": "warning", "slurm-gpu-count": "warning",
                               "openshift-binary-in-image": "warning", "mig-parted-path-read-only": "warning",
                               "bottlerocket-inexpressible": "warning",
-                              "eks-al2-unpublished": "warning"}),
+                              "eks-al2-unpublished": "warning", "config-name-label": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
 )}

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from migbake.document.loader import LoadedProfile, join_pointer
+from migbake.document.patterns import whole
 from migbake.gpu.catalog import Catalog
-from migbake.kubernetes.labels import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL, config_label_problem
 from migbake.problems import Problem
 from migbake.rules.units import unsafe_env
 
@@ -105,6 +106,23 @@ def _kubelet_may_set(key: str) -> bool:
     restricted = prefix in ("kubernetes.io", "k8s.io") or prefix.endswith((".kubernetes.io", ".k8s.io"))
     return (not restricted or key in KUBELET_LABEL_KEYS or prefix in KUBELET_LABEL_NAMESPACES
             or prefix.endswith(tuple("." + n for n in KUBELET_LABEL_NAMESPACES)))
+
+
+_CONFIG_NAME_CHARACTERS = whole(r"^[A-Za-z0-9_.-]{1,63}$")
+
+
+def rule_config_name_label(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Where kubelet runs, restore.config_name can be a label value: nvidia.com/mig.config=<name> selects it."""
+    d = _mapping(data)
+    name = _mapping(d.get("restore")).get("config_name")
+    if _mapping(d.get("kubelet")).get("present", True) is False or not isinstance(name, str):
+        return
+    if not _CONFIG_NAME_CHARACTERS.match(name):
+        return  # the schema's pattern refuses it (schema-pattern): no warning on top
+    why = config_label_problem(name)
+    if why:
+        yield loaded.problem("/restore/config_name", why + " (migbake export --gpu-operator refuses it)",
+                             "config-name-label", severity="warning")
 
 
 def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
