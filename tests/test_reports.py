@@ -40,7 +40,7 @@ def test_github_annotations_exactly(files: list[str]) -> None:
         f"::error file={bad},line=5,col=29,title=migbake count-above-max::/gpus/0/mig/layout/1g.18gb: 8 x "
         "1g.18gb requested; at most 7 fit on one H200-SXM5-141GB",
         f"::error file={bad},line=6,col=11,title=migbake unknown-key::/kubelet/presnt: unknown key 'presnt'; "
-        "did you mean 'present'? (allowed here: layout, present, unit)",
+        "did you mean 'present'? (allowed here: binary, layout, present, unit)",
         f"::warning file={warn},line=5,col=10,title=migbake empty-layout::/gpus/0/mig: MIG is enabled with an "
         "empty layout: the GPU will have no MIG devices and the device plugin fails on it",
     ]

@@ -73,7 +73,7 @@ def test_missing_host_tools_say_which_package_to_install(monkeypatch: pytest.Mon
     monkeypatch.setattr("migbake.boottest.hostrun.shutil.which", lambda name, path=None: None)
     with pytest.raises(BootTestError) as e:
         require_tools("debootstrap", "mkfs.ext4")
-    assert str(e.value) == ("missing host tools: debootstrap, mkfs.ext4 (on Debian: apt-get install -y "
+    assert str(e.value) == ("missing host tools: debootstrap, mkfs.ext4 (on Debian/Ubuntu: apt-get install -y "
                             "--no-install-recommends debootstrap e2fsprogs; `sudo bash .ci/run` installs every "
                             "tool the tests use)")
     assert "real-tool-recipes" not in str(e.value)

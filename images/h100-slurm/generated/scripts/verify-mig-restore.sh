@@ -8,11 +8,11 @@
 # profile h100-slurm before slurmd.service. Read-only: it changes nothing on the node or the GPUs.
 # Prints one line per check (PASS / FAIL / WARN / INFO) and exits 0 only if no check failed.
 # Usage: verify-mig-restore.sh [--node NAME]: NAME is this node's Node object for the kubectl checks
-# (default: $MIGBAKE_NODE_NAME, else `hostname`, kubelet's default node name).
+# (default: $MIGBAKE_NODE_NAME, else `hostname`; this profile runs no Kubernetes node: no check reads it).
 set -uo pipefail
 
 node_name="${MIGBAKE_NODE_NAME:-}"
-# shellcheck disable=SC2034 # no kubelet: no kubectl check reads the node's name (--node is still accepted)
+# shellcheck disable=SC2034 # no Kubernetes node: no kubectl check reads the node's name (--node is still accepted)
 while [ $# -gt 0 ]; do
   case "$1" in
     --node) [ $# -ge 2 ] || { echo "usage: $0 [--node NAME]" >&2; exit 2; }; node_name=$2; shift 2 ;;
