@@ -132,7 +132,8 @@ def test_bake_into_a_real_rootfs(image: Path, rootfs: Path, tmp_path: Path) -> N
 def test_bake_dry_run_and_a_failing_bake(tmp_path: Path) -> None:
     image = REPO / "images/h200-inference"
     dry = subprocess.run(["migbake", "bake", str(image), "-o", str(tmp_path / "o"), "--dry-run",
-                          "--only", "amazon-ebs.golden", "--var", "aws_region=eu-west-1"],
+                          "--only", "amazon-ebs.golden", "--var", "aws_region=eu-west-1",
+                          "--var", "kubernetes_version=1.35"],
                          capture_output=True, text=True, check=False)
     assert dry.returncode == 0, dry.stderr
     lines = dry.stdout.splitlines()

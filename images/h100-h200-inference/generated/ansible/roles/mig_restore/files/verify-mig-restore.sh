@@ -231,7 +231,7 @@ unit_text() {
     [ -n "$name" ] || continue
     printf '\n# %s\n' "${dropin[$name]}"
     cat "${dropin[$name]}"
-  done < <(printf '%s\n' "${!dropin[@]}" | sort)
+  done <<<"$(printf '%s\n' "${!dropin[@]}" | sort)"
 }
 
 # the unit's [Service] settings, one "KEY<TAB>VALUE" line each (file<TAB>PATH before each file)
@@ -269,19 +269,19 @@ kubelet_unit_check() {
       file) if [[ $value == */"$kubelet_unit_name.d/10-kubeadm.conf" ]]; then kubeadm_file=$value; fi ;;
       ExecStart) exec=$value ;;
       EnvironmentFile) envfiles+=("${value#-}") ;;
-      Environment) while read -r v; do set_vars+=("$v"); done < <(grep -oE '(^|[[:space:]"])[A-Za-z_][A-Za-z0-9_]*=' <<<"$value" | tr -d ' "=') ;;
+      Environment) while read -r v; do if [ -n "$v" ]; then set_vars+=("$v"); fi; done <<<"$(grep -oE '(^|[[:space:]"])[A-Za-z_][A-Za-z0-9_]*=' <<<"$value" | tr -d ' "=')" ;;
     esac
-  done < <(unit_settings "$kubelet_unit_name" <<<"$text")
+  done <<<"$(unit_settings "$kubelet_unit_name" <<<"$text")"
   read -ra words <<<"$exec"
   bin=${words[0]:-}
   bin=${bin##[-@:+!]}
   bin=${bin##[-@:+!]}
   if [ -n "$exec" ]; then
-    while read -r v; do expanded+=("$v"); done < <(grep -oE '\$\{?[A-Za-z_][A-Za-z0-9_]*' <<<"$exec" | tr -d "\${}")
+    while read -r v; do if [ -n "$v" ]; then expanded+=("$v"); fi; done <<<"$(grep -oE '\$\{?[A-Za-z_][A-Za-z0-9_]*' <<<"$exec" | tr -d "\${}")"
   fi
   for v in "${envfiles[@]}"; do
     [ -r "$v" ] || continue
-    while read -r v; do set_vars+=("$v"); done < <(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$v")
+    while read -r v; do if [ -n "$v" ]; then set_vars+=("$v"); fi; done <<<"$(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$v")"
   done
   for v in "${expanded[@]}"; do
     if [[ " ${set_vars[*]} " != *" $v "* ]] && [[ " ${free[*]} " != *" $v "* ]]; then free+=("$v"); fi
@@ -340,11 +340,12 @@ kubelet_unit_check() {
 
 unit_files_of() { awk '/^# \// { printf "%s%s", sep, substr($0, 3); sep = ", " }' <<<"$1"; }
 while IFS=$'\t' read -r check status detail; do
+  [ -n "$check" ] || continue
   case "$status" in
     PASS) pass "$check: $detail" ;;
     *) fail "$check: $detail" ;;
   esac
-done < <(kubelet_unit_check)
+done <<<"$(kubelet_unit_check)"
 
 # gpu_operator_checks: reads `kubectl get node` labels (KEY=VALUE lines) on stdin; prints one
 # "CHECK<TAB>STATUS<TAB>DETAIL" line for who may own MIG here (gpu-operator) and one for the
@@ -427,20 +428,21 @@ if command -v kubectl >/dev/null 2>&1; then
         else
           warn "allocatable $name: ${have[$name]:-none}, the layout gives ${want[$name]:-none} (device plugin not up yet, or its MIG strategy is not $mig_strategy?)"
         fi
-      done < <(printf '%s\n' "${!want[@]}" "${!have[@]}" | sort -u)
+      done <<<"$(printf '%s\n' "${!want[@]}" "${!have[@]}" | sort -u)"
     fi
   else
     info "kubectl cannot read node $node (no kubeconfig here?): compare Allocatable from an admin terminal"
   fi
   if labels="$(kubectl get node "$node" -o go-template="$labels_template" 2>/dev/null)"; then
     while IFS=$'\t' read -r check status detail; do
+      [ -n "$check" ] || continue
       case "$status" in
         PASS) pass "$check: $detail" ;;
         FAIL) fail "$check: $detail" ;;
         NOTE) info "$check: $detail" ;;
         *) warn "$check: $detail" ;;
       esac
-    done < <(gpu_operator_checks FAIL <<<"$labels")
+    done <<<"$(gpu_operator_checks FAIL <<<"$labels")"
   else
     info "kubectl cannot read node $node: the GPU Operator labels (nvidia.com/gpu.deploy.mig-manager, nvidia.com/mig.config) are not checked"
   fi

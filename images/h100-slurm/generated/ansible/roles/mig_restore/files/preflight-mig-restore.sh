@@ -169,13 +169,15 @@ elif ! listing="$("$smi" -L 2>&1)"; then
 else
   # "GPU 0: ..." then "  MIG 1g.18gb Device 0: ..." lines -> one "INDEX<TAB>7x 1g.18gb, ..." per GPU
   declare -A mig_devices=()
+  # here-strings, not process substitution: a node (or chroot) without /dev/fd runs these too
   while IFS=$'\t' read -r i text; do
+    [ -n "$i" ] || continue
     mig_devices[$i]=$text
-  done < <(awk '/^GPU [0-9]+:/ { gpu = $2; sub(/:$/, "", gpu); next }
+  done <<<"$(awk '/^GPU [0-9]+:/ { gpu = $2; sub(/:$/, "", gpu); next }
                 /^  MIG / && gpu != "" { print gpu "\t" $2 }' <<<"$listing" | sort | uniq -c |
            awk '{ item = $1 "x " $3
                   if (n && $2 == prev) { line = line ", " item } else { if (n) print prev "\t" line; prev = $2; line = item; n = 1 } }
-                END { if (n) print prev "\t" line }')
+                END { if (n) print prev "\t" line }')"
   differ=()
   members=()
   for i in "${gpu_ids[@]}"; do

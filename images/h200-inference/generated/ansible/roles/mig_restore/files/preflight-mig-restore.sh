@@ -172,13 +172,15 @@ elif ! listing="$("$smi" -L 2>&1)"; then
 else
   # "GPU 0: ..." then "  MIG 1g.18gb Device 0: ..." lines -> one "INDEX<TAB>7x 1g.18gb, ..." per GPU
   declare -A mig_devices=()
+  # here-strings, not process substitution: a node (or chroot) without /dev/fd runs these too
   while IFS=$'\t' read -r i text; do
+    [ -n "$i" ] || continue
     mig_devices[$i]=$text
-  done < <(awk '/^GPU [0-9]+:/ { gpu = $2; sub(/:$/, "", gpu); next }
+  done <<<"$(awk '/^GPU [0-9]+:/ { gpu = $2; sub(/:$/, "", gpu); next }
                 /^  MIG / && gpu != "" { print gpu "\t" $2 }' <<<"$listing" | sort | uniq -c |
            awk '{ item = $1 "x " $3
                   if (n && $2 == prev) { line = line ", " item } else { if (n) print prev "\t" line; prev = $2; line = item; n = 1 } }
-                END { if (n) print prev "\t" line }')
+                END { if (n) print prev "\t" line }')"
   differ=()
   members=()
   for i in "${gpu_ids[@]}"; do
@@ -260,7 +262,7 @@ unit_text() {
     [ -n "$name" ] || continue
     printf '\n# %s\n' "${dropin[$name]}"
     cat "${dropin[$name]}"
-  done < <(printf '%s\n' "${!dropin[@]}" | sort)
+  done <<<"$(printf '%s\n' "${!dropin[@]}" | sort)"
 }
 
 # the unit's [Service] settings, one "KEY<TAB>VALUE" line each (file<TAB>PATH before each file)
@@ -298,19 +300,19 @@ kubelet_unit_check() {
       file) if [[ $value == */"$kubelet_unit_name.d/10-kubeadm.conf" ]]; then kubeadm_file=$value; fi ;;
       ExecStart) exec=$value ;;
       EnvironmentFile) envfiles+=("${value#-}") ;;
-      Environment) while read -r v; do set_vars+=("$v"); done < <(grep -oE '(^|[[:space:]"])[A-Za-z_][A-Za-z0-9_]*=' <<<"$value" | tr -d ' "=') ;;
+      Environment) while read -r v; do if [ -n "$v" ]; then set_vars+=("$v"); fi; done <<<"$(grep -oE '(^|[[:space:]"])[A-Za-z_][A-Za-z0-9_]*=' <<<"$value" | tr -d ' "=')" ;;
     esac
-  done < <(unit_settings "$kubelet_unit_name" <<<"$text")
+  done <<<"$(unit_settings "$kubelet_unit_name" <<<"$text")"
   read -ra words <<<"$exec"
   bin=${words[0]:-}
   bin=${bin##[-@:+!]}
   bin=${bin##[-@:+!]}
   if [ -n "$exec" ]; then
-    while read -r v; do expanded+=("$v"); done < <(grep -oE '\$\{?[A-Za-z_][A-Za-z0-9_]*' <<<"$exec" | tr -d "\${}")
+    while read -r v; do if [ -n "$v" ]; then expanded+=("$v"); fi; done <<<"$(grep -oE '\$\{?[A-Za-z_][A-Za-z0-9_]*' <<<"$exec" | tr -d "\${}")"
   fi
   for v in "${envfiles[@]}"; do
     [ -r "$v" ] || continue
-    while read -r v; do set_vars+=("$v"); done < <(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$v")
+    while read -r v; do if [ -n "$v" ]; then set_vars+=("$v"); fi; done <<<"$(sed -nE 's/^[[:space:]]*(export[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)=.*/\2/p' "$v")"
   done
   for v in "${expanded[@]}"; do
     if [[ " ${set_vars[*]} " != *" $v "* ]] && [[ " ${free[*]} " != *" $v "* ]]; then free+=("$v"); fi
@@ -385,7 +387,10 @@ else
     add kubelet FAIL "$kubelet_unit does not exist, but the profile says kubelet.present: true (install kubelet first, or set kubelet.present: false)"
   fi
   if unit_exists "$kubelet_unit"; then
-    while IFS=$'\t' read -r check status detail; do add "$check" "$status" "$detail"; done < <(kubelet_unit_check)
+    while IFS=$'\t' read -r check status detail; do
+      [ -n "$check" ] || continue
+      add "$check" "$status" "$detail"
+    done <<<"$(kubelet_unit_check)"
   else
     add kubelet-unit SKIP "$kubelet_unit does not exist"
   fi
@@ -472,8 +477,9 @@ labels_template='{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}
 node="${MIGBAKE_NODE_NAME:-$(uname -n)}"
 if command -v kubectl >/dev/null 2>&1 && labels="$(kubectl get node "$node" -o go-template="$labels_template" 2>/dev/null)"; then
   while IFS=$'\t' read -r check status detail; do
+    [ -n "$check" ] || continue
     add "$check" "$status" "$detail"
-  done < <(gpu_operator_checks WARN <<<"$labels")
+  done <<<"$(gpu_operator_checks WARN <<<"$labels")"
 else
   add gpu-operator SKIP "kubectl cannot read node $node (no kubectl or kubeconfig here: run migbake preflight --node-json on kubectl get node $node -o json)"
   add mig-config SKIP "kubectl cannot read node $node"
