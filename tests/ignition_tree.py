@@ -1,7 +1,7 @@
 """Reading an Ignition config as the node will: each file's bytes (data: URLs decoded) and its units.
 
 For the Butane judges (tests/test_butane.py, tests/test_butane_dataurl.py): the same reading as
-``ign_normalize.py`` of the issue-35 research (RFC 2397, percent or base64, gunzip when
+normaliser of the issue-35 research (RFC 2397, percent or base64, gunzip when
 ``compression: gzip``), then each unit and drop-in at the path Ignition writes it to
 (coreos/ignition:internal/exec/util/path.go@v2.26.0: /etc/systemd/system/NAME, NAME.d/DROPIN).
 """

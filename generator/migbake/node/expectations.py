@@ -1,7 +1,7 @@
 """What each ``gpus`` entry of a profile asks of the node: the facts both preflights evaluate.
 
 ``migbake preflight`` (offline, ``preflight.py``) and the generated ``scripts/preflight-mig-restore.sh``
-(its values come through ``render.py``) read these, so that the two agree check by check.
+(its values come through the render plan, ``render/plan.py``) read these, so that the two agree check by check.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def language(template: str | None) -> str:
         return "shell"
     if name.endswith(".md.j2"):
         return "markdown"
-    raise RenderError(f"template {name}: no output language known for it (renderguard.language)")
+    raise RenderError(f"template {name}: no output language known for it (render.guard.language)")
 
 
 def guard(value: Any, lang: str, template: str | None = None) -> Any:

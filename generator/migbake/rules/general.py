@@ -2,7 +2,7 @@
 
 Rules read the raw profile data defensively (the schema may have failed elsewhere in the same
 file), so that one run reports every problem of a profile, shape and meaning alike. The rules on
-GPU models and layouts live in ``layoutrules``; this module holds the others and runs them all.
+GPU models and layouts live in ``rules.layouts``; this module holds the others and runs them all.
 """
 
 from __future__ import annotations

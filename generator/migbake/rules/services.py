@@ -1,7 +1,7 @@
 """Semantic rules about the restore's neighbours: its timing, the services that wait for it, kubelet's labels.
 
-Like ``rules.py`` these read the raw data defensively (the schema may have failed elsewhere) and
-yield problems with a rule id; ``rules.RULES`` runs them with the others.
+Like ``rules.general`` these read the raw data defensively (the schema may have failed elsewhere) and
+yield problems with a rule id; ``rules.general.RULES`` runs them with the others.
 """
 
 from __future__ import annotations

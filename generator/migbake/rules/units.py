@@ -1,8 +1,8 @@
 """Semantic rules on what the profile makes of the node: its paths, unit names and kubelet's environment.
 
 Paths are normalised (``systemdunits.normal_path``) before any rule looks at them, as the kernel and
-systemd will read them. Like ``rules.py`` these read the raw data defensively and yield problems
-with a rule id; ``rules.RULES`` runs them with the others.
+systemd will read them. Like ``rules.general`` these read the raw data defensively and yield problems
+with a rule id; ``rules.general.RULES`` runs them with the others.
 """
 
 from __future__ import annotations
