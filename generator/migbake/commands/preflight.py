@@ -10,7 +10,8 @@ import click
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
 from migbake.kubernetes.labels import GPU_CLUSTER_NOTE, read_node_labels, read_node_name, read_operator_cr
-from migbake.node.draslices import read_resource_slices, slice_checks
+from migbake.node.draslices import check_node_name, read_resource_slices
+from migbake.node.draverdict import slice_checks
 from migbake.node.driveroffer import read_generate_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.node.preflight import check_capture, table
@@ -70,6 +71,8 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     if capture_file is None and node_file is None and gc_file is None and slices_file is None:
         raise click.UsageError("give --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, and/or --node-json FILE, "
                                "and/or --mig-parted-generate-config FILE, and/or --resource-slices FILE")
+    if node_name is not None:
+        check_node_name(node_name)  # --node '': a located usage error (exit 2), never a traceback
     if slices_file is not None and node_name is None and node_file is None:
         raise click.UsageError("--resource-slices needs --node NAME or --node-json FILE (which node's slices)")
     if node_name is not None and slices_file is None:
