@@ -237,9 +237,11 @@ def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPla
 def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     """One MIG profile per Bottlerocket model key, when Bottlerocket expresses every model's layout, else ().
 
-    Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none.
+    Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none. Its MIG
+    settings are its device plugin's: a profile whose GPUs the DRA driver allocates gets none (``bottlerocket-dra``).
     """
-    found = verdicts("bottlerocket", entries_of(p.gpus)) if p.kubelet.present else []
+    found = verdicts("bottlerocket", entries_of(p.gpus)) \
+        if p.kubelet.present and p.kubernetes.allocation == "device-plugin" else []
     return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
 
 
