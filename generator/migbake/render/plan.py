@@ -145,6 +145,7 @@ class RenderPlan:
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
+    gpu_modes: tuple[str, ...] = ()  # per gpus entry, "on" (MIG on) or "off", as the config says (dra-dynamic's verify)
     bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
     ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
@@ -295,6 +296,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
+        gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
         bottlerocket=_bottlerocket(p),
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
         eks=eks_family(p),
