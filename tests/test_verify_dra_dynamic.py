@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from realtools import Ran
-from test_generated_scripts import FAKE_JOURNALCTL, FAKE_SYSTEMCTL, PATH_OK, POISON, _exe
-
 from support import generate
+from test_generated_scripts import FAKE_JOURNALCTL, FAKE_SYSTEMCTL, PATH_OK, POISON, _exe
 
 pytestmark = pytest.mark.realtool
 
@@ -59,11 +58,13 @@ def verify(tmp_path: Path, modes: str = IN_USE, config_text: str | None = None) 
     from realtools import run
 
     root = tmp_path / "node"
-    tools, config, state, bin_dir = root / "opt/nvidia", root / "etc/nvidia-mig/config.yaml", root / "state", root / "bin"
+    tools, config = root / "opt/nvidia", root / "etc/nvidia-mig/config.yaml"
+    state, bin_dir = root / "state", root / "bin"
     assert PATH_OK.match(str(root)), root
     out = generate(_profile(config, tools), tmp_path / "out")
     config.parent.mkdir(parents=True)
-    config.write_text(config_text if config_text is not None else (out / "rootfs" / config.relative_to("/")).read_text())
+    generated = (out / "rootfs" / config.relative_to("/")).read_text()
+    config.write_text(generated if config_text is None else config_text)
     state.mkdir(parents=True)
     (state / "modes").write_text(modes)
     _exe(bin_dir / "systemctl", FAKE_SYSTEMCTL)

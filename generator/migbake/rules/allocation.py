@@ -72,31 +72,31 @@ def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
 def _dra_layout(loaded: LoadedProfile, ptr: str, group: dict[str, object], model: GpuModel) -> Iterator[Problem]:
     """dra: no compute-instance profile; each profile has a GPU-instance profile id and a DNS-label device name."""
     for entry in layout_entries(ptr, group):  # type: ignore[arg-type]
+        gi, where = entry.gi_name, entry.pointer
         if entry.c is not None and entry.c != entry.g:
-            yield loaded.problem(entry.pointer, f"{entry.name!r} is a compute instance smaller than its GPU instance "
-                                 f"({entry.gi_name}): NVIDIA's DRA driver knows only MIG devices whose compute instance "
-                                 "fills the GPU instance, and one it does not know fails its kubelet plugin's device "
-                                 "discovery ('error getting profile info for MIG device', "
-                                 "kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/nvlib.go@v25.12.0 "
-                                 f"l.533, l.708); use the GPU-instance profile {entry.gi_name!r} under kubernetes.allocation "
-                                 "dra, or the device plugin", "dra-compute-instance")
+            yield loaded.problem(where, f"{entry.name!r} is a compute instance smaller than its GPU instance ({gi}): "
+                                 "NVIDIA's DRA driver knows only MIG devices whose compute instance fills the GPU "
+                                 "instance, and one it does not know fails its kubelet plugin's device discovery "
+                                 "('error getting profile info for MIG device', kubernetes-sigs/dra-driver-nvidia-gpu "
+                                 "cmd/gpu-kubelet-plugin/nvlib.go@v25.12.0 l.533, l.708); use the GPU-instance "
+                                 f"profile {gi!r} under kubernetes.allocation dra, or the device plugin",
+                                 "dra-compute-instance")
             continue
-        prof = model.profile(entry.gi_name)
-        if prof is None:
+        if (prof := model.profile(gi)) is None:
             continue  # the layout rules name the profile
         if prof.nvidia_smi_id is None:
-            yield loaded.problem(entry.pointer, f"{entry.gi_name!r} of {model.key}: the catalog has no GPU-instance profile "
-                                 "id for it (nvidia-smi mig -lgip's ID; nvidia_smi_gi_profile_id in a catalog file), "
-                                 "and the DRA driver's device names hold it: add it to the catalog, or use another "
+            yield loaded.problem(where, f"{gi!r} of {model.key}: the catalog has no GPU-instance profile id for it "
+                                 "(nvidia-smi mig -lgip's ID; nvidia_smi_gi_profile_id in a catalog file), and the "
+                                 "DRA driver's device names hold it: add it to the catalog, or use another "
                                  "allocation", "dra-device-name")
             continue
         start = max((pl.start for pl in prof.placements), default=0)
-        name = f"gpu-9999-mig-{canonical_profile(entry.gi_name)}-{prof.nvidia_smi_id}-{start}"
+        name = f"gpu-9999-mig-{canonical_profile(gi)}-{prof.nvidia_smi_id}-{start}"
         if not DNS_LABEL.fullmatch(name):
-            yield loaded.problem(entry.pointer, f"{entry.gi_name!r} of {model.key}: the DRA driver's device name for it "
-                                 f"({name}, with a 4-digit device minor) is not a DNS label (lower-case letters, "
-                                 "digits and '-', at most 63 characters), which resource.k8s.io/v1 requires of a "
-                                 "device name", "dra-device-name")
+            yield loaded.problem(where, f"{gi!r} of {model.key}: the DRA driver's device name for it ({name}, with a "
+                                 "4-digit device minor) is not a DNS label (lower-case letters, digits and '-', at "
+                                 "most 63 characters), which resource.k8s.io/v1 requires of a device name",
+                                 "dra-device-name")
 
 
 def rule_dra_driver_version(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:

@@ -11,8 +11,8 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
 from migbake.problems import Problem
-from migbake.rules.allocation import allocation_of
 from migbake.profile.units import immutable_writable
+from migbake.rules.allocation import allocation_of
 from migbake.rules.layouts import model_of
 
 
@@ -51,9 +51,9 @@ def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
                              "modeled-types/src/kubernetes.rs@25e4241f), which configure the device plugin on a node "
                              "whose GPUs the DRA driver allocates; its DRA settings "
                              "(settings.kubelet-dra-drivers.nvidia, settings-extensions/kubelet-dra-drivers/src/"
-                             "lib.rs@67ed021c) hold only 'enabled' and create no layout. OUT/bottlerocket/settings.toml "
-                             "is not written for a DRA profile: remove bottlerocket.required, or use allocation "
-                             "device-plugin", "bottlerocket-dra")
+                             "lib.rs@67ed021c) hold only 'enabled' and create no layout. "
+                             "OUT/bottlerocket/settings.toml is not written for a DRA profile: remove "
+                             "bottlerocket.required, or use allocation device-plugin", "bottlerocket-dra")
         return
     entries = []
     for ptr, group in gpu_entries(data):
