@@ -75,7 +75,7 @@ def test_a_device_name_longer_than_a_dns_label_is_refused(tmp_path: Path) -> Non
         path.write_text(H200.format(allocation="dra", layout=f"{{{profile['name']}: 1}}", model="H300", extra=""))
         result = CliRunner().invoke(main, ["--catalog", str(catalog), "validate", str(path)])
         assert (result.exit_code == 0) == ok, result.output
-        assert ok or "is not a DNS label" in result.output and "[dra-device-name]" in result.output
+        assert ok or ("is not a DNS label" in result.output and "[dra-device-name]" in result.output)
 
 
 @pytest.mark.parametrize(("version", "form"), [

@@ -88,7 +88,7 @@ def _gpu_problems(gpu: int, e: DraExpectation, have: list[Seen], whole: set[int]
         return (f"GPU {gpu}: partial layout: publishes {_tally([s.profile for s in have])}, the plan has "
                 f"{_tally(want_profiles)} (MIG devices created after the plugin started are not published until "
                 "it restarts)")
-    planned = Counter((d.profile, d.start) for d in e.want)
+    planned: Counter[tuple[str, int | None]] = Counter((d.profile, d.start) for d in e.want)
     published = Counter((s.profile, s.start) for s in have)
     if planned == published:
         return ""

@@ -28,6 +28,7 @@ from migbake.kubernetes.dra import (
     claim_templates_yaml,
     dra_entries,
     dra_expectations,
+    naming,
 )
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
@@ -141,6 +142,7 @@ class RenderPlan:
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
     advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
     dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
+    dra_naming: str = "v25.12"  # kubernetes.dra_driver_version's device naming (v25.12 or v25.8)
     dra_stranded_log: str = STRANDED_LOG  # what the driver logs for a stranded GPU (verify's words)
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
@@ -292,6 +294,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         allocation=p.kubernetes.allocation,
         dra=dra_entries(p),
         dra_expected=dra_expectations(p),
+        dra_naming=naming(p.kubernetes.dra_driver_version) or "v25.12",
         advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",

@@ -71,7 +71,7 @@ def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
 
 def _dra_layout(loaded: LoadedProfile, ptr: str, group: dict[str, object], model: GpuModel) -> Iterator[Problem]:
     """dra: no compute-instance profile; each profile has a GPU-instance profile id and a DNS-label device name."""
-    for entry in layout_entries(ptr, group):  # type: ignore[arg-type]
+    for entry in layout_entries(ptr, group):
         gi, where = entry.gi_name, entry.pointer
         if entry.c is not None and entry.c != entry.g:
             yield loaded.problem(where, f"{entry.name!r} is a compute instance smaller than its GPU instance ({gi}): "

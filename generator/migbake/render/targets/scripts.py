@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from migbake.kubernetes.dra import naming
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import DROPIN_NAME, RenderPlan
@@ -31,7 +30,7 @@ def _verify(plan: RenderPlan) -> dict[str, Any]:
                             "products": "|".join(e.products)}
                            for e in plan.dra_expected],
             "dra_gpu_count": "" if count is None else str(count),
-            "dra_form": naming(plan.profile.kubernetes.dra_driver_version) or "v25.12"}
+            "dra_form": plan.dra_naming}
 
 
 def _preflight(plan: RenderPlan) -> dict[str, Any]:
