@@ -169,8 +169,17 @@ def test_usage(tmp_path: Path, args: tuple[str, ...], rc: int, words: str) -> No
     (None, True, "INFO  kubectl cannot read ResourceSlices (no kubeconfig here, or no resource.k8s.io API)"),
     (None, False, "INFO  kubectl is not installed here: the DRA devices this node publishes (ResourceSlices)"),
     ("README.md", True, "INFO  kubectl get resourceslices -o json printed no List of ResourceSlices"),
-], ids=["cannot-read", "no-kubectl", "not-a-list"])
+    ("bad-attributes.json", True, "INFO  kubectl get resourceslices -o json printed no List of ResourceSlices"),
+], ids=["cannot-read", "no-kubectl", "not-a-list", "attribute-shapes"])
 def test_info_when_the_slices_cannot_be_read(tmp_path: Path, fixture: str | None, kubectl: bool, line: str) -> None:
+    """Attributes of the wrong shape (issue 42) are no verdict (stranded, partial): preflight locates them."""
+    if fixture == "bad-attributes.json":  # h200-ready.json with one attribute a bare string, one a list
+        doc = json.loads((FIXTURES / "h200-ready.json").read_text())
+        devices = doc["items"][1]["spec"]["devices"]
+        devices[0]["attributes"]["type"] = "mig"
+        devices[1]["attributes"] = [devices[1]["attributes"]]
+        (tmp_path / fixture).write_text(json.dumps(doc))
+        fixture = str(tmp_path / fixture)
     ran, lines = verify(tmp_path, H200, fixture, "--node", "h200-node", kubectl=kubectl)
     assert len(lines) == 1 and lines[0].startswith(line), ran.out
 

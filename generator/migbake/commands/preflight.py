@@ -62,8 +62,10 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     profile or the generate-config capture is invalid), 2 for bad usage or an unreadable capture.
     With --resource-slices (a `kubectl get resourceslices -o json` capture) and --node NAME (or --node-json),
     kubernetes.allocation dra is READY when the node publishes exactly the profile's MIG devices (count
-    per profile per GPU and the names `migbake show` lists) and NOT READY for a stranded GPU, a partial
-    layout or moved placements; dra-dynamic is READY when no static MIG device exists (docs/dra.md).
+    per profile per GPU and the placements, read from names of either DRA driver naming, up to v25.8.1 or
+    from v25.12.0, else from the attributes; the newest generation of each pool) and NOT READY for a
+    stranded GPU, a partial layout or moved placements; dra-dynamic is READY when no static MIG device
+    exists (docs/dra.md).
     """
     capture_file = xml_file or csv_file
     if xml_file is not None and csv_file is not None:
