@@ -44,8 +44,8 @@ class Published:
 def check_node_name(node: str) -> str:
     """``node`` if it can name a Node (a DNS subdomain of at most 253 characters), else NodeJsonError."""
     if not (0 < len(node) <= 253 and NODE_NAME.fullmatch(node)):
-        raise NodeJsonError(f"--node {node!r}: not a node name (a DNS subdomain: lower-case letters, digits, '-' "
-                            "and '.', 1 to 253 characters)")
+        raise NodeJsonError(f"{node!r} (--node, or metadata.name of --node-json): not a node name (a DNS subdomain: "
+                            "lower-case letters, digits, '-' and '.', 1 to 253 characters)")
     return node
 
 
