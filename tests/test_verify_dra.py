@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from realtools import Ran, run
 from support import REPO, cli, generate
-from test_dra_claims import A100_MIXED
+from test_dra_claims import A100_MIXED, WHOLE
 from test_dra_preflight import DYNAMIC, H200, TWO_MODELS, V25_8
 from test_generated_scripts import FAKE_JOURNALCTL, FAKE_SYSTEMCTL, POISON, _exe
 
@@ -106,6 +106,8 @@ CASES = {
     "two-models": (TWO_MODELS, "h200-a100.json", "mixed-node", ""),
     "two-models-counted": (TWO_MODELS.replace("gpus:", "gpu_count: 3\ngpus:"), "h200-a100.json", "mixed-node", ""),
     "no-slices": (H200, "h200-ready.json", "absent-node", ""),
+    "whole-gpu": (WHOLE, "h200-whole.json", "h200-node", ""),
+    "whole-gpu-missing": (WHOLE, "h200-ready.json", "h200-node", ""),
     "dynamic-no-slices": (DYNAMIC, "h200-ready.json", "absent-node", ""),
     "dynamic-ready": (DYNAMIC, "dynamic-ready.json", "dyn-node", ""),
     "dynamic-static-left": (DYNAMIC, "dynamic-static-left.json", "dyn-node", ""),
