@@ -19,7 +19,7 @@ import yaml
 from support import REPO, generate
 from test_dra_preflight import H200
 
-from migbake.kubernetes.dra import claim_templates
+from migbake.kubernetes.dra import cel_string, claim_templates
 from migbake.rules.validate import check_bytes
 
 FIXTURES = REPO / "tests/fixtures/dra"
@@ -161,3 +161,11 @@ def test_every_slice_fixture_is_a_valid_resource_slice(fixture: str) -> None:
     assert items
     for item in items:
         kv.validate(item, "1.34.0", strict=True)
+
+
+@pytest.mark.parametrize("text", ["NVIDIA H200", "it's", "back\\slash", "\\'", "''"])
+def test_a_product_name_is_one_cel_string(text: str) -> None:
+    """A product name (a catalog file's too) reaches the selector as one CEL string literal, whatever it holds."""
+    celpy = judge("celpy")
+    env = celpy.Environment()
+    assert str(env.program(env.compile(f"{cel_string(text)} + ''")).evaluate({})) == text
