@@ -19,7 +19,7 @@ import yaml
 from support import REPO, generate
 from test_dra_preflight import H200
 
-from migbake.kubernetes.dra import claim_templates
+from migbake.kubernetes.dra import cel_string, claim_templates
 from migbake.rules.validate import check_bytes
 
 FIXTURES = REPO / "tests/fixtures/dra"
@@ -39,6 +39,19 @@ gpus:
     devices: [2]
     mig: {enabled: false}
 """
+WHOLE = """\
+version: 1
+name: h200-whole
+kubernetes: {allocation: dra}
+gpu_count: 2
+gpus:
+  - model: NVIDIA H200
+    devices: [0]
+    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}
+  - model: NVIDIA H200
+    devices: [1]
+    mig: {enabled: false}
+"""
 CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
 
 
@@ -56,7 +69,7 @@ def _templates(text: str, tmp_path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((out / "kubernetes/resource-claim-templates.yaml").read_text()) if d]
 
 
-@pytest.mark.parametrize("text", [A100_MIXED, H200], ids=["a100-mixed", "h200"])
+@pytest.mark.parametrize("text", [A100_MIXED, H200, WHOLE], ids=["a100-mixed", "h200", "h200-whole"])
 def test_templates_pass_the_kubernetes_schemas(text: str, tmp_path: Path) -> None:
     kv = judge("kubernetes_validate")
     from kubernetes_validate.utils import ValidationError
@@ -87,30 +100,72 @@ def _cel_device(device: dict[str, Any]) -> dict[str, Any]:
     return {"driver": "gpu.nvidia.com", "attributes": attrs, "capacity": caps}
 
 
-@pytest.mark.parametrize(("text", "fixture"), [(A100_MIXED, "a100-mixed.json"), (H200, "h200-ready.json")],
-                         ids=["a100-mixed", "h200"])
+GPU_CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+CLASSES = {"mig.nvidia.com": CLASS, "gpu.nvidia.com": GPU_CLASS}  # deviceclass-{mig,gpu}.yaml@main
+
+
+@pytest.mark.parametrize(("text", "fixture"), [(A100_MIXED, "a100-mixed.json"), (H200, "h200-ready.json"),
+                                               (WHOLE, "h200-whole.json")],
+                         ids=["a100-mixed", "h200", "h200-whole"])
 def test_each_selector_matches_exactly_its_profiles_devices(text: str, fixture: str, tmp_path: Path) -> None:
     celpy = judge("celpy")
     env = celpy.Environment()
-    klass = env.program(env.compile(CLASS))
     devices = [d for item in json.loads((FIXTURES / fixture).read_text())["items"]
                if item["spec"]["driver"] == "gpu.nvidia.com" for d in item["spec"]["devices"]]
     profiles = {d["name"]: d["attributes"].get("profile", {}).get("string") for d in devices}
-    assert None in profiles.values() or fixture != "a100-mixed.json"  # a whole GPU is among them
+    assert None in profiles.values() or fixture == "h200-ready.json"  # a whole GPU is among them
     docs = _templates(text, tmp_path)
     for doc in docs:
         exact = doc["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-        assert exact["deviceClassName"] == "mig.nvidia.com"
+        klass = env.program(env.compile(CLASSES[exact["deviceClassName"]]))
         program = env.program(env.compile(exact["selectors"][0]["cel"]["expression"]))
         chosen = set()
         for device in devices:
             activation = {"device": celpy.json_to_cel(_cel_device(device))}
             if bool(klass.evaluate(activation)) and bool(program.evaluate(activation)):
                 chosen.add(device["name"])
-        wanted = doc["metadata"]["name"].removeprefix("mig-")
+            if exact["deviceClassName"] == "gpu.nvidia.com" and bool(program.evaluate(activation)):
+                # a whole-GPU selector alone never takes a MIG device (they carry the GPU's productName too)
+                assert device["attributes"]["type"]["string"] == "gpu", (doc, device)
         assert chosen, doc
+        if exact["deviceClassName"] == "gpu.nvidia.com":  # issue 41: the entries with MIG off, whole
+            assert doc["spec"]["spec"]["devices"]["requests"][0]["name"] == "gpu"
+            assert chosen == {d["name"] for d in devices if profiles[d["name"]] is None}
+            continue
+        wanted = doc["metadata"]["name"].removeprefix("mig-")
         assert {profiles[n] for n in chosen} == {p for p in profiles.values()
                                                  if p and p.replace(".", "-").replace("+", "-") == wanted}
     names = {d["metadata"]["name"] for d in docs}
-    a100 = {"mig-1g-10gb", "mig-1g-10gb-me", "mig-2g-20gb", "mig-3g-40gb"}
-    assert names == (a100 if fixture == "a100-mixed.json" else {"mig-1g-18gb", "mig-3g-71gb"})
+    a100 = {"mig-1g-10gb", "mig-1g-10gb-me", "mig-2g-20gb", "mig-3g-40gb", "gpu-a100-80gb"}
+    assert names == {"a100-mixed.json": a100, "h200-ready.json": {"mig-1g-18gb", "mig-3g-71gb"},
+                     "h200-whole.json": {"mig-3g-71gb", "mig-1g-18gb", "gpu-h200-141gb"}}[fixture]
+
+
+def test_a_whole_gpu_selector_does_not_take_another_model(tmp_path: Path) -> None:
+    """The whole-GPU claim of an H200 entry takes no whole A100 (a100-mixed.json publishes gpu-2, an A100)."""
+    celpy = judge("celpy")
+    env = celpy.Environment()
+    doc = next(d for d in _templates(WHOLE, tmp_path) if d["metadata"]["name"] == "gpu-h200-141gb")
+    program = env.program(env.compile(doc["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]
+                                      ["cel"]["expression"]))
+    items = json.loads((FIXTURES / "a100-mixed.json").read_text())["items"]
+    a100 = next(d for d in items[0]["spec"]["devices"] if d["name"] == "gpu-2")
+    assert not bool(program.evaluate({"device": celpy.json_to_cel(_cel_device(a100))}))
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_every_slice_fixture_is_a_valid_resource_slice(fixture: str) -> None:
+    """The ResourceSlice fixtures (v25.8.1 names, generations, two models included) are what the API accepts."""
+    kv = judge("kubernetes_validate")
+    items = json.loads((FIXTURES / fixture).read_text())["items"]
+    assert items
+    for item in items:
+        kv.validate(item, "1.34.0", strict=True)
+
+
+@pytest.mark.parametrize("text", ["NVIDIA H200", "it's", "back\\slash", "\\'", "''"])
+def test_a_product_name_is_one_cel_string(text: str) -> None:
+    """A product name (a catalog file's too) reaches the selector as one CEL string literal, whatever it holds."""
+    celpy = judge("celpy")
+    env = celpy.Environment()
+    assert str(env.program(env.compile(f"{cel_string(text)} + ''")).evaluate({})) == text

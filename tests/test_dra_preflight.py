@@ -23,6 +23,17 @@ gpus:
   - model: NVIDIA H200
     mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}
 """
+V25_8 = H200.replace("{allocation: dra}", "{allocation: dra, dra_driver_version: v25.8.1}")
+TWO_MODELS = """\
+version: 1
+name: h200-a100
+kubernetes: {allocation: dra}
+gpus:
+  - model: NVIDIA H200
+    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}
+  - model: A100-SXM4-80GB
+    mig: {layout: {1g.10gb: 7}}
+"""
 DYNAMIC = """\
 version: 1
 name: dyn
@@ -80,7 +91,8 @@ def test_dynamic(tmp_path: Path, fixture: str, rc: int, status: str) -> None:
     ("[1, 2]", "not a List of ResourceSlices"),
     ("[" * 100000, "nested too deep"),
     ('{"kind": "List", "items": [{"kind": "ResourceSlice", "spec": {"driver": "gpu.nvidia.com", "nodeName": "n",'
-     ' "devices": [{"name": 7}]}}]}', "/items/0/spec/devices/0/name: not a device name"),
+     ' "pool": {"name": "n", "generation": 1}, "devices": [{"name": 7}]}}]}',
+     "/items/0/spec/devices/0/name: not a device name"),
     ('{"kind": "List", "items": [{"kind": "Pod", "spec": {}}]}', "/items/0: not a ResourceSlice"),
 ], ids=["not-a-list", "too-deep", "bad-name", "not-a-slice"])
 def test_untrusted_capture_is_a_located_usage_error(tmp_path: Path, content: str, message: str) -> None:
@@ -128,3 +140,85 @@ def test_export_gpu_operator_refuses_dra(tmp_path: Path) -> None:
     assert rc == 2 and out == "" and "has no MIG manager to feed a ConfigMap to" in err
     rc, out, _ = cli("export", str(path))
     assert rc == 0 and "3g.71gb: 1" in out
+
+
+V25_8_WORDS = "device names: the form of DRA driver v25.3.0 to v25.8.1"
+
+
+@pytest.mark.parametrize(("profile", "fixture", "rc", "status", "words", "absent"), [
+    (H200, "h200-ready-v25.8.1.json", 0, "PASS", f"on 2 GPU(s) (0, 1); {V25_8_WORDS} (the profile expects the names "
+     "of DRA driver v25.12.0 and later: set kubernetes.dra_driver_version", ""),
+    (V25_8, "h200-ready-v25.8.1.json", 0, "PASS", f"on 2 GPU(s) (0, 1); {V25_8_WORDS}", "the profile expects"),
+    (V25_8, "h200-ready.json", 0, "PASS", "v25.12.0 and later (the profile expects the names of DRA driver v25.3.0 "
+     "to v25.8.1", ""),
+    (H200, "h200-moved-v25.8.1.json", 1, "FAIL", "moved placements: publishes gpu-1-mig-19-4-1, gpu-1-mig-19-5-1, "
+     "gpu-1-mig-9-0-4 where the plan has gpu-1-mig-19-0-1, gpu-1-mig-19-1-1, gpu-1-mig-9-4-4", "GPU 0"),
+    (H200, "h200-ready-renamed.json", 0, "PASS", "6 device(s) read by attributes (profile, memory slices)", ""),
+], ids=["v25.8.1-default", "v25.8.1-said", "v25.12-on-v25.8.1-profile", "v25.8.1-moved", "attributes"])
+def test_both_namings(tmp_path: Path, profile: str, fixture: str, rc: int, status: str, words: str,
+                      absent: str) -> None:
+    """Issue 41: a node of DRA driver v25.8.1 that publishes the plan's placements is READY; the verdict says
+    which naming the node publishes, and a name neither form reads is matched by its attributes."""
+    got_rc, check = _run(tmp_path, profile, fixture, "--node", "h200-node")
+    assert (got_rc, check["status"]) == (rc, status), check
+    assert words in check["detail"]
+    assert not absent or absent not in check["detail"]
+
+
+def test_only_the_newest_pool_generation_counts(tmp_path: Path) -> None:
+    """Issue 42: generation 1 (GPU 1 partial) beside generation 2 (ready): only the newest counts (types.go)."""
+    rc, check = _run(tmp_path, H200, "h200-generations.json", "--node", "h200-node")
+    assert (rc, check["status"]) == (0, "PASS"), check
+
+
+@pytest.mark.parametrize(("extra", "rc", "status", "words"), [
+    ("", 0, "WARN", "exactly the plan's devices on 2 GPU(s) (0, 1)"),
+    ("gpu_count: 2\n", 0, "PASS", "exactly the plan's devices on 2 GPU(s) (0, 1)"),
+    ("gpu_count: 3\n", 1, "FAIL", "GPU 2 publishes no device (stranded"),
+], ids=["uncounted", "counted", "one-missing"])
+def test_two_models_each_entry_its_own_gpus(tmp_path: Path, extra: str, rc: int, status: str, words: str) -> None:
+    """Issue 42: an H200 entry and an A100 entry, devices all: each entry is compared with its model's GPUs."""
+    got_rc, check = _run(tmp_path, TWO_MODELS.replace("gpus:", extra + "gpus:"), "h200-a100.json",
+                         "--node", "mixed-node")
+    assert (got_rc, check["status"]) == (rc, status), check
+    assert words in check["detail"] and "partial layout" not in check["detail"]
+
+
+def test_a_node_without_slices_is_named_so(tmp_path: Path) -> None:
+    """Issue 42: --node naming a node absent from the capture says so, not 'stranded'."""
+    for profile in (H200, DYNAMIC):
+        rc, check = _run(tmp_path, profile, "h200-ready.json", "--node", "absent-node")
+        assert rc == 1 and check["detail"].startswith("no slices for node absent-node"), check
+        assert "stranded" not in check["detail"]
+
+
+ITEM = '{"kind": "List", "items": [{"kind": "ResourceSlice", "spec": {"driver": "gpu.nvidia.com", "nodeName": "n", ' \
+       '"pool": {"name": "n", "generation": 1}, "devices": [{"name": "gpu-0-mig-1g18gb-19-0", "attributes": %s}]}}]}'
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (ITEM % '[{"type": "mig"}]', "/items/0/spec/devices/0/attributes: not a map of attribute names"),
+    (ITEM % '{"type": "mig"}', "/items/0/spec/devices/0/attributes/type: not a device attribute"),
+    (ITEM % '{"profile": {"string": 3}}', "/attributes/profile: not a device attribute"),
+    (ITEM % '{"type": {"string": "mig", "int": 1}}', "/attributes/type: not a device attribute"),
+    (ITEM.replace('"gpu-0-mig-1g18gb-19-0"', '"GPU-0"') % "{}", "/devices/0/name: not a device name (a DNS label"),
+    (ITEM.replace('"generation": 1', '"generation": "1"') % "{}", "/items/0/spec/pool: not a pool"),
+    (ITEM.replace(', "pool": {"name": "n", "generation": 1}', "") % "{}", "/items/0/spec/pool: not a pool"),
+], ids=["attributes-list", "bare-string", "string-of-int", "two-kinds", "name-not-a-label", "generation-string",
+        "no-pool"])
+def test_attribute_shapes_are_located_usage_errors(tmp_path: Path, content: str, message: str) -> None:
+    """Issue 42: attributes of the wrong shape are a located error (exit 2), not a stranded or partial node."""
+    path, slices = tmp_path / "p.yaml", tmp_path / "s.json"
+    path.write_text(H200)
+    slices.write_text(content)
+    rc, out, err = cli("preflight", str(path), "--resource-slices", str(slices), "--node", "n")
+    assert rc == 2 and message in err and "Traceback" not in err, (out, err)
+
+
+@pytest.mark.parametrize("node", ["", "Node_1", "a" * 254, "-a", "n\n"])
+def test_a_node_name_that_cannot_be_one_is_a_usage_error(tmp_path: Path, node: str) -> None:
+    """Issue 42: --node '' exited 3 with a traceback; any name no Node can have is a usage error (exit 2)."""
+    path = tmp_path / "p.yaml"
+    path.write_text(H200)
+    rc, out, err = cli("preflight", str(path), "--resource-slices", str(FIXTURES / "h200-ready.json"), "--node", node)
+    assert rc == 2 and "not a node name" in err and "Traceback" not in err, (out, err)

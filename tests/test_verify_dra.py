@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from realtools import Ran, run
 from support import REPO, cli, generate
-from test_dra_claims import A100_MIXED
-from test_dra_preflight import DYNAMIC, H200
+from test_dra_claims import A100_MIXED, WHOLE
+from test_dra_preflight import DYNAMIC, H200, TWO_MODELS, V25_8
 from test_generated_scripts import FAKE_JOURNALCTL, FAKE_SYSTEMCTL, POISON, _exe
 
 pytestmark = pytest.mark.realtool
@@ -96,6 +96,19 @@ CASES = {
     "a100-mixed": (A100_MIXED, "a100-mixed.json", "a100-node", "WARN"),  # the fixture has +me at 3, the plan at 2
     "a100-on-h200-node": (A100_MIXED, "h200-ready.json", "h200-node", ""),
     "h200-on-a100-node": (UNCOUNTED, "a100-mixed.json", "a100-node", ""),
+    "v25.8.1-ready": (H200, "h200-ready-v25.8.1.json", "h200-node", ""),
+    "v25.8.1-ready-said": (V25_8, "h200-ready-v25.8.1.json", "h200-node", ""),
+    "v25.8.1-profile-on-v25.12-node": (V25_8, "h200-ready.json", "h200-node", ""),
+    "v25.8.1-moved": (H200, "h200-moved-v25.8.1.json", "h200-node", "WARN"),
+    "v25.8.1-moved-said": (V25_8, "h200-moved-v25.8.1.json", "h200-node", "WARN"),
+    "renamed": (H200, "h200-ready-renamed.json", "h200-node", ""),
+    "generations": (H200, "h200-generations.json", "h200-node", ""),
+    "two-models": (TWO_MODELS, "h200-a100.json", "mixed-node", ""),
+    "two-models-counted": (TWO_MODELS.replace("gpus:", "gpu_count: 3\ngpus:"), "h200-a100.json", "mixed-node", ""),
+    "no-slices": (H200, "h200-ready.json", "absent-node", ""),
+    "whole-gpu": (WHOLE, "h200-whole.json", "h200-node", ""),
+    "whole-gpu-missing": (WHOLE, "h200-ready.json", "h200-node", ""),
+    "dynamic-no-slices": (DYNAMIC, "h200-ready.json", "absent-node", ""),
     "dynamic-ready": (DYNAMIC, "dynamic-ready.json", "dyn-node", ""),
     "dynamic-static-left": (DYNAMIC, "dynamic-static-left.json", "dyn-node", ""),
     "dynamic-on-static-node": (DYNAMIC, "h200-ready.json", "h200-node", ""),
@@ -118,12 +131,15 @@ def test_the_verdicts_differ_between_cases(tmp_path: Path) -> None:
     assert seen == {"PASS", "FAIL", "WARN"}
     details = " ".join(preflight(tmp_path, p, f, n)[1] for p, f, n, _ in CASES.values())
     for words in ("stranded: MIG on", "partial layout", "moved placements", "publishes static MIG devices",
-                  "(MIG off) is not published", "published whole (MIG off?)"):
+                  "(MIG off) is not published", "published whole (MIG off?)", "no slices for node absent-node",
+                  "the form of DRA driver v25.3.0 to v25.8.1", "read by attributes", "the profile expects the names",
+                  "GPU 2 publishes no device (stranded"):
         assert words in details, words
 
 
 @pytest.mark.skipif(BUSYBOX is None, reason="no busybox here")
-@pytest.mark.parametrize("case", ["ready", "moved-strict", "a100-mixed", "dynamic-ready"])
+@pytest.mark.parametrize("case", ["ready", "moved-strict", "a100-mixed", "dynamic-ready", "v25.8.1-ready",
+                                  "generations", "renamed", "two-models"])
 def test_busybox_awk_reads_the_slices_too(tmp_path: Path, case: str) -> None:
     profile, fixture, node, differs = CASES[case]
     status, detail = preflight(tmp_path, profile, fixture, node)
@@ -155,8 +171,17 @@ def test_usage(tmp_path: Path, args: tuple[str, ...], rc: int, words: str) -> No
     (None, True, "INFO  kubectl cannot read ResourceSlices (no kubeconfig here, or no resource.k8s.io API)"),
     (None, False, "INFO  kubectl is not installed here: the DRA devices this node publishes (ResourceSlices)"),
     ("README.md", True, "INFO  kubectl get resourceslices -o json printed no List of ResourceSlices"),
-], ids=["cannot-read", "no-kubectl", "not-a-list"])
+    ("bad-attributes.json", True, "INFO  kubectl get resourceslices -o json printed no List of ResourceSlices"),
+], ids=["cannot-read", "no-kubectl", "not-a-list", "attribute-shapes"])
 def test_info_when_the_slices_cannot_be_read(tmp_path: Path, fixture: str | None, kubectl: bool, line: str) -> None:
+    """Attributes of the wrong shape (issue 42) are no verdict (stranded, partial): preflight locates them."""
+    if fixture == "bad-attributes.json":  # h200-ready.json with one attribute a bare string, one a list
+        doc = json.loads((FIXTURES / "h200-ready.json").read_text())
+        devices = doc["items"][1]["spec"]["devices"]
+        devices[0]["attributes"]["type"] = "mig"
+        devices[1]["attributes"] = [devices[1]["attributes"]]
+        (tmp_path / fixture).write_text(json.dumps(doc))
+        fixture = str(tmp_path / fixture)
     ran, lines = verify(tmp_path, H200, fixture, "--node", "h200-node", kubectl=kubectl)
     assert len(lines) == 1 and lines[0].startswith(line), ran.out
 

@@ -10,7 +10,8 @@ import click
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
 from migbake.kubernetes.labels import GPU_CLUSTER_NOTE, read_node_labels, read_node_name, read_operator_cr
-from migbake.node.draslices import read_resource_slices, slice_checks
+from migbake.node.draslices import check_node_name, read_resource_slices
+from migbake.node.draverdict import slice_checks
 from migbake.node.driveroffer import read_generate_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.node.preflight import check_capture, table
@@ -61,8 +62,10 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     profile or the generate-config capture is invalid), 2 for bad usage or an unreadable capture.
     With --resource-slices (a `kubectl get resourceslices -o json` capture) and --node NAME (or --node-json),
     kubernetes.allocation dra is READY when the node publishes exactly the profile's MIG devices (count
-    per profile per GPU and the names `migbake show` lists) and NOT READY for a stranded GPU, a partial
-    layout or moved placements; dra-dynamic is READY when no static MIG device exists (docs/dra.md).
+    per profile per GPU and the placements, read from names of either DRA driver naming, up to v25.8.1 or
+    from v25.12.0, else from the attributes; the newest generation of each pool) and NOT READY for a
+    stranded GPU, a partial layout or moved placements; dra-dynamic is READY when no static MIG device
+    exists (docs/dra.md).
     """
     capture_file = xml_file or csv_file
     if xml_file is not None and csv_file is not None:
@@ -70,6 +73,8 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     if capture_file is None and node_file is None and gc_file is None and slices_file is None:
         raise click.UsageError("give --nvidia-smi-xml FILE or --nvidia-smi-csv FILE, and/or --node-json FILE, "
                                "and/or --mig-parted-generate-config FILE, and/or --resource-slices FILE")
+    if node_name is not None:
+        check_node_name(node_name)  # --node '': a located usage error (exit 2), never a traceback
     if slices_file is not None and node_name is None and node_file is None:
         raise click.UsageError("--resource-slices needs --node NAME or --node-json FILE (which node's slices)")
     if node_name is not None and slices_file is None:

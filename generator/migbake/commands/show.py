@@ -61,5 +61,6 @@ def show(profile: Path) -> None:
             click.echo(line)
         for line in layout_report(prof):
             click.echo(line)
-    for line in managed_report(entries_of(prof.gpus), prof.gpu_count, prof.kubelet.present):
+    for line in managed_report(entries_of(prof.gpus), prof.gpu_count, prof.kubelet.present,
+                               prof.kubernetes.allocation):
         click.echo(line)

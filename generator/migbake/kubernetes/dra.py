@@ -8,8 +8,16 @@ Facts (kubernetes-sigs/dra-driver-nvidia-gpu, formerly NVIDIA/k8s-dra-driver-gpu
   (``+`` too), ``-`` trimmed (``MigSpecTuple.ToCanonicalName``/``toRFC1123Compliant``,
   cmd/gpu-kubelet-plugin/mig.go@v25.12.0 l.104-107; same at v0.4.0, v0.4.1, main); ``<minor>`` is the
   GPU's device minor (``/dev/nvidiaN``), ``<giProfileId>`` the ``ID`` column of ``nvidia-smi mig -lgip``
-  (nvlib.go@v25.12.0 l.715-726). Up to v25.8.1 the form was ``gpu-<minor>-mig-<giProfileId>-<start>-<size>``
-  (deviceinfo.go@v25.8.1 l.77-79);
+  (nvlib.go@v25.12.0 l.715-726). From v25.3.0 up to v25.8.1 the form was
+  ``gpu-<minor>-mig-<giProfileId>-<start>-<size>`` (deviceinfo.go@v25.8.1 l.77-79, the same at v25.3.0 and
+  v25.8.0): ``kubernetes.dra_driver_version`` says which (``naming``); a device name is a DNS label
+  (resource.k8s.io/v1 ``Device.Name``, vendor/k8s.io/api/resource/v1/types.go@v25.12.0 l.259-264);
+- the kubelet plugin knows only MIG profiles whose compute instance fills its GPU instance (``G == C``,
+  nvlib.go@v25.12.0 l.533, v25.8.1 l.258): a compute-instance layout is refused (``dra-compute-instance``);
+- a GPU with MIG off is the device ``gpu-<minor>`` of the device class ``gpu.nvidia.com``
+  (deviceinfo.go@v25.12.0 l.113-115; deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml@main),
+  its attribute ``productName`` NVML's device name (nvlib.go@v25.12.0 l.445; the claim of
+  demo/specs/quickstart/v1/gpu-test1.yaml@v25.12.0 asks for the class alone);
 - a CEL selector addresses the driver's bare attributes as ``device.attributes['gpu.nvidia.com'].profile``
   (site/content/docs/guides/gpu-allocation/mig.md@main; demo/specs/quickstart/v1/gpu-test4.yaml@v25.12.0).
 """
@@ -18,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -28,9 +36,34 @@ from migbake.profile.nodeprofile import GpuGroup, NodeProfile
 
 DRIVER = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
+GPU_CLASS = "gpu.nvidia.com"  # the device class of whole GPUs (deviceclass-gpu.yaml@main)
 CLAIM_API = "resource.k8s.io/v1"  # Kubernetes 1.34+; docs/dra.md shows resource.k8s.io/v1beta2 for 1.32/1.33
 STRANDED_LOG = "has MIG mode enabled but no configured MIG devices"  # nvlib.go@v25.12.0 l.280-301
 _NOT_RFC1123 = re.compile(r"[^a-z0-9.-]")
+DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")  # RFC 1123 label: what Device.Name must be
+VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
+Naming = Literal["v25.12", "v25.8"]
+NAMINGS: dict[str, str] = {"v25.12": "gpu-<minor>-mig-<profile>-<giProfileId>-<start> (DRA driver v25.12.0 and later)",
+                           "v25.8": "gpu-<minor>-mig-<giProfileId>-<start>-<size> (DRA driver v25.3.0 to v25.8.1)"}
+
+
+def naming(version: str) -> Naming | None:
+    """The device naming of DRA driver ``version`` ("" the newest); None for a version before v25.3.0's line.
+
+    v25.3.0 to v25.8.x: ``v25.8``; v25.12.0 and later, and kubernetes-sigs' restart at v0.4.0 and after:
+    ``v25.12``; v0.1 to v0.3 are NVIDIA/k8s-dra-driver's older releases (another API): None.
+    """
+    if not version:
+        return "v25.12"
+    m = VERSION.fullmatch(version)
+    if m is None:
+        return None
+    major, minor = int(m[1]), int(m[2])
+    if major == 25:
+        return "v25.8" if minor < 12 else "v25.12"
+    if major == 0:
+        return "v25.12" if minor >= 4 else None
+    return "v25.12"
 
 
 def canonical_profile(profile: str) -> str:
@@ -44,19 +77,23 @@ class DraDevice:
     """One MIG device the driver will publish for each GPU of an entry: its profile and placement."""
 
     profile: str
-    gi_profile_id: int | None  # None: the catalog does not know the profile's id (the name cannot be told)
+    gi_profile_id: int  # nvidia-smi mig -lgip's ID (the rule dra-device-name refuses a profile without one)
     start: int
     size: int
 
     @property
     def suffix(self) -> str:
-        """``mig-3g71gb-9-4``: the device name after ``gpu-<minor>-``."""
-        gid = "?" if self.gi_profile_id is None else str(self.gi_profile_id)
-        return f"mig-{canonical_profile(self.profile)}-{gid}-{self.start}"
+        """``mig-3g71gb-9-4``: the device name after ``gpu-<minor>-`` (v25.12.0 and later)."""
+        return f"mig-{canonical_profile(self.profile)}-{self.gi_profile_id}-{self.start}"
 
-    def name(self, minor: int | str) -> str:
-        """The device name on the GPU with device minor ``minor``."""
-        return f"gpu-{minor}-{self.suffix}"
+    @property
+    def legacy_suffix(self) -> str:
+        """``mig-9-4-4``: the device name after ``gpu-<minor>-`` up to v25.8.1 (id, start, size)."""
+        return f"mig-{self.gi_profile_id}-{self.start}-{self.size}"
+
+    def name(self, minor: int | str, form: Naming = "v25.12") -> str:
+        """The device name on the GPU with device minor ``minor``, in the driver's naming ``form``."""
+        return f"gpu-{minor}-{self.suffix if form == 'v25.12' else self.legacy_suffix}"
 
 
 @dataclass(frozen=True)
@@ -76,7 +113,9 @@ def _devices(group: GpuGroup, model: GpuModel) -> tuple[DraDevice, ...]:
     out = []
     for placed in placements_of(model, group.layout_dict):
         p = model.profile(placed.profile)
-        out.append(DraDevice(placed.profile, p.nvidia_smi_id if p else None, placed.start, placed.size))
+        if p is None or p.nvidia_smi_id is None:  # the rule dra-device-name refuses such a profile
+            raise ValueError(f"{model.key} {placed.profile}: no GPU-instance profile id")
+        out.append(DraDevice(placed.profile, p.nvidia_smi_id, placed.start, placed.size))
     return tuple(out)
 
 
@@ -95,18 +134,24 @@ class DraExpectation:
 
     gpus: tuple[int, ...] | None  # the GPUs to check; None: every GPU the node publishes (no gpu_count)
     mig: bool  # MIG on: exactly ``want`` on each GPU; off: the whole GPU ``gpu-<minor>``
-    want: tuple[tuple[str, str], ...]  # (profile, device name after ``gpu-<minor>-``), in creation order
+    want: tuple[DraDevice, ...]  # in creation order
+    # devices: all in a profile of several models: only the GPUs whose productName attribute (NVML's device
+    # name, nvlib.go@v25.12.0 l.445) is one of these belong to the entry; () for every GPU of ``gpus``
+    products: tuple[str, ...] = ()
+    model: str = ""
 
 
 def dra_expectations(profile: NodeProfile) -> tuple[DraExpectation, ...]:
     """Per ``gpus`` entry under ``dra``, the GPUs to check and the devices each publishes (() otherwise)."""
     out = []
-    for e in dra_entries(profile):
+    several = len({m.key for m in profile.models}) > 1
+    for e, m in zip(dra_entries(profile), profile.models):
         if e.devices != "all":
             gpus: tuple[int, ...] | None = tuple(int(x) for x in e.devices.split())
         else:
             gpus = None if profile.gpu_count is None else tuple(range(profile.gpu_count))
-        out.append(DraExpectation(gpus, e.mig, tuple((d.profile, d.suffix) for d in e.instances)))
+        products = (m.nvidia_smi_names or m.names) if several and e.devices == "all" else ()
+        out.append(DraExpectation(gpus, e.mig, e.instances, tuple(products), m.key))
     return tuple(out)
 
 
@@ -126,6 +171,26 @@ def selector(profile_name: str) -> str:
     return f"device.attributes['{DRIVER}'].profile == '{profile_name}'"
 
 
+def cel_string(text: str) -> str:
+    """``text`` as a single-quoted CEL string literal (backslash and quote escaped: cel-spec's string escapes)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def whole_gpu_models(profile: NodeProfile) -> list[GpuModel]:
+    """The MIG-capable models of entries with MIG off (published whole, as ``gpu-<minor>``), in profile order."""
+    out: list[GpuModel] = []
+    for g, m in zip(profile.gpus, profile.models):
+        if not g.mig_enabled and m not in out:
+            out.append(m)
+    return out
+
+
+def gpu_selector(model: GpuModel) -> str:
+    """The CEL expression that matches whole GPUs of ``model`` (its NVML product names), never a MIG device."""
+    names = ", ".join(cel_string(n) for n in (model.nvidia_smi_names or model.names))
+    return f"device.attributes['{DRIVER}'].type == 'gpu' && device.attributes['{DRIVER}'].productName in [{names}]"
+
+
 def claim_name(profile_name: str, taken: set[str]) -> str:
     """A DNS-label name for the template of ``profile_name`` (``mig-1g-18gb-me``), unique among ``taken``."""
     base = "mig-" + re.sub(r"[^a-z0-9]+", "-", profile_name.lower()).strip("-")
@@ -134,20 +199,27 @@ def claim_name(profile_name: str, taken: set[str]) -> str:
     return name
 
 
+def _template(api: str, name: str, request_name: str, device_class: str, expression: str) -> dict[str, Any]:
+    exact = {"deviceClassName": device_class, "selectors": [{"cel": {"expression": expression}}]}
+    request: dict[str, Any] = {"name": request_name}
+    if api.endswith("v1beta1"):
+        request.update(exact)  # v1beta1: the fields sit on the request itself
+    else:
+        request["exactly"] = exact
+    return {"apiVersion": api, "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [request]}}}}
+
+
 def claim_templates(profile: NodeProfile, api: str = CLAIM_API) -> list[dict[str, Any]]:
-    """One ResourceClaimTemplate per GPU-instance profile of the layouts: one device of that profile."""
+    """One ResourceClaimTemplate per GPU-instance profile of the layouts (one device of that profile), and one
+    per model of the entries with MIG off (one whole GPU of that model, device class ``gpu.nvidia.com``)."""
     out: list[dict[str, Any]] = []
     taken: set[str] = set()
     for prof in whole_instance_profiles(profile):
-        name = claim_name(prof, taken)
-        exact = {"deviceClassName": MIG_CLASS, "selectors": [{"cel": {"expression": selector(prof)}}]}
-        request: dict[str, Any] = {"name": "mig"}
-        if api.endswith("v1beta1"):
-            request.update(exact)  # v1beta1: the fields sit on the request itself
-        else:
-            request["exactly"] = exact
-        out.append({"apiVersion": api, "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-                    "spec": {"spec": {"devices": {"requests": [request]}}}})
+        out.append(_template(api, claim_name(prof, taken), "mig", MIG_CLASS, selector(prof)))
+    for model in whole_gpu_models(profile):
+        name = "gpu-" + re.sub(r"[^a-z0-9]+", "-", model.key.lower()).strip("-")
+        out.append(_template(api, name, "gpu", GPU_CLASS, gpu_selector(model)))
     return out
 
 
@@ -195,19 +267,19 @@ def dra_report(profile: NodeProfile) -> list[str]:
         lines.append("  The driver needs featureGates.DynamicMIG=true (and on Kubernetes 1.34/1.35 the "
                      "DRAPartitionableDevices gate): docs/dra.md.")
         return lines
+    form = naming(profile.kubernetes.dra_driver_version) or "v25.12"
     lines = [f"Kubernetes DRA (kubernetes.allocation: dra): the devices driver {DRIVER} publishes in the node's "
-             f"ResourceSlice (device class {MIG_CLASS}); names as v25.12.0 and later write them, <minor> the GPU's "
-             "device minor (/dev/nvidiaN, usually its index):"]
+             f"ResourceSlice (device class {MIG_CLASS}); names {NAMINGS[form]} (kubernetes.dra_driver_version), "
+             "<minor> the GPU's device minor (/dev/nvidiaN, usually its index):"]
     for e in dra_entries(profile):
         if not e.mig:
             for gpu in _gpu_indices(e.devices, profile.gpu_count):
                 lines.append(f"  gpu-{gpu} (the whole GPU: MIG off)")
             continue
         for gpu in _gpu_indices(e.devices, profile.gpu_count):
-            lines.append(f"  GPU {gpu} ({e.model}): " + ", ".join(d.name(gpu) for d in e.instances))
-    if any(d.gi_profile_id is None for e in dra_entries(profile) for d in e.instances):
-        lines.append("  ?: the catalog does not know this profile's GPU-instance profile id (nvidia-smi mig -lgip)")
-    lines.append("  Placements (the last two numbers: GI profile id, first memory slice) are migbake's prediction of "
+            lines.append(f"  GPU {gpu} ({e.model}): " + ", ".join(d.name(gpu, form) for d in e.instances))
+    numbers = "GI profile id, first memory slice" if form == "v25.12" else "GI profile id, first memory slice, size"
+    lines.append(f"  Placements (the last numbers: {numbers}) are migbake's prediction of "
                  "where the driver puts each instance (NVIDIA documents no rule); the restore compares them with "
                  "nvidia-smi mig -lgi (restore.placements). Claims that select by profile are unaffected.")
     return lines

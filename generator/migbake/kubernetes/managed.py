@@ -144,11 +144,13 @@ def _gpus_per_node(entries: Sequence[Entry], model: str, one_model: bool, gpu_co
     return str(gpu_count) if one_model and gpu_count else "COUNT"
 
 
-def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: bool) -> list[str]:
+def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: bool,
+                   allocation: str = "device-plugin") -> list[str]:
     """``migbake show``'s lines: per platform and GPU model, native or not, with the flag and Terraform or why."""
     lines = ["", "Native MIG elsewhere (one MIG profile on every GPU of a node pool or instance):"]
     one_model = len({e.model for e in entries}) == 1
-    written = kubelet and all(v.native for v in verdicts("bottlerocket", entries))
+    dra = allocation != "device-plugin"
+    written = kubelet and not dra and all(v.native for v in verdicts("bottlerocket", entries))
     platforms: tuple[Platform, ...] = ("gke", "aks", "bottlerocket")
     for platform in platforms:
         table = managed_data()[platform]
@@ -158,6 +160,8 @@ def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: boo
                 lines.append(f"{head} not native: {v.pointer}: {v.reason}")
             elif platform == "bottlerocket":
                 where = "OUT/bottlerocket/settings.toml" if written else (
+                    f"no file: kubernetes.allocation {allocation} (Bottlerocket's MIG settings are its device "
+                    "plugin's)" if dra else
                     "no file: another model is not native" if kubelet else "no file: kubelet.present is false")
                 lines.append(f'{head} native: mig.profile."{v.key}" = "{v.value}" ({where})')
             else:

@@ -118,6 +118,7 @@ class Kubernetes:
     mig_strategy: MigStrategy = "mixed"
     node_labels: tuple[tuple[str, str], ...] = ()
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
+    dra_driver_version: str = ""  # NVIDIA's DRA driver version (its device naming); "": the newest naming
 
 
 GresTypes = Literal["typed", "untyped"]

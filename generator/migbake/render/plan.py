@@ -28,6 +28,7 @@ from migbake.kubernetes.dra import (
     claim_templates_yaml,
     dra_entries,
     dra_expectations,
+    naming,
 )
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
@@ -141,10 +142,12 @@ class RenderPlan:
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
     advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
     dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
+    dra_naming: str = "v25.12"  # kubernetes.dra_driver_version's device naming (v25.12 or v25.8)
     dra_stranded_log: str = STRANDED_LOG  # what the driver logs for a stranded GPU (verify's words)
     claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
+    gpu_modes: tuple[str, ...] = ()  # per gpus entry, "on" (MIG on) or "off", as the config says (dra-dynamic's verify)
     bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
     ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
@@ -237,9 +240,11 @@ def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPla
 def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     """One MIG profile per Bottlerocket model key, when Bottlerocket expresses every model's layout, else ().
 
-    Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none.
+    Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none. Its MIG
+    settings are its device plugin's: a profile whose GPUs the DRA driver allocates gets none (``bottlerocket-dra``).
     """
-    found = verdicts("bottlerocket", entries_of(p.gpus)) if p.kubelet.present else []
+    found = verdicts("bottlerocket", entries_of(p.gpus)) \
+        if p.kubelet.present and p.kubernetes.allocation == "device-plugin" else []
     return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
 
 
@@ -289,10 +294,12 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         allocation=p.kubernetes.allocation,
         dra=dra_entries(p),
         dra_expected=dra_expectations(p),
+        dra_naming=naming(p.kubernetes.dra_driver_version) or "v25.12",
         advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
         placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
+        gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
         bottlerocket=_bottlerocket(p),
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
         eks=eks_family(p),

@@ -7,7 +7,17 @@ Facts from NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu, docs/dra.
 - with DynamicMIG the plugin destroys, at start, every MIG device it did not create
   (``DestroyUnknownMIGDevices``, cmd/gpu-kubelet-plugin/device_state.go@main l.400-485): under
   ``dra-dynamic`` a layout would be created at every boot and destroyed moments later;
-- the device plugin's MIG strategy (and the nvidia.com/mig-<profile> resources it names) plays no part.
+- the device plugin's MIG strategy (and the nvidia.com/mig-<profile> resources it names) plays no part;
+- the plugin knows only the MIG profiles whose compute instance fills its GPU instance: it builds its profile
+  list with ``if migProfile.GetInfo().G != migProfile.GetInfo().C { continue }`` (nvlib.go@v25.12.0 l.533,
+  v25.8.1 l.258, v0.4.0 l.585), and a MIG device of no listed profile fails its discovery ("error getting
+  profile info for MIG device", l.708, then "error discovering MIG devices for GPU", l.271), at start
+  (device_state.go@v25.12.0 l.84): under ``dra`` a compute-instance layout is refused;
+- a device is named by a DNS label (resource.k8s.io/v1 ``Device.Name``, vendor/k8s.io/api/resource/v1/
+  types.go@v25.12.0 l.259-264) that holds the GPU-instance profile id: a profile the catalog knows no id of,
+  or whose name would not be a DNS label, is refused under ``dra``;
+- the restore's placement check compares the placements with migbake's own model of NVIDIA's undocumented
+  choice (gpu/driverplacement.py, docs/dra.md): ``restore.placements: strict`` is a warning that says so.
 """
 
 from __future__ import annotations
@@ -15,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
-from migbake.gpu.catalog import Catalog
+from migbake.gpu.catalog import Catalog, GpuModel
+from migbake.kubernetes.dra import DNS_LABEL, VERSION, canonical_profile, naming
 from migbake.problems import Problem
-from migbake.rules.layouts import model_of
+from migbake.rules.layouts import layout_entries, model_of
 
 
 def allocation_of(data: object) -> str:
@@ -43,6 +54,8 @@ def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
                                  "'MIG mode enabled but no configured MIG devices'); give a layout, set "
                                  "mig.enabled: false to publish the whole GPU, or use allocation dra-dynamic",
                                  "dra-stranded-gpu")
+        if allocation == "dra" and model is not None and mig.get("enabled", True) is True:
+            yield from _dra_layout(loaded, ptr, group, model)
         if allocation == "dra-dynamic" and isinstance(layout, dict) and layout:
             yield loaded.problem(f"{ptr}/mig/layout", "a layout under kubernetes.allocation dra-dynamic: the DRA "
                                  "driver's DynamicMIG creates MIG devices per claim and destroys every MIG device "
@@ -56,10 +69,58 @@ def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
                              "class mig.nvidia.com", "dra-device-plugin-setting", severity="warning")
 
 
+def _dra_layout(loaded: LoadedProfile, ptr: str, group: dict[str, object], model: GpuModel) -> Iterator[Problem]:
+    """dra: no compute-instance profile; each profile has a GPU-instance profile id and a DNS-label device name."""
+    for entry in layout_entries(ptr, group):
+        gi, where = entry.gi_name, entry.pointer
+        if entry.c is not None and entry.c != entry.g:
+            yield loaded.problem(where, f"{entry.name!r} is a compute instance smaller than its GPU instance ({gi}): "
+                                 "NVIDIA's DRA driver knows only MIG devices whose compute instance fills the GPU "
+                                 "instance, and one it does not know fails its kubelet plugin's device discovery "
+                                 "('error getting profile info for MIG device', kubernetes-sigs/dra-driver-nvidia-gpu "
+                                 "cmd/gpu-kubelet-plugin/nvlib.go@v25.12.0 l.533, l.708); use the GPU-instance "
+                                 f"profile {gi!r} under kubernetes.allocation dra, or the device plugin",
+                                 "dra-compute-instance")
+            continue
+        if (prof := model.profile(gi)) is None:
+            continue  # the layout rules name the profile
+        if prof.nvidia_smi_id is None:
+            yield loaded.problem(where, f"{gi!r} of {model.key}: the catalog has no GPU-instance profile id for it "
+                                 "(nvidia-smi mig -lgip's ID; nvidia_smi_gi_profile_id in a catalog file), and the "
+                                 "DRA driver's device names hold it: add it to the catalog, or use another "
+                                 "allocation", "dra-device-name")
+            continue
+        start = max((pl.start for pl in prof.placements), default=0)
+        name = f"gpu-9999-mig-{canonical_profile(gi)}-{prof.nvidia_smi_id}-{start}"
+        if not DNS_LABEL.fullmatch(name):
+            yield loaded.problem(where, f"{gi!r} of {model.key}: the DRA driver's device name for it ({name}, with a "
+                                 "4-digit device minor) is not a DNS label (lower-case letters, digits and '-', at "
+                                 "most 63 characters), which resource.k8s.io/v1 requires of a device name",
+                                 "dra-device-name")
+
+
+def rule_dra_driver_version(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """kubernetes.dra_driver_version names a release of NVIDIA's DRA driver whose device names migbake knows."""
+    version = as_mapping(as_mapping(data).get("kubernetes")).get("dra_driver_version")
+    if isinstance(version, str) and VERSION.fullmatch(version) and naming(version) is None:
+        yield loaded.problem("/kubernetes/dra_driver_version", f"{version!r}: kubernetes-sigs/dra-driver-nvidia-gpu's "
+                             "releases are v25.3.0 to v25.12.x, then v0.4.0 and later (after the move to "
+                             "kubernetes-sigs); v0.1 to v0.3 are NVIDIA's older k8s-dra-driver, whose API and device "
+                             "names differ", "dra-driver-version")
+
+
 def rule_placements(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """restore.placements means something only under allocation dra (the device names encode placements)."""
+    """restore.placements: only under allocation dra; ``strict`` enforces migbake's model, not a documented fact."""
     restore = as_mapping(as_mapping(data).get("restore"))
     if "placements" in restore and allocation_of(data) != "dra":
         yield loaded.problem("/restore/placements", "restore.placements applies only with kubernetes.allocation "
                              "dra (DRA device names encode each instance's placement); it is ignored here",
                              "placements-without-dra", severity="warning")
+    elif restore.get("placements") == "strict":
+        yield loaded.problem("/restore/placements", "restore.placements strict fails the restore, and so keeps "
+                             "kubelet down, when a GPU instance is not at the placement migbake predicted (migbake "
+                             "show): the prediction is migbake's model of where the NVIDIA driver puts an instance "
+                             "created without a placement, which NVIDIA does not document (docs/dra.md); a driver "
+                             "that places otherwise fails every node of a rollout. Claims that select by profile "
+                             "do not depend on it; use warn unless something relies on the device names",
+                             "placements-strict-model", severity="warning")

@@ -14,7 +14,7 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
-from migbake.rules.allocation import allocation_of, rule_allocation, rule_placements
+from migbake.rules.allocation import allocation_of, rule_allocation, rule_dra_driver_version, rule_placements
 from migbake.rules.gpus import rule_no_mig, rule_pci_device_ids
 from migbake.rules.layouts import (
     layout_entries,
@@ -259,7 +259,8 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
                            rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
                            rule_paths, rule_unit_ordering, rule_restore_unit_name, rule_kubelet_args_env,
-                           rule_provided_later, rule_allocation, rule_placements, rule_slurm_node_name,
+                           rule_provided_later, rule_allocation, rule_placements, rule_dra_driver_version,
+                           rule_slurm_node_name,
                            rule_slurm_gpu_count, rule_mig_parted_url, rule_bottlerocket, rule_eks_al2,
                            rule_config_name_label)
 

@@ -12,6 +12,7 @@ from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
 from migbake.problems import Problem
 from migbake.profile.units import immutable_writable
+from migbake.rules.allocation import allocation_of
 from migbake.rules.layouts import model_of
 
 
@@ -38,8 +39,21 @@ def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -
 
 
 def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """bottlerocket.required: a layout Bottlerocket cannot express (mixed, unknown model) is a warning."""
+    """bottlerocket.required: a layout Bottlerocket cannot express (mixed, unknown model) is a warning; under a
+    DRA allocation Bottlerocket's MIG settings (the device plugin's) are refused (``bottlerocket-dra``)."""
     if as_mapping(as_mapping(data).get("bottlerocket")).get("required") is not True:
+        return
+    if (allocation := allocation_of(data)) in ("dra", "dra-dynamic"):
+        yield loaded.problem("/bottlerocket/required", f"bottlerocket.required under kubernetes.allocation "
+                             f"{allocation}: Bottlerocket partitions MIG only through its NVIDIA device plugin's "
+                             "settings (settings.kubelet-device-plugins.nvidia device-partitioning-strategy and "
+                             "mig.profile, bottlerocket-os/bottlerocket-settings-sdk:bottlerocket-settings-models/"
+                             "modeled-types/src/kubernetes.rs@25e4241f), which configure the device plugin on a node "
+                             "whose GPUs the DRA driver allocates; its DRA settings "
+                             "(settings.kubelet-dra-drivers.nvidia, settings-extensions/kubelet-dra-drivers/src/"
+                             "lib.rs@67ed021c) hold only 'enabled' and create no layout. "
+                             "OUT/bottlerocket/settings.toml is not written for a DRA profile: remove "
+                             "bottlerocket.required, or use allocation device-plugin", "bottlerocket-dra")
         return
     entries = []
     for ptr, group in gpu_entries(data):

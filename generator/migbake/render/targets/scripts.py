@@ -23,10 +23,14 @@ def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
 
 def _verify(plan: RenderPlan) -> dict[str, Any]:
     """The DRA devices verify expects: ``plan.dra_expected``, the expectations ``preflight --resource-slices`` uses."""
+    count = plan.profile.gpu_count
     return {"dra_checks": [{"gpus": "published" if e.gpus is None else " ".join(map(str, e.gpus)),
                             "mig": "yes" if e.mig else "no",
-                            "want": " ".join(f"{p}={suffix}" for p, suffix in e.want)}
-                           for e in plan.dra_expected]}
+                            "want": " ".join(f"{d.profile}={d.start}={d.suffix}={d.legacy_suffix}" for d in e.want),
+                            "products": "|".join(e.products)}
+                           for e in plan.dra_expected],
+            "dra_gpu_count": "" if count is None else str(count),
+            "dra_form": plan.dra_naming}
 
 
 def _preflight(plan: RenderPlan) -> dict[str, Any]:
