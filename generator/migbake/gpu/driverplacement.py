@@ -18,7 +18,7 @@ A full layout (every memory slice used) has one answer whatever the driver does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import permutations
 
 from migbake.gpu.catalog import GpuModel, MigProfile
@@ -98,3 +98,13 @@ def placements_of(model: GpuModel, layout: Mapping[str, int]) -> tuple[PlacedIns
     """The predicted placements, or ``fit``'s (sorted by start) where no prediction exists."""
     predicted = predict(model, layout)
     return predicted if predicted is not None else fit(model, layout).placements
+
+
+# Per ``gpus`` entry, where apply puts its instances (empty with MIG off): predicted once per profile (the
+# render plan's ``placements``, ``entry_placements``) and handed to every reader (DRA names, Slurm lines).
+EntryPlacements = tuple[tuple[PlacedInstance, ...], ...]
+
+
+def entry_placements(entries: Iterable[tuple[bool, GpuModel, Mapping[str, int]]]) -> EntryPlacements:
+    """Per entry (MIG on, its model, its layout), the predicted placements: one prediction per entry."""
+    return tuple(placements_of(model, layout) if mig else () for mig, model, layout in entries)

@@ -31,7 +31,8 @@ from typing import Any, Literal
 import yaml
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
-from migbake.gpu.driverplacement import placements_of
+from migbake.gpu.driverplacement import EntryPlacements, entry_placements
+from migbake.gpu.placement import PlacedInstance
 from migbake.profile.nodeprofile import GpuGroup, NodeProfile
 
 DRIVER = "gpu.nvidia.com"
@@ -107,25 +108,32 @@ class DraEntry:
     instances: tuple[DraDevice, ...]  # in the order apply creates them
 
 
-def _devices(group: GpuGroup, model: GpuModel) -> tuple[DraDevice, ...]:
+def placements(profile: NodeProfile) -> EntryPlacements:
+    """Per ``gpus`` entry, where apply puts its instances (one prediction per entry; the plan keeps it)."""
+    return entry_placements((g.mig_enabled, m, g.layout_dict) for g, m in zip(profile.gpus, profile.models))
+
+
+def _devices(group: GpuGroup, model: GpuModel, placed: tuple[PlacedInstance, ...]) -> tuple[DraDevice, ...]:
     if not group.mig_enabled:
         return ()
     out = []
-    for placed in placements_of(model, group.layout_dict):
-        p = model.profile(placed.profile)
+    for instance in placed:
+        p = model.profile(instance.profile)
         if p is None or p.nvidia_smi_id is None:  # the rule dra-device-name refuses such a profile
-            raise ValueError(f"{model.key} {placed.profile}: no GPU-instance profile id")
-        out.append(DraDevice(placed.profile, p.nvidia_smi_id, placed.start, placed.size))
+            raise ValueError(f"{model.key} {instance.profile}: no GPU-instance profile id")
+        out.append(DraDevice(instance.profile, p.nvidia_smi_id, instance.start, instance.size))
     return tuple(out)
 
 
-def dra_entries(profile: NodeProfile) -> tuple[DraEntry, ...]:
-    """Per ``gpus`` entry, the MIG devices each of its GPUs publishes (empty for MIG off or other allocations)."""
+def dra_entries(profile: NodeProfile, placed: EntryPlacements | None = None) -> tuple[DraEntry, ...]:
+    """Per ``gpus`` entry, the MIG devices each of its GPUs publishes (empty for MIG off or other allocations),
+    from the entries' placements (``placements``: the render plan passes its own, predicted once)."""
     if profile.kubernetes.allocation != "dra":
         return ()
+    placed = placements(profile) if placed is None else placed
     return tuple(DraEntry(i, m.key, "all" if g.devices == "all" else " ".join(map(str, g.devices)),
-                          g.mig_enabled, _devices(g, m))
-                 for i, (g, m) in enumerate(zip(profile.gpus, profile.models)))
+                          g.mig_enabled, _devices(g, m, where))
+                 for i, (g, m, where) in enumerate(zip(profile.gpus, profile.models, placed)))
 
 
 @dataclass(frozen=True)
@@ -141,11 +149,13 @@ class DraExpectation:
     model: str = ""
 
 
-def dra_expectations(profile: NodeProfile) -> tuple[DraExpectation, ...]:
-    """Per ``gpus`` entry under ``dra``, the GPUs to check and the devices each publishes (() otherwise)."""
+def dra_expectations(profile: NodeProfile, entries: tuple[DraEntry, ...] | None = None
+                     ) -> tuple[DraExpectation, ...]:
+    """Per ``gpus`` entry under ``dra``, the GPUs to check and the devices each publishes (() otherwise), from
+    ``entries`` (``dra_entries``: the render plan passes its own)."""
     out = []
     several = len({m.key for m in profile.models}) > 1
-    for e, m in zip(dra_entries(profile), profile.models):
+    for e, m in zip(dra_entries(profile) if entries is None else entries, profile.models):
         if e.devices != "all":
             gpus: tuple[int, ...] | None = tuple(int(x) for x in e.devices.split())
         else:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from migbake import __version__
-from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import PlacedInstance
 from migbake.kubernetes.dra import (
     DRIVER,
@@ -29,6 +28,7 @@ from migbake.kubernetes.dra import (
     dra_entries,
     dra_expectations,
     naming,
+    placements,
 )
 from migbake.kubernetes.kubelet import (
     NODEADM_DROPIN,
@@ -227,9 +227,9 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
-    return tuple(GroupPlacement(i, g.gpu.key, g.gpu.total_memory_slices,
-                                placements_of(g.gpu, g.layout_dict) if g.mig_enabled else ())
-                 for i, g in enumerate(p.gpus))
+    """Per entry, where apply puts its instances: the one prediction of the render (``dra.placements``)."""
+    return tuple(GroupPlacement(i, g.gpu.key, g.gpu.total_memory_slices, where)
+                 for i, (g, where) in enumerate(zip(p.gpus, placements(p))))
 
 
 def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPlacement, ...]
@@ -262,6 +262,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     reset_models = tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists}))
     bootcmd, runcmd = commands(p)
     groups, placed = tuple(verify_groups(p, filtered)), _placements(p)
+    where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it
+    dra = dra_entries(p, where)
     return RenderPlan(
         profile=p,
         header=head,
@@ -290,10 +292,10 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         bake_pieces=p.base_pieces_at("bake"),
         boot_pieces=p.base_pieces_at("boot"),
         first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
-        slurm=slurm_plan(p, kinds),
+        slurm=slurm_plan(p, kinds, where),
         allocation=p.kubernetes.allocation,
-        dra=dra_entries(p),
-        dra_expected=dra_expectations(p),
+        dra=dra,
+        dra_expected=dra_expectations(p, dra),
         dra_naming=naming(p.kubernetes.dra_driver_version) or "v25.12",
         advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),

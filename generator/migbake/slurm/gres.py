@@ -22,7 +22,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
-from migbake.gpu.driverplacement import placements_of
+from migbake.gpu.driverplacement import EntryPlacements, entry_placements
+from migbake.gpu.placement import PlacedInstance
 from migbake.kubernetes.resources import NodeKind, node_kinds
 from migbake.profile.nodeprofile import NodeProfile
 
@@ -102,8 +103,10 @@ class SlurmNode:
         return ",".join(f"gpu:{t}:{n}" for t, n in self.counts.items())
 
 
-def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None) -> list[SlurmNode]:
-    """Per kind of node (one per GPU model when the image serves several), what slurmd will count."""
+def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None,
+                placed: EntryPlacements | None = None) -> list[SlurmNode]:
+    """Per kind of node (one per GPU model when the image serves several), what slurmd will count; explicit
+    device lines from the entries' placements (``placed``: the render plan's, predicted once)."""
     models = profile.models
     out = []
     kinds = node_kinds(profile) if kinds is None else kinds
@@ -136,7 +139,9 @@ def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None) -
         key = models[kind.groups[0]].key if len(kinds) > 1 else ""
         node = SlurmNode(kind.label, gpus, counts, why, key)
         if not profile.slurm.autodetect:
-            node = replace(node, devices=tuple(_explicit_lines(profile, kind, node)))
+            if placed is None:
+                placed = entry_placements((g.mig_enabled, m, g.layout_dict) for g, m in zip(profile.gpus, models))
+            node = replace(node, devices=tuple(_explicit_lines(profile, kind, node, placed)))
         out.append(node)
     return out
 
@@ -146,7 +151,8 @@ def gi_id(start: int, size: int, total_slices: int) -> int:
     return total_slices // size - 1 + start // size
 
 
-def _explicit_lines(profile: NodeProfile, kind: NodeKind, node: SlurmNode) -> Iterator[str]:
+def _explicit_lines(profile: NodeProfile, kind: NodeKind, node: SlurmNode, placed: EntryPlacements
+                    ) -> Iterator[str]:
     """One line per device slurmd counts on a node of ``kind``: every MIG device (each compute instance), or
     the whole GPU with MIG off; all typed or all untyped, as ``node.counts`` (slurmd refuses a mix)."""
     models = profile.models
@@ -156,20 +162,22 @@ def _explicit_lines(profile: NodeProfile, kind: NodeKind, node: SlurmNode) -> It
         indices = range(index, index + (n or 0)) if group.devices == "all" else group.devices
         index += n or 0
         for gpu in indices:
-            yield from _gpu_lines(group.mig_enabled, group.layout_dict, model, gpu, None in node.counts)
+            yield from _gpu_lines(group.mig_enabled, placed[i], model, gpu, None in node.counts)
 
 
-def _gpu_lines(mig: bool, layout: dict[str, int], model: GpuModel, gpu: int, untyped: bool) -> Iterator[str]:
+def _gpu_lines(mig: bool, placed: tuple[PlacedInstance, ...], model: GpuModel, gpu: int, untyped: bool
+               ) -> Iterator[str]:
     if not mig:
         yield f"Name=gpu File=/dev/nvidia{gpu}"
         return
     # where apply puts each GPU instance: the plan's prediction (gpu.driverplacement), as restore.sh and the
     # DRA device names have it; by start, as the lines were before
-    for placed in sorted(placements_of(model, layout), key=lambda p: (p.start, p.profile)):
-        t = "" if untyped else f" Type={mig_type(model, placed.profile)}"
-        gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_id(placed.start, placed.size, model.total_memory_slices) * _PER_GI
+    for instance in sorted(placed, key=lambda p: (p.start, p.profile)):
+        t = "" if untyped else f" Type={mig_type(model, instance.profile)}"
+        gi_index = gi_id(instance.start, instance.size, model.total_memory_slices)
+        gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_index * _PER_GI
         # one MIG device per compute instance: compute instances 0, 1, ... of the GPU instance, in creation order
-        for ci in range(len(placed.carries) or 1):
+        for ci in range(len(instance.carries) or 1):
             yield (f"Name=gpu{t} MultipleFiles=/dev/nvidia{gpu},/dev/nvidia-caps/nvidia-cap{gi},"
                    f"/dev/nvidia-caps/nvidia-cap{gi + 1 + ci}")
 
@@ -183,11 +191,13 @@ class SlurmPlan:
     nodes: tuple[SlurmNode, ...]
 
 
-def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind]) -> SlurmPlan | None:
-    """The Slurm files' content for ``profile`` (None when it writes none), from its kinds of node."""
+def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPlacements | None = None
+               ) -> SlurmPlan | None:
+    """The Slurm files' content for ``profile`` (None when it writes none), from its kinds of node and the
+    entries' placements (the render plan's)."""
     if not slurm_applies(profile):
         return None
-    nodes = slurm_nodes(profile, kinds)
+    nodes = slurm_nodes(profile, kinds, placed)
     return SlurmPlan(profile.slurm.node_name or profile.name, profile.slurm.autodetect, tuple(nodes))
 
 
