@@ -24,25 +24,21 @@ H200_EXPORT = REPO / "tests/fixtures/mig-parted-export-h200-7x1g.yaml"  # an exp
 CASES_ROOT = REPO / "tests/cases"  # invalid/, warning/, valid/: one folder per profile
 SHARED = REPO.parent / "shared"  # the team's shared folder beside the checkout (reference copies only)
 # the real third-party judges the tests run (NVIDIA's nvidia-mig-parted, CoreOS's butane and ignition-validate,
-# AWS's nodeadm): ../shared/tools beside the checkout, or MIGBAKE_TOOLS; .ci/fetch-tools builds them there
-TOOLS = Path(os.environ.get("MIGBAKE_TOOLS") or SHARED / "tools")
+# AWS's nodeadm), in ../shared/tools beside the checkout, where .ci/fetch-tools builds them
+TOOLS = SHARED / "tools"
 # what a missing file under ../shared is, in the skip/fail line: (folder under ../shared, what it is)
 _JUDGES = {
-    "tools/nvidia-mig-parted": "NVIDIA's nvidia-mig-parted v0.15.0 (the judge of every mig-parted config)",
-    "tools/butane": "CoreOS's butane v0.29.0 and ignition-validate v2.26.0 (the judges of Butane and Ignition)",
-    "tools/nodeadm": "AWS's nodeadm from amazon-eks-ami v20260724 (the judge of NodeConfig user data)",
+    "tools/nvidia-mig-parted": "NVIDIA's nvidia-mig-parted (the judge of every mig-parted config)",
+    "tools/butane": "CoreOS's butane and ignition-validate (the judges of Butane and Ignition)",
+    "tools/nodeadm": "AWS's nodeadm (the judge of NodeConfig user data)",
     "reference": "the team's reference copies (NVIDIA's configs, the GPU catalog)",
 }
 
 
 def _judge(path: Path) -> str:
     """What ``path`` is, for the one line a missing judge prints."""
-    for root, base in ((TOOLS, "tools"), (SHARED, "")):
-        try:
-            rel = path.relative_to(root).as_posix()
-        except ValueError:
-            continue
-        rel = f"{base}/{rel}" if base else rel
+    if path.is_relative_to(SHARED):
+        rel = path.relative_to(SHARED).as_posix()
         for folder, what in _JUDGES.items():
             if rel == folder or rel.startswith(folder + "/"):
                 how = "run .ci/fetch-tools (README: real tools)" if folder.startswith("tools/") else \
