@@ -98,3 +98,22 @@ def test_an_installed_judge_is_checked_against_sha256sums(tmp_path: Path) -> Non
 def test_a_usage_mistake_is_exit_2(args: list[str], message: str) -> None:
     ran = _script(*args)
     assert ran.returncode == 2 and message in ran.stderr, ran
+
+
+@pytest.mark.parametrize(("missing", "names"), [
+    (TOOLS / "nvidia-mig-parted/no-such-judge", "NVIDIA's nvidia-mig-parted"),
+    (TOOLS / "butane/no-such-judge", "CoreOS's butane and ignition-validate"),
+    (TOOLS / "nodeadm/no-such-judge", "AWS's nodeadm"),
+], ids=["mig-parted", "butane", "nodeadm"])
+def test_a_missing_judge_skips_outside_ci_naming_it_and_fails_in_ci(
+        missing: Path, names: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fresh clone has no ../shared: its tests skip with one line that says what is missing and how to get it
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        shared_file(missing)
+    line = str(skipped.value)
+    assert "\n" not in line and line.startswith(names) and str(missing) in line and ".ci/fetch-tools" in line, line
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        shared_file(missing)
+    assert str(failed.value) == line
