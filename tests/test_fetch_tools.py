@@ -16,6 +16,7 @@ from support import REPO, TOOLS, shared_file
 
 SCRIPT = REPO / ".ci/fetch-tools"
 TEXT = SCRIPT.read_text(encoding="utf-8")
+CI_RUN_TEXT = (REPO / ".ci/run").read_text(encoding="utf-8")
 PINS = dict(re.findall(r"^([A-Z_]+)=(\S+)$", TEXT, re.M))
 # (tool folder under ../shared/tools, the variable prefix of its pins)
 PINNED = [("nvidia-mig-parted", "MIG_PARTED"), ("butane", "BUTANE"), ("butane", "IGNITION"), ("nodeadm", "NODEADM")]
@@ -117,3 +118,18 @@ def test_a_missing_judge_skips_outside_ci_naming_it_and_fails_in_ci(
     with pytest.raises(pytest.fail.Exception) as failed:
         shared_file(missing)
     assert str(failed.value) == line
+
+
+def test_the_readme_names_each_pinned_tool_and_where_the_tests_read_it() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### The real tools the tests use"):]
+    section = section[:section.index("\n## ")]
+    flat = " ".join(section.split())
+    for _, prefix in PINNED:
+        assert f"{PINS[prefix + '_TAG']} of {PINS[prefix + '_REPO']}" in flat, prefix
+    for folder in ("nvidia-mig-parted", "butane", "nodeadm"):
+        assert f"`../shared/tools/{folder}/`" in section
+    apt = CI_RUN_TEXT.split("APT_PACKAGES=(")[1].split(")")[0].split()
+    for package in ("packer", "shellcheck", "cloud-init", "systemd", "slurmd", "debootstrap", "qemu-system-x86"):
+        assert package in apt and f"`{package}`" in section, package
+
