@@ -41,9 +41,9 @@ def _judge(path: Path) -> str:
         rel = path.relative_to(SHARED).as_posix()
         for folder, what in _JUDGES.items():
             if rel == folder or rel.startswith(folder + "/"):
-                how = "run .ci/fetch-tools (README: real tools)" if folder.startswith("tools/") else \
-                    "check out shared/ beside the repository"
-                return f"{what} is missing: {path} not found; {how}"
+                how = ("run bash .ci/fetch-tools (README: The real tools the tests use)" if folder.startswith("tools/")
+                       else "check out shared/ beside the repository")
+                return f"{what}: {path} not found; {how}"
     return f"{path} is missing: check out shared/ beside the repository"
 
 
