@@ -35,6 +35,9 @@ FAST_TESTS = ["tests/test_cli.py", "tests/test_fastschema.py", "tests/test_inval
               "tests/test_warning_cases.py", "tests/test_write.py", "tests/test_images.py",
               "tests/test_startup.py", "tests/test_error_path.py", "tests/test_layout.py",
               "tests/test_catalog_file.py", "tests/test_gpu_names.py", "tests/test_mig_parted.py"]
+# what the clean copy the wheel is built from leaves out: build outputs, caches, venvs, git
+CLEAN_COPY_IGNORES = ("build", "dist", "*.egg-info", "__pycache__", ".venv", ".git", ".*_cache", ".hypothesis",
+                      "out")
 SHOWN = ("click", "Jinja2", "PyYAML", "jsonschema", "MarkupSafe", "referencing")
 
 
@@ -96,7 +99,9 @@ def fast_tier(python: str, wheel: Path, work: Path, constraints: Path | None, lo
     work.mkdir(parents=True)
     env_dir = work / "venv"
     bin_dir = env_dir / "bin"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "CI": "true",
+    # the caller's CI passes through: in CI (CI=true) a missing judge fails the tier's tests; in a fresh
+    # clone without ../shared/tools they skip, naming the judge (README: the real tools)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "VIRTUAL_ENV": str(env_dir), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.pop("PYTHONPATH", None)
     pip = [str(bin_dir / "python"), "-m", "pip", "install", "-q"]
@@ -142,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="migbake-pythons-") as tmp:
         work = Path(tmp)
+        # from a clean copy: setuptools reuses an earlier build's build/lib, whose files the wheel would keep
+        source = work / "source"
+        shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*CLEAN_COPY_IGNORES))
         built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                                "-w", str(work / "dist"), str(REPO)], check=False)
+                                "-w", str(work / "dist"), str(source)], check=False)
         if built.returncode:
             return 1
         wheel = next((work / "dist").glob("migbake-*.whl"))

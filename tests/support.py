@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +23,49 @@ H200_FIXTURES = REPO / "tests" / "fixtures" / "h200"
 H200_EXPORT = REPO / "tests/fixtures/mig-parted-export-h200-7x1g.yaml"  # an export's shape: 7x 1g.18gb
 CASES_ROOT = REPO / "tests/cases"  # invalid/, warning/, valid/: one folder per profile
 SHARED = REPO.parent / "shared"  # the team's shared folder beside the checkout (reference copies only)
+# the real third-party judges the tests run (NVIDIA's nvidia-mig-parted, CoreOS's butane and ignition-validate,
+# AWS's nodeadm), in ../shared/tools beside the checkout, where .ci/fetch-tools builds them
+TOOLS = SHARED / "tools"
+# what a missing file under ../shared is, in the skip/fail line: (folder under ../shared, what it is)
+_JUDGES = {
+    "tools/nvidia-mig-parted": "NVIDIA's nvidia-mig-parted (the judge of every mig-parted config)",
+    "tools/butane": "CoreOS's butane and ignition-validate (the judges of Butane and Ignition)",
+    "tools/nodeadm": "AWS's nodeadm (the judge of NodeConfig user data)",
+    "reference": "the team's reference copies (NVIDIA's configs, the GPU catalog)",
+}
+
+
+def _judge(path: Path) -> str:
+    """What ``path`` is, for the one line a missing judge prints."""
+    if path.is_relative_to(SHARED):
+        rel = path.relative_to(SHARED).as_posix()
+        for folder, what in _JUDGES.items():
+            if rel == folder or rel.startswith(folder + "/"):
+                how = ("run bash .ci/fetch-tools (README: The real tools the tests use)" if folder.startswith("tools/")
+                       else "check out shared/ beside the repository")
+                return f"{what}: {path} not found; {how}"
+    return f"{path} is missing: check out shared/ beside the repository"
 
 
 def shared_file(path: Path) -> Path:
-    """``path`` under ../shared; skipped when absent locally, a failure in CI (CI=true).
+    """``path`` under ../shared (a judge in ../shared/tools, or a reference copy): skipped when absent locally
+    with one line naming it and how to get it, a failure in CI (CI=true).
 
     Only for what a user's checkout cannot have; the H200 fixtures are in tests/fixtures/.
     """
     if not path.exists():
+        message = _judge(path)
         if os.environ.get("CI") == "true":
-            pytest.fail(f"{path} is missing: CI must check out shared/ beside the repository")
-        pytest.skip(f"{path} not found (shared/ is not beside this checkout)")
+            pytest.fail(message)
+        pytest.skip(message)
     return path
+
+
+def migbake_shell(command: str) -> str:
+    """A bash script that runs ``command`` with ``migbake`` being this checkout's (a shell function: a path
+    that contains "migbake" is left as it is, which a text replacement would break)."""
+    python = shlex.quote(sys.executable)
+    return f'migbake() {{ {python} -m migbake "$@"; }}\n{command}'
 
 
 # click 8.1 (the declared floor) mixes stderr into stdout unless told; 8.2 keeps them apart and has no switch

@@ -1,55 +1,141 @@
-"""pip install . into a fresh venv outside the checkout: templates, schemas and data are in the wheel."""
+"""The wheel is what we test: built once, installed (not editable) into a fresh venv, every command run from a
+folder outside the checkout and compared with the same command run from the checkout.
+
+A template or schema that pyproject's package data leaves out (a dotfile such as fleet/.ansible-lint.j2: glob's
+``*`` skips names that start with a dot) works from a checkout and fails only where migbake is installed.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import H200_EXPORT, H200_FIXTURES, REPO, cli
 
 pytestmark = pytest.mark.realtool
 
+P1 = str(REPO / "images/h200-inference/node-profile.yaml")
+P2 = str(REPO / "images/h100-h200-inference/node-profile.yaml")
+XML = str(H200_FIXTURES / "nvidia-smi-q.xml")
+ALL = [str(p) for p in sorted((REPO / "images").glob("*/node-profile.yaml"))]
+# every command on the example images: (id, argv, exit code). "out" and "images" are relative to the folder the
+# command runs in; `images` there is a copy of the checkout's images/
+COMMANDS = [
+    ("validate", ["validate", *ALL], 0),
+    ("generate", ["generate", P1, "-o", "out"], 0),
+    ("export", ["export", P1], 0),
+    ("export-gpu-operator", ["export", "--gpu-operator", P1, P2], 0),
+    ("export-ansible", ["export", "--ansible", P1, P2, "-o", "out"], 0),
+    ("import", ["import", str(H200_EXPORT), "--nvidia-smi-xml", XML], 0),
+    ("show", ["show", P1], 0),
+    ("layouts", ["layouts", "h200"], 0),
+    ("gpus", ["gpus"], 0),
+    ("preflight", ["preflight", P1, "--nvidia-smi-xml", XML], 1),  # the captured H200 has MIG off: NOT READY
+    ("images-check", ["images", "--check", "images"], 0),
+    ("bake-dry-run", ["bake", P1, "-o", "out", "--only", "null.ssh", "--var", "ssh_host=192.0.2.1", "--dry-run"], 0),
+]
+
+
+# what a clean copy of the checkout leaves out: build outputs, caches, venvs, git
+CLEAN_COPY_IGNORES = ("build", "dist", "*.egg-info", "__pycache__", ".venv", ".git", ".*_cache", ".hypothesis",
+                      "out")
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The wheel and the venv it is installed in."""
+
+    wheel: Path
+    env: Path
+
+    @property
+    def migbake(self) -> str:
+        """The installed console script."""
+        return str(self.env / "bin" / "migbake")
+
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=600)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=600,
+                          stdin=subprocess.DEVNULL)
 
 
-def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of this checkout, built once (``pip wheel --no-deps``, as .ci/pythons.py builds it).
+
+    From a clean copy: setuptools reuses an earlier build's ``build/lib``, and a file that an earlier package
+    list shipped would still be in the wheel.
+    """
+    dist, source = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("source") / "migbake"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*CLEAN_COPY_IGNORES))
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                  "-w", str(dist), str(REPO)], tmp_path)
+                  "--disable-pip-version-check", "-w", str(dist), str(source)], dist)
     assert built.returncode == 0, built.stderr
     wheels = list(dist.glob("migbake-*.whl"))
-    assert len(wheels) == 1
-    import zipfile
+    assert len(wheels) == 1, wheels
+    return wheels[0]
 
-    names = set(zipfile.ZipFile(wheels[0]).namelist())
-    assert "migbake/schemas/node-profile.schema.json" in names
-    assert "migbake/templates/cloud-init/user-data.j2" in names
-    assert "migbake/gpu/data/mig-catalog.json" in names
 
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    py = env_dir / "bin" / "python"
-    installed = _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheels[0])],
-                     tmp_path)
-    assert installed.returncode == 0, installed.stderr
-    where = _run([str(py), "-c", "import migbake.resources as r; print(r.templates_dir()); print(r.schema_path())"],
-                 tmp_path)
-    assert where.returncode == 0, where.stderr
-    assert all(line.startswith(str(env_dir)) for line in where.stdout.split()), where.stdout
-    out = tmp_path / "out"
-    gen = _run([str(env_dir / "bin" / "migbake"), "generate",
-                str(REPO / "images/h200-inference/node-profile.yaml"), "-o", str(out)], tmp_path)
-    assert gen.returncode == 0, gen.stderr
-    committed = REPO / "images/h200-inference/generated"
-    for f in committed.rglob("*"):
-        if f.is_file() and f.name != ".migbake-output":  # it records the profile's path relative to OUT
-            assert (out / f.relative_to(committed)).read_bytes() == f.read_bytes(), f
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """``wheel`` installed, not editable, into a fresh venv (its dependencies from the configured index)."""
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    ran = _run([str(env_dir / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                str(wheel)], env_dir)
+    assert ran.returncode == 0, ran.stderr
+    return Installed(wheel, env_dir)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _in_wheel(wheel: Path, prefix: str) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as z:
+        return {n[len(prefix):]: z.read(n) for n in sorted(z.namelist()) if n.startswith(prefix) and n[-1] != "/"}
+
+
+@pytest.mark.parametrize("folder", ["templates", "schemas"])
+def test_the_wheel_ships_every_template_and_schema_file_for_file(wheel: Path, folder: str) -> None:
+    shipped = _in_wheel(wheel, f"migbake/{folder}/")
+    source = _tree(REPO / folder)
+    assert sorted(set(source) - set(shipped)) == []  # e.g. fleet/.ansible-lint.j2, a dotfile glob's * skips
+    assert sorted(set(shipped) - set(source)) == []
+    assert shipped == source
+
+
+def test_the_wheel_ships_every_data_file_of_the_package(wheel: Path) -> None:
+    package = REPO / "generator/migbake"
+    data = {k for k in _tree(package) if "__pycache__" not in k and not k.endswith((".py", ".pyc"))}
+    assert sorted(data - set(_in_wheel(wheel, "migbake/"))) == []
+
+
+def test_package_data_patterns_take_dotfiles(tmp_path: Path) -> None:
+    # the patterns themselves: glob's "**/*" alone misses a dotfile in a subfolder, "**/.*" takes it
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    patterns = re.search(r'^"migbake\.templates" = \[(.*)\]$', text, re.M)
+    assert patterns is not None
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "fleet/.ansible-lint.j2").write_text("x")
+    (tmp_path / "fleet/site.yml.j2").write_text("x")
+    import glob
+
+    def taken(pats: list[str]) -> set[str]:
+        return {os.path.relpath(f, tmp_path) for p in pats for f in glob.glob(str(tmp_path / p), recursive=True)
+                if os.path.isfile(f)}
+
+    assert taken(["**/*"]) == {"fleet/site.yml.j2"}
+    assert taken(re.findall(r'"([^"]+)"', patterns.group(1))) == {"fleet/site.yml.j2", "fleet/.ansible-lint.j2"}
 
 
 def test_every_subpackage_ships_in_the_wheel() -> None:
@@ -60,3 +146,52 @@ def test_every_subpackage_ships_in_the_wheel() -> None:
     package = REPO / "generator" / "migbake"
     present = {".".join(("migbake", *p.parent.relative_to(package).parts)) for p in package.rglob("__init__.py")}
     assert sorted(present - listed) == []
+
+
+def test_the_installed_migbake_reads_its_own_templates_and_schemas(installed: Installed, tmp_path: Path) -> None:
+    where = _run([str(installed.env / "bin/python"), "-c",
+                  "import migbake.resources as r; print(r.templates_dir()); print(r.schema_path())"], tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert all(line.startswith(str(installed.env)) for line in where.stdout.split()), where.stdout
+    version = _run([installed.migbake, "--version"], tmp_path)
+    assert version.returncode == 0 and "0.1.0" in version.stdout, version
+
+
+def test_generate_from_the_wheel_writes_the_committed_tree(installed: Installed, tmp_path: Path) -> None:
+    ran = _run([installed.migbake, "generate", P1, "-o", "out"], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    committed = _tree(REPO / "images/h200-inference/generated")
+    written = _tree(tmp_path / "out")
+    committed.pop(".migbake-output")  # it records the profile's path relative to OUT
+    written.pop(".migbake-output")
+    assert written == committed
+
+
+@pytest.mark.parametrize(("argv", "code"), [c[1:] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
+def test_every_command_from_the_wheel_does_what_the_checkout_does(
+        installed: Installed, argv: list[str], code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel_dir, checkout_dir = tmp_path / "wheel", tmp_path / "checkout"
+    for d in (wheel_dir, checkout_dir):
+        d.mkdir()
+        if "images" in argv:
+            shutil.copytree(REPO / "images", d / "images")
+    ran = _run([installed.migbake, *argv], wheel_dir)
+    assert "Traceback" not in ran.stderr and "not found" not in ran.stderr, ran.stderr
+    assert ran.returncode == code, (ran.stdout[-2000:], ran.stderr)
+    monkeypatch.chdir(checkout_dir)
+    expected = cli(*argv, env={"NO_COLOR": "1"})
+    # bake's dry run validates in a temporary folder of its own
+    same = [re.sub(r"/migbake-dry-run-[^/]+/", "/TMP/", text) for text in (ran.stdout, ran.stderr, *expected[1:])]
+    assert (ran.returncode, *same[:2]) == (expected[0], *same[2:])
+    assert _tree(wheel_dir) == _tree(checkout_dir)
+
+
+def test_export_ansible_from_the_wheel_writes_the_lint_config(installed: Installed, tmp_path: Path) -> None:
+    ran = _run([installed.migbake, "export", "--ansible", P1, P2, "-o", "role"], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "role/.ansible-lint").is_file()
+
+
+def test_boot_test_help_from_the_wheel(installed: Installed, tmp_path: Path) -> None:
+    ran = _run([installed.migbake, "boot-test", "--help"], tmp_path)
+    assert ran.returncode == 0 and ran.stdout.startswith("Usage: migbake boot-test"), ran

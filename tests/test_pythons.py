@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -62,3 +64,26 @@ def test_ci_runs_the_fast_tier_on_every_other_python_before_the_full_suite() -> 
     assert tier < text.index('"$VENV/bin/python" -m pytest')
     module = pythons()
     assert all((REPO / f).is_file() for f in module.FAST_TESTS)
+
+
+def test_the_fast_tier_passes_the_callers_ci_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI=true forced on the tier made every judge test fail on a clone without ../shared/tools
+    module = pythons()
+    seen: list[str | None] = []
+
+    def fake_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        env = kwargs["env"]
+        assert isinstance(env, dict)
+        seen.append(env.get("CI"))
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(module.subprocess, "run", fake_run)
+    monkeypatch.setattr(module, "versions", lambda python: "")
+    for i, ci in enumerate((None, "true", "false")):
+        if ci is None:
+            monkeypatch.delenv("CI", raising=False)
+        else:
+            monkeypatch.setenv("CI", ci)
+        seen.clear()
+        ok, _ = module.fast_tier(sys.executable, tmp_path / "x.whl", tmp_path / str(i), None, tmp_path / f"{i}.log")
+        assert ok and seen and set(seen) == {ci}, (ci, seen)

@@ -11,25 +11,23 @@ cases mount a tmpfs in a private mount namespace (``unshare -m``): as root in CI
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import IMAGES, REPO
+from support import IMAGES, REPO, migbake_shell
 
 PROFILE = IMAGES[0] / "node-profile.yaml"
 NODE_FIXTURE = REPO / "tests/fixtures/kubectl-node/no-operator.json"
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "generator"), "NO_COLOR": "1"}
-MIGBAKE = f"{shlex.quote(sys.executable)} -m migbake"
 # root without the capabilities that bypass file permissions: a real "user who may not read it"
 AS_USER = "setpriv --bounding-set=-dac_override,-dac_read_search --inh-caps=-dac_override,-dac_read_search"
 
 
 def sh(command: str, cwd: Path, timeout: int = 60) -> subprocess.CompletedProcess[str]:
     """``command`` in bash, ``migbake`` being this checkout's."""
-    return subprocess.run(["bash", "-c", command.replace("migbake ", MIGBAKE + " ")], cwd=cwd, env=ENV,
+    return subprocess.run(["bash", "-c", migbake_shell(command)], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -152,7 +150,7 @@ def test_an_empty_path_is_a_usage_error_not_the_current_folder(command: str, tmp
 def _in_tmpfs(tmp: Path, options: str, script: str) -> subprocess.CompletedProcess[str]:
     """``script`` in a private mount namespace where ``tmp/mnt`` is a fresh tmpfs mounted with ``options``."""
     (tmp / "mnt").mkdir()
-    inner = f"mount -t tmpfs -o {options} tmpfs mnt && {script.replace('migbake ', MIGBAKE + ' ')}"
+    inner = migbake_shell(f"mount -t tmpfs -o {options} tmpfs mnt && {script}")
     ran = subprocess.run(["unshare", "-m", "bash", "-c", inner], cwd=tmp, env=ENV, capture_output=True, text=True,
                          timeout=120, check=False)
     if "mount:" in ran.stderr or "unshare:" in ran.stderr:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import IMAGES, REPO, cli
+from support import IMAGES, REPO, cli, migbake_shell
 
 from migbake.bake.packer import SOURCE_NAMES
 from migbake.cli.group import COMMANDS
@@ -22,8 +21,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO / "generator"), "MIGBAKE_PACKER": "/
 
 def piped(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``command`` in bash with pipefail, migbake being this checkout's."""
-    migbake = f"{sys.executable} -m migbake"
-    return subprocess.run(["bash", "-c", f"set -o pipefail; {command.replace('migbake', migbake)}"], cwd=cwd,
+    return subprocess.run(["bash", "-c", migbake_shell(f"set -o pipefail; {command}")], cwd=cwd,
                           env=ENV, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -50,6 +48,17 @@ def test_a_closed_pipe_ends_quietly(command: str, tmp_path: Path) -> None:
     assert ran.returncode in (0, 141), ran
     assert ran.stderr == "", ran.stderr
     assert ran.stdout.strip() != ""
+
+
+def test_a_path_that_contains_migbake_stays_as_it_is(tmp_path: Path) -> None:
+    # a checkout at ~/src/migbake: replacing the word "migbake" in the command line rewrote its paths too
+    folder = tmp_path / "migbake" / "my migbake images"
+    folder.mkdir(parents=True)
+    profile = folder / "migbake.yaml"
+    profile.write_text(PROFILE.read_text())
+    ran = piped(f"migbake show '{profile}' | head -1", folder)
+    assert ran.returncode in (0, 141) and ran.stderr == "", ran
+    assert ran.stdout.startswith("h200-inference: "), ran.stdout
 
 
 # --- standard input --------------------------------------------------------------------------------
