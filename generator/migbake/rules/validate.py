@@ -9,16 +9,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
 from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice
-from migbake.problems import Problem, UsageError, has_errors, sort_problems
+from migbake.problems import Ignored, Problem, UsageError, has_errors, set_aside, sort_problems
 from migbake.profile.schema import schema_problems
 from migbake.rules.general import rule_problems
+from migbake.rules.ignore import profile_suppressions
 
 if TYPE_CHECKING:
     from migbake.profile.nodeprofile import NodeProfile
@@ -26,11 +27,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Checked:
-    """A profile file after every check: its problems, and the model when it has no errors."""
+    """A profile file after every check: its problems, and the model when it has no errors.
+
+    ``ignored``: the warnings its ``validation.ignore`` sets aside (not in ``problems``; reports list them).
+    """
 
     file: str
     problems: list[Problem]
     profile: NodeProfile | None
+    ignored: list[Ignored] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -53,6 +58,9 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
         if isinstance(loaded.data, dict):
             problems += rule_problems(loaded, catalog.load())
     problems = sort_problems(_without_echoes(problems))
+    ignored: list[Ignored] = []
+    if isinstance(loaded.data, dict):
+        problems, ignored = set_aside(problems, profile_suppressions(loaded))
     profile = None
     if model and not has_errors(problems):
         from migbake.profile.nodeprofile import (
@@ -61,7 +69,7 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
 
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text, catalog.load())
-    return Checked(loaded.file, problems, profile)
+    return Checked(loaded.file, problems, profile, ignored)
 
 
 PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
@@ -139,10 +147,14 @@ def check_file(path: Path, display: str | None = None, catalog: CatalogChoice = 
     return _finish(loaded, problems, catalog)
 
 
-def _problems(path: Path, catalog: CatalogChoice) -> list[Problem]:
-    """``check_file(path).problems``, without building the model that only generation needs."""
+Findings = tuple[list[Problem], list[Ignored]]  # a file's problems, and the warnings its profile ignores
+
+
+def _problems(path: Path, catalog: CatalogChoice) -> Findings:
+    """``check_file(path)``'s problems and ignored warnings, without building the model only generation needs."""
     loaded, problems = read_profile(path)
-    return _finish(loaded, problems, catalog, model=False).problems
+    checked = _finish(loaded, problems, catalog, model=False)
+    return checked.problems, checked.ignored
 
 
 def check_bytes(data: bytes, file: str, catalog: CatalogChoice = PACKAGED) -> Checked:
@@ -167,7 +179,12 @@ def _single_threaded() -> bool:
 
 
 def file_problems(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[list[Problem]]:
-    """The problems of each profile file, in order: ``check_file(path, catalog=catalog).problems`` for every path.
+    """The problems of each profile file, in order: ``check_file(path, catalog=catalog).problems`` for every path."""
+    return [problems for problems, _ in file_findings(paths, catalog)]
+
+
+def file_findings(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[Findings]:
+    """Each profile file's problems and ignored warnings, in order: ``check_file(path, catalog=catalog)``'s.
 
     With many files, several CPUs and ``fork``, a worker process checks the second half while this one
     checks the first; each file is checked in full either way, and the worker sends back only its
@@ -229,7 +246,7 @@ def _fork_worker(paths: Sequence[Path], catalog: CatalogChoice) -> tuple[int, in
         os._exit(code)
 
 
-def _worker_result(pid: int, data: bytes) -> list[list[Problem]] | None:
+def _worker_result(pid: int, data: bytes) -> list[Findings] | None:
     """The worker's problems (``data``, all it wrote) once it has exited cleanly, else None."""
     _, status = os.waitpid(pid, 0)
     if status != 0:
@@ -237,7 +254,7 @@ def _worker_result(pid: int, data: bytes) -> list[list[Problem]] | None:
     import pickle
 
     try:
-        result: list[list[Problem]] = pickle.loads(data)
+        result: list[Findings] = pickle.loads(data)
     except Exception:
         return None
     return result
