@@ -7,7 +7,7 @@ warning is counted and listed in every report (``report``), never dropped.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from migbake.document.loader import LoadedProfile, as_mapping
@@ -49,12 +49,15 @@ def rule_ignore(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterat
         yield loaded.problem(f"{ptr}/rule", why, "ignore-unknown-rule" if rule not in RULES else "ignore-error-rule")
 
 
-def profile_suppressions(loaded: LoadedProfile) -> list[Suppression]:
-    """The suppressions a profile's ``validation.ignore`` makes (those naming a warning rule, with a reason)."""
+def profile_suppressions(loaded: LoadedProfile, problems: Sequence[Problem]) -> list[Suppression]:
+    """The suppressions a profile's ``validation.ignore`` makes: each entry naming a warning rule with a reason,
+    and with none of ``problems`` (the schema's too) inside it."""
     found = []
     for ptr, entry in _entries(loaded.data):
         rule, reason = entry.get("rule"), entry.get("reason")
-        if isinstance(rule, str) and isinstance(reason, str) and reason.strip() and why_not_ignorable(rule) is None:
+        if any(p.pointer == ptr or p.pointer.startswith(ptr + "/") for p in problems):
+            continue
+        if isinstance(rule, str) and isinstance(reason, str) and why_not_ignorable(rule) is None:
             line, col = loaded.where(ptr)
             found.append(Suppression(rule, "profile", reason, line, col, ptr))
     return found

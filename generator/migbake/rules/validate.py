@@ -60,7 +60,7 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
     problems = sort_problems(_without_echoes(problems))
     ignored: list[Ignored] = []
     if isinstance(loaded.data, dict):
-        problems, ignored = set_aside(problems, profile_suppressions(loaded))
+        problems, ignored = set_aside(problems, profile_suppressions(loaded, problems))
     profile = None
     if model and not has_errors(problems):
         from migbake.profile.nodeprofile import (
