@@ -13,7 +13,7 @@ from migbake.bake import packer
 from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, say, valid_profile
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
-from migbake.problems import PackerError
+from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
 
@@ -124,7 +124,10 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     _check_sources(only, variables)
     prof = valid_profile(profile, "nothing baked")
     _check_base_ami(only, variables, var_files, eks_family(prof))
-    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256)
+    if prof.outputs and "packer" not in prof.outputs:
+        raise UsageError(f"{profile}: outputs: ({', '.join(prof.outputs)}) leaves out packer, which bake builds "
+                         "from: add packer to the profile's outputs", usage=True)
+    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256, outputs=prof.outputs)
     recorded = read_origin(out_dir)
     if recorded is not None:
         origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with

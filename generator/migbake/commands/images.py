@@ -24,7 +24,8 @@ def images(images_dir: Path, check: bool) -> int:
 
     For a repository of golden images laid out as images/<name>/node-profile.yaml: one command
     keeps every committed output tree up to date, and `--check` fails CI (or a pre-commit hook)
-    when one is stale. Exit 1 if any profile is invalid or any tree is stale.
+    when one is stale. Each profile's outputs: chooses the folders written (default: all). Exit 1 if any
+    profile is invalid or any tree is stale.
     """
     profiles = sorted(images_dir.glob("*/node-profile.yaml"))
     if not profiles:
@@ -39,7 +40,8 @@ def images(images_dir: Path, check: bool) -> int:
         if checked.profile is None:
             failed += 1
             continue
-        origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256)
+        origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256,
+                           outputs=checked.profile.outputs)
         recorded = read_origin(out)
         if recorded is not None:
             origin = origin.same_options(recorded)  # keep the user-data forms it was generated with
