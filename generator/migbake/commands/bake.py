@@ -15,6 +15,7 @@ from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
+from migbake.render.tree import in_order
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
 
 _PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
@@ -127,7 +128,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     if prof.outputs and "packer" not in prof.outputs:
         raise UsageError(f"{profile}: outputs: ({', '.join(prof.outputs)}) leaves out packer, which bake builds "
                          "from: add packer to the profile's outputs", usage=True)
-    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256, outputs=prof.outputs)
+    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256, outputs=in_order(prof.outputs))
     recorded = read_origin(out_dir)
     if recorded is not None:
         origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with

@@ -18,7 +18,7 @@ from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
-from migbake.render.tree import OUTPUT_NAMES, only_outputs, render
+from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.wording import plural
 
@@ -30,7 +30,7 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     if unknown:
         raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output; allowed: {', '.join(OUTPUT_NAMES)}",
                                  ctx, param)
-    return tuple(n for n in OUTPUT_NAMES if n in names)
+    return in_order(tuple(names))
 
 
 @click.command()
@@ -69,7 +69,7 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     """
     prof = valid_profile(profile, "nothing written", strict=strict)
     origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
-                       user_data_mime=mime_part or "", outputs=outputs or prof.outputs, outputs_option=bool(outputs))
+                       user_data_mime=mime_part or "", outputs=outputs or in_order(prof.outputs), outputs_option=bool(outputs))
     recorded = read_origin(out) if check else None
     if recorded is not None and not (user_data_gzip or mime_part):
         origin = origin.same_options(recorded)  # compare with the options OUT was generated with

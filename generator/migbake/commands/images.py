@@ -11,6 +11,7 @@ from migbake.commands.common import NonEmptyPath, say
 from migbake.commands.generate import artifacts_for, report_diff, warn_sizes
 from migbake.exits import EXIT_INVALID, printable
 from migbake.gpu.catalog import CatalogChoice
+from migbake.render.tree import in_order
 from migbake.render.write import Origin, read_origin, write_tree
 from migbake.rules.validate import check_file
 from migbake.wording import plural
@@ -41,7 +42,7 @@ def images(images_dir: Path, check: bool) -> int:
             failed += 1
             continue
         origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256,
-                           outputs=checked.profile.outputs)
+                           outputs=in_order(checked.profile.outputs))
         recorded = read_origin(out)
         if recorded is not None:
             origin = origin.same_options(recorded)  # keep the user-data forms it was generated with

@@ -28,7 +28,7 @@ from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
 from migbake.render.targets.slurm import slurm
 
-__all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "only_outputs", "render", "render_plan"]
+__all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "in_order", "only_outputs", "render", "render_plan"]
 
 Target = Callable[[RenderPlan, Rendered, Templates], "list[Artifact]"]
 
@@ -50,6 +50,11 @@ TARGETS: tuple[tuple[str, Target], ...] = (
 
 # the output folders, each named as its target (``outputs:`` and ``generate --outputs`` choose among them)
 OUTPUT_NAMES = tuple(name for name, _ in TARGETS)
+
+
+def in_order(outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The output names of ``outputs`` in TARGETS' order, each once (how the marker records them)."""
+    return tuple(n for n in OUTPUT_NAMES if n in outputs)
 
 
 def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Artifact]:
