@@ -43,7 +43,8 @@ def test_every_generated_folder_is_an_output_name(image: Path) -> None:
 def test_only_the_asked_folders_are_written_and_dependencies_stay_byte_identical(tmp_path: Path) -> None:
     full, some, alone = tmp_path / "full", tmp_path / "some", tmp_path / "alone"
     assert cli("generate", str(H200 / "node-profile.yaml"), "-o", str(full))[0] == 0
-    code, _, err = cli("generate", str(H200 / "node-profile.yaml"), "-o", str(some), "--outputs", "karpenter,cloud-init")
+    code, _, err = cli("generate", str(H200 / "node-profile.yaml"), "-o", str(some), "--outputs",
+                       "karpenter,cloud-init")
     assert code == 0, err
     assert _top(some) == {".migbake-output", "cloud-init", "karpenter"}
     code, _, err = cli("generate", str(H200 / "node-profile.yaml"), "-o", str(alone), "--outputs", "karpenter")
@@ -116,7 +117,8 @@ def test_an_unknown_output_is_a_usage_error_or_a_located_problem(tmp_path: Path)
     code, out, _ = cli("validate", str(profile))
     assert code == 1
     line = len((H200 / "node-profile.yaml").read_text().splitlines()) + 1
-    assert f"{profile}:{line}:19: error: /outputs/1: 'cloudinit' is not allowed here; expected \"rootfs\", \"cloud-init\"" in out and "[schema-enum]" in out
+    assert f"{profile}:{line}:19: error: /outputs/1: 'cloudinit' is not allowed here; expected \"rootfs\", " in out
+    assert out.count("[schema-enum]") == 1
     code, out, _ = cli("validate", str(_profile(tmp_path, "[]")))
     assert code == 1 and "/outputs" in out
 

@@ -48,10 +48,10 @@ def test_text_lists_the_ignored_warning_and_strict_passes(ignoring: str, warn: s
 
 
 def test_the_console_fast_path_says_the_same(ignoring: str) -> None:
-    from migbake.cli.entry import quick_validate
-
     import contextlib
     import io
+
+    from migbake.cli.entry import quick_validate
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         code = quick_validate(["validate", ignoring])

@@ -88,11 +88,11 @@ def set_aside(problems: Iterable[Problem], suppressions: Iterable[Suppression]) 
     kept: list[Problem] = []
     ignored: list[Ignored] = []
     for p in problems:
-        s = by_rule.get(p.rule) if p.severity == "warning" else None
-        if s is None:
+        why = by_rule.get(p.rule) if p.severity == "warning" else None
+        if why is None:
             kept.append(p)
         else:
-            ignored.append(Ignored(p, s))
+            ignored.append(Ignored(p, why))
     return kept, ignored
 
 

@@ -120,7 +120,7 @@ def github_report(results: Sequence[FileResult]) -> str:
     ``::notice`` whose title says it is ignored and whose message ends with why."""
     lines = []
     for r in results:
-        shown = [(p, p.severity, f"migbake {p.rule}", "") for p in r.problems]
+        shown: list[tuple[Problem, str, str, str]] = [(p, p.severity, f"migbake {p.rule}", "") for p in r.problems]
         shown += [(i.problem, "notice", f"migbake {i.problem.rule} (ignored)", f" ({i.suppression.why()})")
                   for i in r.ignored]
         for p, level, title, why in shown:

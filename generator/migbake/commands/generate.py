@@ -28,8 +28,8 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     names = [n.strip() for v in values for n in v.split(",")]
     unknown = [n for n in names if n not in OUTPUT_NAMES]
     if unknown:
-        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output; allowed: {', '.join(OUTPUT_NAMES)}",
-                                 ctx, param)
+        allowed = ", ".join(OUTPUT_NAMES)
+        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output; allowed: {allowed}", ctx, param)
     return in_order(tuple(names))
 
 
@@ -69,7 +69,8 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     """
     prof = valid_profile(profile, "nothing written", strict=strict)
     origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
-                       user_data_mime=mime_part or "", outputs=outputs or in_order(prof.outputs), outputs_option=bool(outputs))
+                       user_data_mime=mime_part or "", outputs=outputs or in_order(prof.outputs),
+                       outputs_option=bool(outputs))
     recorded = read_origin(out) if check else None
     if recorded is not None and not (user_data_gzip or mime_part):
         origin = origin.same_options(recorded)  # compare with the options OUT was generated with

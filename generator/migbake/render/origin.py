@@ -1,8 +1,9 @@
 """Where an output tree came from: its marker file (``.migbake-output``), the ``Origin`` it records, read back.
 
 The marker records the profile's path (relative to OUT), name and sha256, the generate options, the output
-folders written (and whether ``--outputs`` chose them) and every file written, so that ``--check`` compares with the same options, OUT is not silently taken over by another
-profile, and the sha256 is in the marker alone (the generated files name the profile and migbake's version).
+folders written (and whether ``--outputs`` chose them) and every file written, so that ``--check`` compares
+with the same options and folders, OUT is not silently taken over by another profile, and the sha256 is in
+the marker alone (the generated files name the profile and migbake's version).
 """
 
 from __future__ import annotations
