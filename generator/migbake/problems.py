@@ -190,6 +190,13 @@ class CatalogError(MigbakeError):
         return [p.format() for p in self.problems] + [f"migbake: error: {self}"]
 
 
+class UnreadableCatalog(CatalogError):
+    """The catalog file cannot be read at all (missing, a directory, not a regular file): exit 2, an unreadable
+    file, as a profile that cannot be read."""
+
+    exit_code = EXIT_USAGE
+
+
 class UsageError(MigbakeError):
     """The command was asked for something it cannot do as asked (exit 2, like a bad option), or an input it
     was given (standard input, a file an option names) cannot be read.
