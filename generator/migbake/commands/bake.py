@@ -10,15 +10,20 @@ from pathlib import Path
 import click
 
 from migbake.bake import packer
-from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, say, valid_profile
+from migbake.commands.common import (
+    ListedBadParameter,
+    ListedUsageError,
+    NonEmptyPath,
+    generated_dir,
+    say,
+    valid_profile,
+)
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
 from migbake.render.tree import in_order
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
-
-_PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
 
 
 def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
@@ -28,10 +33,7 @@ def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
     """
     if target.is_dir() and (target / "node-profile.yaml").is_file():
         return target / "node-profile.yaml", out or target / "generated"
-    if target.is_dir() or target.name in ("node-profile.yaml", "node-profile.yml"):
-        return target, out or target.parent / "generated"
-    stem = next((target.name[: -len(x)] for x in _PROFILE_SUFFIXES if target.name.endswith(x)), target.name)
-    return target, out or target.parent / f"{stem}.generated"
+    return target, out or generated_dir(target)
 
 
 def _check_sources(only: tuple[str, ...], variables: tuple[str, ...]) -> None:

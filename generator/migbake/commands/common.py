@@ -90,6 +90,18 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     return checked.profile
 
 
+_PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
+
+
+def generated_dir(profile: Path) -> Path:
+    """Where ``images`` and ``bake`` write a profile's output tree: ``generated/`` beside a node-profile.yaml (or a
+    folder given as the profile), ``NAME.generated/`` beside a ``NAME.profile.yaml``."""
+    if profile.is_dir() or profile.name in ("node-profile.yaml", "node-profile.yml"):
+        return profile.parent / "generated"
+    stem = next((profile.name[: -len(x)] for x in _PROFILE_SUFFIXES if profile.name.endswith(x)), profile.name)
+    return profile.parent / f"{stem}.generated"
+
+
 def say(text: str, *, err: bool = False) -> None:
     """One line of a command's own words to the terminal, escaped as a whole (``exits.printable``): a path or a
     name in it with a line break or a terminal control cannot start another line (a forged "wrote ...")."""

@@ -65,7 +65,8 @@ class Origin:
         return (MARKER_TEXT + f"profile: {self.profile}\nname: {self.name}\nsha256: {self.sha256}\n"
                 f"user-data-gzip: {'yes' if self.user_data_gzip else 'no'}\n"
                 f"user-data-mime: {self.user_data_mime or 'no'}\n"
-                f"outputs: {','.join(self.outputs) or 'all'}{_OPTION if self.outputs_option else ''}\n")
+                + (f"outputs: {','.join(self.outputs)}{_OPTION if self.outputs_option else ''}\n" if self.outputs
+                   else ""))  # no line: every output (as a marker of an older migbake says)
 
     @classmethod
     def parse(cls, text: str) -> Origin | None:

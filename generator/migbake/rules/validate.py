@@ -72,6 +72,8 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
     return Checked(loaded.file, problems, profile, ignored)
 
 
+# the names of a profile in a folder: ``validate DIR``, ``images DIR`` (and pre-commit's hook) find these, at any
+# depth below DIR (``profiles_in``, the one search both use)
 PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
 _PROFILE_NAMES = frozenset(g for g in PROFILE_GLOBS if "*" not in g)
 _PROFILE_SUFFIXES = tuple(g[1:] for g in PROFILE_GLOBS if g.startswith("*") and "*" not in g[1:])
@@ -113,6 +115,21 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+def profiles_in(folder: Path, shown: str | None = None) -> list[Path]:
+    """Every profile below ``folder`` (PROFILE_GLOBS, at any depth), sorted: what ``validate DIR`` and
+    ``images DIR`` both check. UsageError (after the command's usage line) when it cannot be read or holds none;
+    ``shown``: how messages name the folder (as the user typed it)."""
+    name = printable(shown if shown is not None else str(folder))
+    try:
+        os.scandir(folder).close()
+    except OSError as err:
+        raise UsageError(f"{name}: cannot read this directory: {err.strerror or err}", usage=True) from err
+    found = _profiles_below(folder)
+    if not found:
+        raise UsageError(f"{name}: no {', '.join(PROFILE_GLOBS)} below this directory", usage=True)
+    return found
+
+
 def profile_files(args: Sequence[str]) -> Iterator[Path]:
     """The profiles ``args`` name: a file as it is, ``-`` (standard input), or every profile below a directory.
 
@@ -127,16 +144,7 @@ def profile_files(args: Sequence[str]) -> Iterator[Path]:
     for raw in args:
         p = Path(raw)
         if raw != "-" and _is_dir(p):
-            try:
-                os.scandir(p).close()
-            except OSError as err:
-                raise UsageError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}",
-                                 usage=True) from err
-            found = _profiles_below(p)
-            if not found:
-                raise UsageError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory",
-                                 usage=True)
-            yield from found
+            yield from profiles_in(p, raw)
         else:
             yield p
 

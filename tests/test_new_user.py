@@ -1,0 +1,36 @@
+"""What a new user tripped on (issue 44), each pinned by a test that failed before its fix."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from support import REPO, cli
+
+from migbake.rules.validate import PROFILE_GLOBS
+
+H200 = REPO / "images/h200-inference/node-profile.yaml"
+
+
+def test_images_and_validate_find_the_same_profiles(tmp_path: Path) -> None:
+    """``images DIR`` found only ``*/node-profile.yaml``; ``validate DIR`` every PROFILE_GLOBS name at any depth."""
+    top = tmp_path / "images"
+    names = ["a/node-profile.yaml", "b/node-profile.yml", "c/gpu.profile.yaml", "d/deep/node-profile.yaml",
+             "e.profile.yml"]
+    for name in names:
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(H200, top / name)
+    (top / "f").mkdir()
+    (top / "f/notes.yaml").write_text("not a profile\n")
+    code, out, err = cli("validate", str(top))
+    assert code == 0, out + err
+    assert out == f"{len(names)} files valid\n"
+    code, out, err = cli("images", str(top))
+    assert code == 0, out + err
+    trees = sorted(p.parent.relative_to(top).as_posix() for p in top.rglob(".migbake-output"))
+    assert trees == ["a/generated", "b/generated", "c/gpu.generated", "d/deep/generated", "e.generated"]
+    assert cli("images", "--check", str(top))[0] == 0
+    # an empty folder: both say the same, naming every name they look for
+    (tmp_path / "empty").mkdir()
+    said = {cli(cmd, str(tmp_path / "empty"))[2].splitlines()[-1] for cmd in ("validate", "images")}
+    assert said == {f"migbake: error: {tmp_path / 'empty'}: no {', '.join(PROFILE_GLOBS)} below this directory"}
