@@ -34,3 +34,20 @@ def test_images_and_validate_find_the_same_profiles(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     said = {cli(cmd, str(tmp_path / "empty"))[2].splitlines()[-1] for cmd in ("validate", "images")}
     assert said == {f"migbake: error: {tmp_path / 'empty'}: no {', '.join(PROFILE_GLOBS)} below this directory"}
+
+
+def test_a_mig_parted_config_given_to_validate_says_migbake_import(tmp_path: Path) -> None:
+    config = REPO / "tests/fixtures/mig-parted-export-h200-7x1g.yaml"
+    code, out, _ = cli("validate", str(config))
+    assert code == 1
+    assert out == (f"{config}:2:1: error: /mig-configs: this is an nvidia-mig-parted config (version: v1, "
+                   "mig-configs), not a node profile: make a profile of it with `migbake import FILE -o "
+                   "node-profile.yaml` "
+                   "(--config NAME chooses one of its configs) [mig-parted-config]\n1 problem in 1 file (1 checked)\n")
+    # and the command it names makes a valid profile of it
+    profile = tmp_path / "node-profile.yaml"
+    assert cli("import", str(config), "--model", "h200", "-o", str(profile))[0] == 0
+    assert cli("validate", str(profile))[0] == 0
+    # a profile that merely has version v1 is not taken for one
+    (tmp_path / "v1.yaml").write_text("version: v1\nname: x\ngpus: []\n")
+    assert "[mig-parted-config]" not in cli("validate", str(tmp_path / "v1.yaml"))[1]

@@ -63,6 +63,7 @@ _SCHEMA = (
     ("schema-range", "a number below its minimum or above its maximum"),
     ("schema-size", "a string, list or map that is too short or too long"),
     ("schema-unique", "a list whose items must be unique repeats one"),
+    ("mig-parted-config", "an nvidia-mig-parted config given where a node profile is read: migbake import makes one"),
 )
 _RULES = (
     ("unknown-model", "a GPU model the catalog does not know (with 'did you mean')"),

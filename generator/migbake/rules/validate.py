@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
 from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice
-from migbake.problems import Ignored, Problem, UsageError, has_errors, set_aside, sort_problems
+from migbake.problems import STDIN_NAME, Ignored, Problem, UsageError, has_errors, set_aside, sort_problems
 from migbake.profile.schema import schema_problems
 from migbake.rules.general import rule_problems
 from migbake.rules.ignore import profile_suppressions
@@ -51,9 +51,23 @@ def _without_echoes(problems: list[Problem]) -> list[Problem]:
             if not (p.rule == "empty-layout" and any(u.startswith(p.pointer + "/") for u in unknown))]
 
 
+def _mig_parted_config(loaded: LoadedProfile) -> Problem | None:
+    """The one problem of an nvidia-mig-parted config given as a profile (``version: v1`` and ``mig-configs``):
+    what it is and the command that makes a profile of it, instead of the schema's four errors."""
+    data = loaded.data
+    if not (isinstance(data, dict) and data.get("version") == "v1" and "mig-configs" in data):
+        return None
+    source = "-" if loaded.file == STDIN_NAME else "FILE"  # the location names the file
+    return loaded.problem("/mig-configs", "this is an nvidia-mig-parted config (version: v1, mig-configs), not a "
+                          f"node profile: make a profile of it with `migbake import {source} -o node-profile.yaml` "
+                          "(--config NAME chooses one of its configs)", "mig-parted-config", key=True)
+
+
 def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoice, *, model: bool = True) -> Checked:
     """The profile's problems and model; ``catalog`` is read only for a mapping (the rules and the model need it)."""
-    if loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
+    if (mig_parted := _mig_parted_config(loaded)) is not None:
+        problems = [*problems, mig_parted]
+    elif loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
         problems = problems + schema_problems(loaded, catalog)
         if isinstance(loaded.data, dict):
             problems += rule_problems(loaded, catalog.load())
