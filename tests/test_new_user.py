@@ -51,3 +51,22 @@ def test_a_mig_parted_config_given_to_validate_says_migbake_import(tmp_path: Pat
     # a profile that merely has version v1 is not taken for one
     (tmp_path / "v1.yaml").write_text("version: v1\nname: x\ngpus: []\n")
     assert "[mig-parted-config]" not in cli("validate", str(tmp_path / "v1.yaml"))[1]
+
+
+def test_a_global_option_after_the_command_says_where_it_goes() -> None:
+    profile = str(H200)
+    for args, hint in [
+        (["validate", profile, "--debug"], "--debug is an option of migbake itself: put it before the command "
+                                          "(migbake --debug validate ...)"),
+        (["validate", "--catalog", "x.json", profile], "--catalog is an option of migbake itself: put it before "
+                                                      "the command (migbake --catalog FILE validate ...)"),
+        (["generate", "--catalog=x.json", profile, "-o", "out"], "(migbake --catalog FILE generate ...)"),
+        (["gpus", "--version"], "--version is an option of migbake itself: `migbake --version`"),
+    ]:
+        code, out, err = cli(*args)
+        assert code == 2 and out == "", args
+        assert err.splitlines()[-1].startswith("migbake: error: No such option"), err
+        assert err.splitlines()[-1].endswith(hint), (args, err)
+    # an option that is nobody's gets no such hint
+    code, _, err = cli("validate", profile, "--nope")
+    assert code == 2 and "option of migbake itself" not in err
