@@ -70,3 +70,20 @@ def test_a_global_option_after_the_command_says_where_it_goes() -> None:
     # an option that is nobody's gets no such hint
     code, _, err = cli("validate", profile, "--nope")
     assert code == 2 and "option of migbake itself" not in err
+
+
+def test_an_h100_pcie_profiles_comments_name_the_pcie_board(tmp_path: Path) -> None:
+    """The comments named the catalog model's first name (H100-SXM5-80GB) whatever board the profile named."""
+    for written, board in [("NVIDIA H100 PCIe", "H100-PCIE-80GB"), ("H100 PCIe", "H100-PCIE-80GB"),
+                           ('"0x233110DE"', "H100-PCIE-80GB"), ("H100-SXM5-80GB", "H100-SXM5-80GB"),
+                           ("A100 PCIe 80GB", "A100-PCIE-80GB")]:
+        profile = tmp_path / "p.yaml"
+        profile.write_text(f"version: 1\nname: p\ngpus:\n  - model: {written}\n    mig: {{layout: {{7g.80gb: 1}}}}\n")
+        out = tmp_path / written.strip('"').replace(" ", "_")
+        code, _, err = cli("generate", str(profile), "-o", str(out), "--outputs", "rootfs,cloud-init")
+        assert code == 0, err
+        for path in ("rootfs/etc/nvidia-mig/config.yaml", "cloud-init/user-data"):
+            text = (out / path).read_text()
+            assert f"# {board} (" in text, (written, path)
+            other = "SXM" if "PCIE" in board else "PCIE"
+            assert other not in text.upper().replace("NVIDIA-MIG", ""), (written, path)
