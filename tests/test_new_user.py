@@ -87,3 +87,21 @@ def test_an_h100_pcie_profiles_comments_name_the_pcie_board(tmp_path: Path) -> N
             assert f"# {board} (" in text, (written, path)
             other = "SXM" if "PCIE" in board else "PCIE"
             assert other not in text.upper().replace("NVIDIA-MIG", ""), (written, path)
+
+
+def test_dra_doc_counts_the_h200s_memory_slices_from_the_catalog() -> None:
+    """docs/dra.md said 7x 1g.18gb uses every memory slice of an H200: it leaves one (catalog: 8 slices)."""
+    from migbake.gpu.catalog import load_catalog
+
+    h200 = load_catalog().find("h200-141gb")
+    assert h200 is not None
+    one = h200.profile("1g.18gb")
+    assert one is not None
+    starts = sorted(p.start for p in one.placements)
+    free = h200.total_memory_slices - one.max_count * one.memory_slices
+    text = " ".join((REPO / "docs/dra.md").read_text().split())
+    assert "uses every memory slice (7x 1g.18gb)" not in text
+    claim = (f"{one.max_count}x 1g.18gb on an H200 sits at starts {starts[0]}-{starts[-1]}, and leaves {free} of its "
+             f"{h200.total_memory_slices} memory slices free (no 1g.18gb placement starts at slice "
+             f"{h200.total_memory_slices - 1})")
+    assert free == 1 and claim in text
