@@ -152,3 +152,18 @@ def test_a_marker_without_outputs_means_all() -> None:
     assert origin is not None and origin.outputs == () and not origin.outputs_option
     again = Origin.parse(Origin("p", "n", "x", outputs=("rootfs", "karpenter"), outputs_option=True).text())
     assert again is not None and again.outputs == ("rootfs", "karpenter") and again.outputs_option
+
+
+def test_bake_needs_packer_among_the_outputs(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "[rootfs, karpenter]")
+    code, _, err = cli("bake", str(profile), "--only", "null.ssh", "--var", "ssh_host=x", "--dry-run")
+    assert code == 2 and "leaves out packer" in err
+    assert not (tmp_path / "generated").exists()
+
+
+def test_an_asked_output_with_nothing_to_write_is_said(tmp_path: Path) -> None:
+    code, _, err = cli("generate", str(H200 / "node-profile.yaml"), "-o", str(tmp_path / "o"), "--outputs",
+                       "rootfs,slurm")
+    assert code == 0
+    assert "migbake: note: nothing to write in slurm for this profile" in err
+    assert _top(tmp_path / "o") == {".migbake-output", "rootfs"}
