@@ -105,3 +105,17 @@ def test_dra_doc_counts_the_h200s_memory_slices_from_the_catalog() -> None:
              f"{h200.total_memory_slices} memory slices free (no 1g.18gb placement starts at slice "
              f"{h200.total_memory_slices - 1})")
     assert free == 1 and claim in text
+
+
+def test_the_pre_commit_hook_takes_the_same_names() -> None:
+    import fnmatch
+    import re
+
+    import yaml
+
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    files = re.compile(next(h["files"] for h in hooks if h["id"] == "migbake-validate"))
+    for path in ("node-profile.yaml", "a/node-profile.yml", "a/gpu.profile.yaml", "b/x.profile.yml", "profile.yaml",
+                 "a/node-profile.yaml.bak", "a/notes.yaml", "a/.profile.yaml", "node-profiles.yaml"):
+        name = path.rsplit("/", 1)[-1]
+        assert bool(files.search(path)) == any(fnmatch.fnmatchcase(name, g) for g in PROFILE_GLOBS), path
