@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import Result
-from support import CliRunner
+from support import REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalog import CatalogChoice, load_catalog
@@ -157,7 +158,12 @@ def test_an_invalid_catalog_file_is_refused_with_positions(case: str, tmp_path: 
 
 
 def test_a_missing_or_directory_catalog_file(tmp_path: Path) -> None:
-    for path in (tmp_path / "missing.json", tmp_path):
-        result = _run("--catalog", str(path), "gpus")
-        assert result.exit_code == 1 and "cannot read the catalog file" in result.stderr, result.output
-        assert "[unreadable]" in result.stderr, result.stderr
+    """An unreadable catalog file is exit 2, as the README's exit-code table says of an unreadable file (issue 44:
+    it was 1); a catalog file that is read but invalid stays 1 (the test above)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (tmp_path / "missing.json", tmp_path, fifo):
+        for args in (("gpus",), ("validate", str(REPO / "images/h200-inference/node-profile.yaml"))):
+            result = _run("--catalog", str(path), *args)
+            assert result.exit_code == 2 and "cannot read the catalog file" in result.stderr, result.output
+            assert "[unreadable]" in result.stderr, result.stderr

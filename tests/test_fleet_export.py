@@ -25,6 +25,8 @@ from migbake.render.tree import render
 from migbake.rules.validate import check_file
 
 NAMES = [yaml.safe_load((p / "node-profile.yaml").read_text())["name"] for p in IMAGES]
+# each profile's inventory group: a valid Ansible group name (issue 44: a `-` made Ansible warn at every run)
+GROUPS = [n.replace("-", "_") for n in NAMES]
 
 
 class _Loader(yaml.SafeLoader):
@@ -49,7 +51,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fleet") / "fleet"
     code, said, err = cli("export", "--ansible", *(str(p / "node-profile.yaml") for p in IMAGES), "-o", str(out))
     assert code == 0, said + err
-    assert f"to {out} (one role; inventory groups {', '.join(NAMES)})" in said
+    shown = ", ".join(f"{g} (profile {n})" for g, n in zip(GROUPS, NAMES))
+    assert f"to {out} (one role; inventory groups {shown})" in said
     return out
 
 
@@ -60,8 +63,9 @@ def _expected(image: Path) -> dict[str, Any]:
 
 
 def test_each_group_gets_its_profiles_rendered_files(exported: Path) -> None:
-    for image, name in zip(IMAGES, NAMES):
-        data = yaml.load((exported / f"group_vars/{name}.yml").read_text(), Loader=_Loader)
+    assert sorted(p.name for p in (exported / "group_vars").iterdir()) == sorted(f"{g}.yml" for g in GROUPS)
+    for image, name, group in zip(IMAGES, NAMES, GROUPS):
+        data = yaml.load((exported / f"group_vars/{group}.yml").read_text(), Loader=_Loader)
         artifacts = _expected(image)
         rootfs = [(p.removeprefix("rootfs"), a) for p, a in artifacts.items() if p.startswith("rootfs/")]
         assert sorted((f["dest"], f["mode"], _text(f)) for f in data["mig_restore_files"]) == \
@@ -73,12 +77,12 @@ def test_each_group_gets_its_profiles_rendered_files(exported: Path) -> None:
         for key in ("mig_restore_kubernetes", "mig_restore_slurm", "mig_restore_unit_wait_seconds",
                     "mig_restore_slurm_reason"):
             assert data[key] == defaults[key], key
-        assert data["mig_restore_profile"] == name
+        assert (data["mig_restore_profile"], data["mig_restore_group"]) == (name, group)
 
 
 def test_every_string_of_the_group_data_is_unsafe(exported: Path) -> None:
-    for name in NAMES:
-        root = yaml.compose((exported / f"group_vars/{name}.yml").read_text(), Loader=_Loader)
+    for group in GROUPS:
+        root = yaml.compose((exported / f"group_vars/{group}.yml").read_text(), Loader=_Loader)
         values: list[yaml.Node] = []
         pending: list[yaml.Node] = [v for _, v in root.value]
         while pending:
@@ -98,22 +102,23 @@ def test_the_role_names_no_profile(exported: Path) -> None:
     assert len(role) == 10
     for path in role:
         text = path.read_text()
-        assert not [n for n in NAMES if n in text], path
+        assert not [n for n in NAMES + GROUPS if n in text], path
     for playbook in ("install.yml", "activate.yml"):
         (play,) = yaml.safe_load((exported / playbook).read_text())
         assert play["hosts"] == "{{ mig_restore_hosts | default(mig_restore_profiles) }}"
-        assert play["vars"] == {"mig_restore_profiles": NAMES}
+        assert play["vars"] == {"mig_restore_profiles": GROUPS}
 
 
 @pytest.mark.realtool
 def test_ansible_reads_each_hosts_group_data_exactly(exported: Path, tmp_path: Path) -> None:
     """ansible-inventory, with the export as the playbook folder: each host gets its group's files, as rendered."""
     inventory = tmp_path / "inventory.ini"
-    inventory.write_text("".join(f"[{name}]\nnode-{name}\n\n" for name in NAMES))
+    inventory.write_text("".join(f"[{group}]\nnode-{name}\n\n" for name, group in zip(NAMES, GROUPS)))
     for image, name in zip(IMAGES, NAMES):
         result = run([require("ansible-inventory"), "-i", str(inventory), "--playbook-dir", str(exported),
                       "--host", f"node-{name}"], env=_env(tmp_path))
         assert result.rc == 0, result.text
+        assert "Invalid characters were found in group names" not in result.text, result.text
         host = json.loads(result.out)
         rootfs = {p.removeprefix("rootfs"): a.data for p, a in _expected(image).items() if p.startswith("rootfs/")}
         assert {f["dest"]: _text(f) for f in host["mig_restore_files"]} == rootfs
@@ -138,7 +143,7 @@ def test_ansible_lint_production_profile_and_syntax_check(exported: Path, tmp_pa
 def test_ansible_lint_sees_a_planted_mistake(exported: Path, tmp_path: Path) -> None:
     tree = tmp_path / "fleet"
     run(["cp", "-a", str(exported), str(tree)])
-    group = tree / f"group_vars/{NAMES[0]}.yml"
+    group = tree / f"group_vars/{GROUPS[0]}.yml"
     group.write_text(group.read_text() + "mig_restore_extra: " + "x" * 170 + "\n")
     result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
                  cwd=tree, env=_env(tmp_path), timeout=300)
@@ -153,16 +158,30 @@ def _profile(tmp_path: Path, name: str, source: Path = IMAGES[0]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("second", ["same-name", "all", "ungrouped"])
-def test_a_clash_of_group_names_writes_nothing(second: str, tmp_path: Path) -> None:
-    first = _profile(tmp_path, "same-name", IMAGES[1])
+@pytest.mark.parametrize(("first_name", "second", "group"), [
+    ("same-name", "same-name", "same_name"), ("same-name", "all", ""), ("same-name", "ungrouped", ""),
+    ("9-gpu", "profile-9-gpu", "profile_9_gpu"),  # a leading digit: profile_ before it, which can meet a name
+], ids=["same", "all", "ungrouped", "digit"])
+def test_a_clash_of_group_names_writes_nothing(first_name: str, second: str, group: str, tmp_path: Path) -> None:
+    first = _profile(tmp_path, first_name, IMAGES[1])
     other = _profile(tmp_path, second)
     out = tmp_path / "fleet"
     code, said, err = cli("export", "--ansible", str(first), str(other), "-o", str(out))
     assert code == 1, said + err
     assert f"profile name {second!r}" in err and "nothing written" in err, err
-    assert ("inventory group 'same-name'" in err) if second == "same-name" else ("Ansible's own group" in err)
+    assert (f"inventory group {group!r}" in err) if group else ("Ansible's own group" in err)
     assert not out.exists()
+
+
+def test_ansible_takes_every_group_name_as_it_is() -> None:
+    """Ansible's own rule (INVALID_VARIABLE_NAMES) finds nothing to replace in any group migbake makes."""
+    from ansible.constants import INVALID_VARIABLE_NAMES
+
+    from migbake.render.fleet import ansible_group
+
+    for name in ("h200-inference", "9-gpu", "a", "x-" * 30 + "y", *NAMES):
+        assert not INVALID_VARIABLE_NAMES.search(ansible_group(name)), name
+        assert INVALID_VARIABLE_NAMES.search(name) or "-" not in name, "the check above must be able to fail"
 
 
 def test_the_output_folder_follows_the_output_rules(tmp_path: Path) -> None:

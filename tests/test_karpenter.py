@@ -66,7 +66,19 @@ def test_the_ec2nodeclass_passes_its_crd_schema() -> None:
     assert spec["role"].startswith("CHANGE-ME") and "CHANGE-ME-tag-key" in spec["subnetSelectorTerms"][0]["tags"]
 
 
+def test_the_root_volume_is_larger_than_karpenters_al2023_default() -> None:
+    """Without blockDeviceMappings an AL2023 node gets Karpenter's 20Gi root (amifamily DefaultEBS): too small for a
+    GPU node's images (issue 44). The same device, type and encryption as Karpenter's default, 100Gi."""
+    (root,) = _nodeclass()["spec"]["blockDeviceMappings"]
+    assert root == {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": True,
+                                                      "deleteOnTermination": True}}
+    assert "rootVolume" not in root  # kubelet's root dir stays on the root volume; at most one may say so (CEL)
+
+
 @pytest.mark.parametrize(("path", "value", "error"), [
+    (("blockDeviceMappings",), [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100GB"}}], "does not match"),
+    (("blockDeviceMappings",), [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi", "volumeType": "gp4"}}],
+     "is not one of"),
     (("amiSelectorTerms",), [], "should be non-empty"),
     (("amiFamily",), "AL2024", "is not one of"),
     (("userData",), {"a": 1}, "is not of type 'string'"),

@@ -61,7 +61,7 @@ def test_json_report(files: list[str]) -> None:
     assert code == 1
     doc = json.loads(out)
     assert [f["valid"] for f in doc["files"]] == [True, False, True]
-    assert doc["summary"] == {"files": 3, "invalid_files": 1, "errors": 2, "warnings": 1}
+    assert doc["summary"] == {"files": 3, "invalid_files": 1, "errors": 2, "warnings": 1, "ignored": 0}
     first = doc["files"][1]["problems"][0]
     assert first == {"line": 5, "column": 29, "pointer": "/gpus/0/mig/layout/1g.18gb", "severity": "error",
                      "rule": "count-above-max", "message": first["message"]}

@@ -45,6 +45,57 @@ class Problem:
         return f"{self.location()}: {self.severity}: {pointer}: {printable(self.message)} [{self.rule}]"
 
 
+IgnoredBy = Literal["profile", "flag"]
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """Why a rule's warnings are set aside: the profile's ``validation.ignore`` (``by`` profile: its reason, and
+    where the profile says so) or ``validate --ignore`` (``by`` flag)."""
+
+    rule: str
+    by: IgnoredBy
+    reason: str = ""
+    line: int = 0
+    col: int = 0
+    pointer: str = ""
+
+    def why(self) -> str:
+        """``validation.ignore: REASON`` or ``--ignore``: what a report says of an ignored warning."""
+        return f"validation.ignore: {self.reason}" if self.by == "profile" else "--ignore"
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A warning set aside by a ``Suppression``: counted and listed in every report, never dropped."""
+
+    problem: Problem
+    suppression: Suppression
+
+    def format(self) -> str:
+        """``FILE:LINE:COL: ignored: /pointer: message [rule] (validation.ignore: REASON)``, escaped as ``format``."""
+        p = self.problem
+        return (f"{p.location()}: ignored: {printable(p.pointer or '/')}: {printable(p.message)} [{p.rule}] "
+                f"({printable(self.suppression.why())})")
+
+
+def set_aside(problems: Iterable[Problem], suppressions: Iterable[Suppression]) -> tuple[list[Problem], list[Ignored]]:
+    """``problems`` split into those kept and the warnings ``suppressions`` ignore (the first suppression of a
+    rule wins: the profile's, with its reason, before the flag's). An error is never set aside."""
+    by_rule: dict[str, Suppression] = {}
+    for s in suppressions:
+        by_rule.setdefault(s.rule, s)
+    kept: list[Problem] = []
+    ignored: list[Ignored] = []
+    for p in problems:
+        why = by_rule.get(p.rule) if p.severity == "warning" else None
+        if why is None:
+            kept.append(p)
+        else:
+            ignored.append(Ignored(p, why))
+    return kept, ignored
+
+
 def sort_problems(problems: Iterable[Problem]) -> list[Problem]:
     """Problems sorted by location, without exact duplicates."""
     return sorted(set(problems), key=Problem.sort_key)
@@ -137,6 +188,13 @@ class CatalogError(MigbakeError):
 
     def report(self) -> list[str]:
         return [p.format() for p in self.problems] + [f"migbake: error: {self}"]
+
+
+class UnreadableCatalog(CatalogError):
+    """The catalog file cannot be read at all (missing, a directory, not a regular file): exit 2, an unreadable
+    file, as a profile that cannot be read."""
+
+    exit_code = EXIT_USAGE
 
 
 class UsageError(MigbakeError):

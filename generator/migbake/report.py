@@ -1,6 +1,9 @@
 """Validation reports in the formats CI systems read: text, JSON, GitHub annotations, SARIF 2.1.0, JUnit XML.
 
-Each function takes the checked files (file name -> problems) and returns the whole report as text.
+Each function takes the checked files (file name -> problems) and returns the whole report as text. A warning
+set aside (``validation.ignore`` in the profile, ``validate --ignore``) is counted and listed as ignored in
+every format, never dropped: text a line, JSON a list, GitHub a notice, SARIF a result with ``suppressions``,
+JUnit a skipped test case.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 
 from migbake import __version__
 from migbake.exits import EXIT_INVALID, EXIT_USAGE
-from migbake.problems import Problem, unreadable
+from migbake.problems import Ignored, Problem, unreadable
 from migbake.wording import plural
 
 INFO_URI = "https://github.com/migbake/migbake"
@@ -23,6 +26,7 @@ class FileResult:
 
     file: str
     problems: Sequence[Problem]
+    ignored: Sequence[Ignored] = ()
 
     @property
     def errors(self) -> int:
@@ -46,21 +50,25 @@ def summary(results: Sequence[FileResult], *, strict: bool = False) -> str:
     """
     errors = sum(r.errors for r in results)
     warnings = sum(len(r.problems) for r in results) - errors
+    ignored = sum(len(r.ignored) for r in results)
+    also = f", {plural(ignored, 'warning')} ignored" if ignored else ""
     if strict and warnings:
         failing = sum(bool(r.problems) for r in results)
         return (f"{plural(errors + warnings, 'problem')} in {plural(failing, 'file')} ({len(results)} checked): "
-                f"{plural(warnings, 'warning')} counted as {'an error' if warnings == 1 else 'errors'} (--strict)")
+                f"{plural(warnings, 'warning')} counted as {'an error' if warnings == 1 else 'errors'} (--strict)"
+                + also)
     bad = sum(r.errors > 0 for r in results)
     text = (f"{plural(errors, 'problem')} in {plural(bad, 'file')} ({len(results)} checked)" if errors
             else f"{plural(len(results), 'file')} valid")
     if warnings:
         text += f", {plural(warnings, 'warning')}"
-    return text
+    return text + also
 
 
 def text_report(results: Sequence[FileResult], *, color: bool = False, with_summary: bool = True,
                 strict: bool = False) -> str:
-    """One ``FILE:LINE:COL: severity: /pointer: message [rule]`` line per problem, then a summary."""
+    """One ``FILE:LINE:COL: severity: /pointer: message [rule]`` line per problem, then one
+    ``FILE:LINE:COL: ignored: /pointer: message [rule] (why)`` per ignored warning, then a summary."""
     lines = []
     for r in results:
         for p in r.problems:
@@ -70,9 +78,15 @@ def text_report(results: Sequence[FileResult], *, color: bool = False, with_summ
                 head = f"{p.location()}: "
                 line = head + f"\x1b[1;{code}m{p.severity}\x1b[0m" + line[len(head) + len(p.severity):]
             lines.append(line)
+        lines += [i.format() for i in r.ignored]
     if with_summary:
         lines.append(summary(results, strict=strict))
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _json_problem(p: Problem) -> dict[str, object]:
+    return {"line": p.line, "column": p.col, "pointer": p.pointer, "severity": p.severity, "rule": p.rule,
+            "message": p.message}
 
 
 def json_report(results: Sequence[FileResult]) -> str:
@@ -81,12 +95,14 @@ def json_report(results: Sequence[FileResult]) -> str:
         "tool": "migbake", "version": __version__,
         "files": [{
             "file": r.file, "valid": r.errors == 0,
-            "problems": [{"line": p.line, "column": p.col, "pointer": p.pointer, "severity": p.severity,
-                          "rule": p.rule, "message": p.message} for p in r.problems],
+            "problems": [_json_problem(p) for p in r.problems],
+            "ignored": [{**_json_problem(i.problem), "ignored_by": i.suppression.by,
+                         "reason": i.suppression.reason} for i in r.ignored],
         } for r in results],
         "summary": {"files": len(results), "invalid_files": sum(r.errors > 0 for r in results),
                     "errors": sum(r.errors for r in results),
-                    "warnings": sum(len(r.problems) - r.errors for r in results)},
+                    "warnings": sum(len(r.problems) - r.errors for r in results),
+                    "ignored": sum(len(r.ignored) for r in results)},
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
@@ -100,19 +116,43 @@ def _gh_prop(text: str) -> str:
 
 
 def github_report(results: Sequence[FileResult]) -> str:
-    """GitHub Actions workflow commands: ``::error file=F,line=L,col=C,title=T::message``."""
+    """GitHub Actions workflow commands: ``::error file=F,line=L,col=C,title=T::message``; an ignored warning is a
+    ``::notice`` whose title says it is ignored and whose message ends with why."""
     lines = []
     for r in results:
-        for p in r.problems:
-            title = f"migbake {p.rule}"
-            lines.append(f"::{p.severity} file={_gh_prop(p.file)},line={p.line},col={p.col},"
-                         f"title={_gh_prop(title)}::{_gh_data((p.pointer or '/') + ': ' + p.message)}")
+        shown: list[tuple[Problem, str, str, str]] = [(p, p.severity, f"migbake {p.rule}", "") for p in r.problems]
+        shown += [(i.problem, "notice", f"migbake {i.problem.rule} (ignored)", f" ({i.suppression.why()})")
+                  for i in r.ignored]
+        for p, level, title, why in shown:
+            lines.append(f"::{level} file={_gh_prop(p.file)},line={p.line},col={p.col},"
+                         f"title={_gh_prop(title)}::{_gh_data((p.pointer or '/') + ': ' + p.message + why)}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _sarif_location(p: Problem, index: int, line: int, col: int) -> dict[str, object]:
+    return {"physicalLocation": {"artifactLocation": {"uri": p.file, "index": index},
+                                 "region": {"startLine": line, "startColumn": col}}}
+
+
+def _sarif_result(p: Problem, index: int, rule_index: int) -> dict[str, object]:
+    return {"ruleId": p.rule, "ruleIndex": rule_index, "level": "error" if p.severity == "error" else "warning",
+            "message": {"text": f"{p.pointer or '/'}: {p.message}"},
+            "locations": [_sarif_location(p, index, p.line, p.col)]}
+
+
+def _sarif_suppression(ignored: Ignored, index: int) -> dict[str, object]:
+    s = ignored.suppression
+    if s.by == "flag":
+        return {"kind": "external", "status": "accepted", "justification": "migbake validate --ignore"}
+    return {"kind": "inSource", "status": "accepted", "justification": s.reason,
+            "location": _sarif_location(ignored.problem, index, s.line, s.col)}
+
+
 def sarif_report(results: Sequence[FileResult]) -> str:
-    """A SARIF 2.1.0 log with one run of migbake."""
-    rules = sorted({p.rule for r in results for p in r.problems})
+    """A SARIF 2.1.0 log with one run of migbake; an ignored warning is a result with ``suppressions`` (§3.27.23):
+    kind ``inSource`` (the profile's ``validation.ignore``, its reason the justification, its place the
+    location) or ``external`` (``--ignore``)."""
+    rules = sorted({p.rule for r in results for p in [*r.problems, *(i.problem for i in r.ignored)]})
     index = {rule: i for i, rule in enumerate(rules)}
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -125,27 +165,24 @@ def sarif_report(results: Sequence[FileResult]) -> str:
                            "helpUri": f"{INFO_URI}#validation-output"} for rule in rules],
             }},
             "artifacts": [{"location": {"uri": r.file}} for r in results],
-            "results": [{
-                "ruleId": p.rule, "ruleIndex": index[p.rule],
-                "level": "error" if p.severity == "error" else "warning",
-                "message": {"text": f"{p.pointer or '/'}: {p.message}"},
-                "locations": [{"physicalLocation": {
-                    "artifactLocation": {"uri": p.file, "index": i},
-                    "region": {"startLine": p.line, "startColumn": p.col},
-                }}],
-            } for i, r in enumerate(results) for p in r.problems],
+            "results": [_sarif_result(p, i, index[p.rule]) for i, r in enumerate(results) for p in r.problems]
+                       + [{**_sarif_result(g.problem, i, index[g.problem.rule]),
+                           "suppressions": [_sarif_suppression(g, i)]} for i, r in enumerate(results)
+                          for g in r.ignored],
         }],
     }
     return json.dumps(sarif, indent=2, ensure_ascii=False) + "\n"
 
 
 def junit_report(results: Sequence[FileResult]) -> str:
-    """JUnit XML: one test case per file, failing when the file has errors."""
+    """JUnit XML: one test case per file, failing when the file has errors; one skipped test case per ignored
+    warning (classname ``migbake.validate.ignored``, the skip's message says why)."""
     from xml.etree import ElementTree as ET  # only this format needs XML: start-up does not pay for it
 
+    ignored = sum(len(r.ignored) for r in results)
     suites = ET.Element("testsuites", name="migbake validate")
-    suite = ET.SubElement(suites, "testsuite", name="migbake validate", tests=str(len(results)),
-                          failures=str(sum(r.errors > 0 for r in results)), errors="0", skipped="0")
+    suite = ET.SubElement(suites, "testsuite", name="migbake validate", tests=str(len(results) + ignored),
+                          failures=str(sum(r.errors > 0 for r in results)), errors="0", skipped=str(ignored))
     for r in results:
         case = ET.SubElement(suite, "testcase", classname="migbake.validate", name=r.file)
         errors = [p for p in r.problems if p.severity == "error"]
@@ -156,6 +193,13 @@ def junit_report(results: Sequence[FileResult]) -> str:
         elif r.problems:
             out = ET.SubElement(case, "system-out")
             out.text = "\n".join(p.format() for p in r.problems)
+    for r in results:
+        for g in r.ignored:
+            p = g.problem
+            case = ET.SubElement(suite, "testcase", classname="migbake.validate.ignored",
+                                 name=f"{r.file}:{p.line}:{p.col} [{p.rule}]")
+            skipped = ET.SubElement(case, "skipped", message=f"ignored ({g.suppression.why()})")
+            skipped.text = g.format()
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

@@ -286,7 +286,9 @@ def test_export_ansible_gives_each_group_its_own_profile(base: BaseRootfs, work:
     roots = {name: _node_root(base, work / name, out) for name, out in outs.items()}
     before = {name: _tree(root) for name, root in roots.items()}
     inventory = work / "inventory.ini"
-    inventory.write_text("".join(f"[{name}]\nnode-{name} ansible_host={root}\n\n" for name, root in roots.items())
+    # each profile's inventory group: its name with - as _ (a valid Ansible group name, render.fleet.ansible_group)
+    inventory.write_text("".join(f"[{name.replace('-', '_')}]\nnode-{name} ansible_host={root}\n\n"
+                                 for name, root in roots.items())
                          + "[all:vars]\nansible_connection=community.general.chroot\n"
                          "ansible_python_interpreter=/usr/bin/python3\n")
     start = time.monotonic()

@@ -32,11 +32,12 @@ def quick_validate(args: Sequence[str]) -> int | None:
     if os.environ.get("MIGBAKE_CATALOG") or sys.stdout is None:  # the click group says what is wrong
         return None
     from migbake.report import FileResult, exit_code, text_report
-    from migbake.rules.validate import file_problems, profile_files
+    from migbake.rules.validate import file_findings, profile_files
 
     try:
         files = list(profile_files(args[1:]))
-        results = [FileResult(str(f), problems) for f, problems in zip(files, file_problems(files))]
+        results = [FileResult(str(f), problems, ignored)
+                   for f, (problems, ignored) in zip(files, file_findings(files))]
     except KeyboardInterrupt:
         print("migbake: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

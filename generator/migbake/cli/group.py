@@ -131,7 +131,7 @@ class MigbakeGroup(click.Group):
                 if e.ctx.command.get_help_option(e.ctx) is not None:
                     hint = f"Try '{e.ctx.command_path} {e.ctx.help_option_names[0]}' for help.\n"
                 click.echo(f"{e.ctx.get_usage()}\n{hint}", err=True)
-            _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False,
+            _end([f"migbake: error: {e.format_message()}{_global_hint(e)}"], e.exit_code, traceback=False,
                  multiline=getattr(e, "multiline", False))  # commands.common.ListedUsageError: a list follows
         except click.ClickException as e:
             _end([f"migbake: error: {e.format_message()}"], e.exit_code, traceback=False)
@@ -181,6 +181,23 @@ class MigbakeGroup(click.Group):
         if code:
             sys.exit(code)
         return code
+
+
+# the options of migbake itself, which go before the command (click reads each option at its own level)
+GLOBAL_OPTIONS = ("--debug", "--catalog", "--version")
+
+
+def _global_hint(e: click.UsageError) -> str:
+    """For an option of migbake itself given after the command (``migbake validate P --debug``): where it goes."""
+    if not isinstance(e, click.NoSuchOption) or e.option_name not in GLOBAL_OPTIONS or e.ctx is None:
+        return ""
+    if e.ctx.parent is None:  # migbake's own level: not after a command
+        return ""
+    if e.option_name == "--version":
+        return " --version is an option of migbake itself: `migbake --version`"
+    value = " FILE" if e.option_name == "--catalog" else ""
+    return (f" {e.option_name} is an option of migbake itself: put it before the command "
+            f"(migbake {e.option_name}{value} {e.ctx.info_name} ...)")
 
 
 def _internal(e: Exception) -> NoReturn:

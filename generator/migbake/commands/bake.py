@@ -10,14 +10,20 @@ from pathlib import Path
 import click
 
 from migbake.bake import packer
-from migbake.commands.common import ListedBadParameter, ListedUsageError, NonEmptyPath, say, valid_profile
+from migbake.commands.common import (
+    ListedBadParameter,
+    ListedUsageError,
+    NonEmptyPath,
+    generated_dir,
+    say,
+    valid_profile,
+)
 from migbake.commands.generate import artifacts_for, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
-from migbake.problems import PackerError
+from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
+from migbake.render.tree import in_order
 from migbake.render.write import Origin, check_output_dir, read_origin, write_tree
-
-_PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
 
 
 def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
@@ -27,10 +33,7 @@ def _profile_and_out(target: Path, out: Path | None) -> tuple[Path, Path]:
     """
     if target.is_dir() and (target / "node-profile.yaml").is_file():
         return target / "node-profile.yaml", out or target / "generated"
-    if target.is_dir() or target.name in ("node-profile.yaml", "node-profile.yml"):
-        return target, out or target.parent / "generated"
-    stem = next((target.name[: -len(x)] for x in _PROFILE_SUFFIXES if target.name.endswith(x)), target.name)
-    return target, out or target.parent / f"{stem}.generated"
+    return target, out or generated_dir(target)
 
 
 def _check_sources(only: tuple[str, ...], variables: tuple[str, ...]) -> None:
@@ -124,7 +127,10 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     _check_sources(only, variables)
     prof = valid_profile(profile, "nothing baked")
     _check_base_ami(only, variables, var_files, eks_family(prof))
-    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256)
+    if prof.outputs and "packer" not in prof.outputs:
+        raise UsageError(f"{profile}: outputs: ({', '.join(prof.outputs)}) leaves out packer, which bake builds "
+                         "from: add packer to the profile's outputs", usage=True)
+    origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256, outputs=in_order(prof.outputs))
     recorded = read_origin(out_dir)
     if recorded is not None:
         origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with

@@ -79,15 +79,27 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     """The checked profile at ``profile`` (``-``: stdin), its warnings printed; ProfileError when invalid.
 
     A profile that cannot be read at all is ``UnreadableProfile`` (exit 2, as the exit-code table says).
-    ``strict``: a warning is an error too (``--strict``).
+    ``strict``: a warning is an error too (``--strict``), unless the profile's ``validation.ignore`` sets it aside.
     """
     checked = check_profile(profile)
     if checked.profile is None or (strict and checked.problems):
         error = UnreadableProfile if unreadable(checked.problems) else ProfileError
         raise error(profile_name(profile), checked.problems, consequence)
-    for p in checked.problems:
-        click.echo(p.format(), err=True)
+    for line in [p.format() for p in checked.problems] + [i.format() for i in checked.ignored]:
+        click.echo(line, err=True)
     return checked.profile
+
+
+_PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")
+
+
+def generated_dir(profile: Path) -> Path:
+    """Where ``images`` and ``bake`` write a profile's output tree: ``generated/`` beside a node-profile.yaml (or a
+    folder given as the profile), ``NAME.generated/`` beside a ``NAME.profile.yaml``."""
+    if profile.is_dir() or profile.name in ("node-profile.yaml", "node-profile.yml"):
+        return profile.parent / "generated"
+    stem = next((profile.name[: -len(x)] for x in _PROFILE_SUFFIXES if profile.name.endswith(x)), profile.name)
+    return profile.parent / f"{stem}.generated"
 
 
 def say(text: str, *, err: bool = False) -> None:

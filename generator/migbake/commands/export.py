@@ -18,7 +18,7 @@ from migbake.kubernetes.resources import (
 )
 from migbake.migparted.config import mig_parted_config_text
 from migbake.profile.nodeprofile import NodeProfile
-from migbake.render.fleet import fleet_sha256, fleet_tree
+from migbake.render.fleet import ansible_group, fleet_sha256, fleet_tree
 from migbake.render.plan import header
 from migbake.render.write import EXPORT_ORIGIN, Origin, write_tree
 from migbake.wording import plural
@@ -128,4 +128,5 @@ def _export_ansible(profiles: tuple[Path, ...], gpu_operator: bool, output: Path
     names = [prof.name for _, prof in loaded]
     origin = Origin(EXPORT_ORIGIN, ", ".join(names), fleet_sha256([prof for _, prof in loaded]))
     write_tree(artifacts, output, force=force, origin=origin)
-    say(f"wrote {plural(len(artifacts), 'file')} to {output} (one role; inventory groups " + ", ".join(names) + ")")
+    groups = ", ".join(g if g == n else f"{g} (profile {n})" for g, n in zip(map(ansible_group, names), names))
+    say(f"wrote {plural(len(artifacts), 'file')} to {output} (one role; inventory groups {groups})")

@@ -18,9 +18,19 @@ from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
-from migbake.render.tree import render
+from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.wording import plural
+
+
+def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--outputs a,b`` (or repeated): output folder names, in TARGETS' order; an unknown one is a usage error."""
+    names = [n.strip() for v in values for n in v.split(",")]
+    unknown = [n for n in names if n not in OUTPUT_NAMES]
+    if unknown:
+        allowed = ", ".join(OUTPUT_NAMES)
+        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output; allowed: {allowed}", ctx, param)
+    return in_order(tuple(names))
 
 
 @click.command()
@@ -42,21 +52,30 @@ from migbake.wording import plural
                    "media type such as application/node.eks.aws, if its first line or content does not tell) "
                    "first, then (kubelet.layout eks-al2023) the node labels as a NodeConfig part, then "
                    "migbake's cloud-config merged onto it.")
-@click.option("--strict", is_flag=True, help="Warnings count as errors: a profile with one is refused (exit 1).")
+@click.option("--strict", is_flag=True, help="Warnings count as errors: a profile with one is refused (exit 1), "
+                                            "unless its validation.ignore sets it aside.")
+@click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME...]", callback=_outputs,
+              help=f"Write only these output folders ({', '.join(OUTPUT_NAMES)}); default: the profile's "
+                   "outputs:, else all. What a folder carries of another is rendered all the same. With --check: "
+                   "the folders OUT was generated with, unless given.")
 def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
-             mime_part: str | None, strict: bool) -> int:
+             mime_part: str | None, strict: bool, outputs: tuple[str, ...]) -> int:
     """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
 
     PROFILE may be `-` (standard input). Nothing is written when the profile is invalid (exit 1). The
     tree is built beside OUT and swapped in at once, so OUT is never half-written. OUT records the
-    profile (path, name, sha256) and these options; generating another profile into it needs --force.
+    profile (path, name, sha256), these options and the output folders written (--outputs, else the
+    profile's outputs:, else all); generating another profile into it needs --force.
     """
     prof = valid_profile(profile, "nothing written", strict=strict)
     origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
-                       user_data_mime=mime_part or "")
-    recorded = read_origin(out) if check and not (user_data_gzip or mime_part) else None
-    if recorded is not None:
+                       user_data_mime=mime_part or "", outputs=outputs or in_order(prof.outputs),
+                       outputs_option=bool(outputs))
+    recorded = read_origin(out) if check else None
+    if recorded is not None and not (user_data_gzip or mime_part):
         origin = origin.same_options(recorded)  # compare with the options OUT was generated with
+    if recorded is not None and recorded.outputs_option and not outputs:
+        origin = origin.same_outputs(recorded)  # and the folders --outputs chose then
     artifacts = artifacts_for(prof, origin, out)
     if check:
         if report_diff(artifacts, out, origin, f"migbake generate {_fix_args(profile, out, origin)}"):
@@ -65,17 +84,25 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
         return 0
     write_tree(artifacts, out, force=force, origin=origin)
     say(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
+    empty = [o for o in origin.outputs if not any(a.path.startswith(o + "/") for a in artifacts)]
+    if empty:  # e.g. slurm for a profile without a slurm: section
+        say(f"migbake: note: nothing to write in {', '.join(empty)} for this profile", err=True)
     warn_sizes(artifacts, origin.user_data_gzip)
     return 0
 
 
 def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact]:
-    """Every file of OUT for ``prof``, with the user-data forms ``origin`` asks for."""
+    """Every file of OUT for ``prof``: the output folders ``origin`` names (all when none), with the user-data
+    forms it asks for (which need cloud-init among them: a usage error otherwise)."""
     artifacts = render(prof)
+    if origin.outputs and "cloud-init" not in origin.outputs and (origin.user_data_gzip or origin.user_data_mime):
+        raise UsageError("--user-data-gzip and --user-data-mime write into cloud-init/, which the outputs leave out "
+                         f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
     # eks-al2023 with node labels: the MIME form also carries them as a NodeConfig part (userdata.py)
     eks_labels = eks_family(prof) == "eks-al2023" and labels_apply(prof)
-    return artifacts + _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None,
-                                        nodeconfig_part(prof) if eks_labels else "")
+    forms = _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None,
+                             nodeconfig_part(prof) if eks_labels else "")
+    return only_outputs(artifacts, origin.outputs) + forms
 
 
 def report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) -> bool:
@@ -94,6 +121,8 @@ def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
         args.append("--user-data-gzip")
     if origin.user_data_mime:
         args += ["--user-data-mime", origin.mime_argument(out)]
+    if origin.outputs_option:
+        args += ["--outputs", ",".join(origin.outputs)]
     return shlex.join(args)
 
 

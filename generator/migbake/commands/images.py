@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from migbake.commands.common import NonEmptyPath, say
+from migbake.commands.common import NonEmptyPath, generated_dir, say
 from migbake.commands.generate import artifacts_for, report_diff, warn_sizes
-from migbake.exits import EXIT_INVALID, printable
+from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
+from migbake.render.tree import in_order
 from migbake.render.write import Origin, read_origin, write_tree
-from migbake.rules.validate import check_file
+from migbake.rules.validate import check_file, profiles_in
 from migbake.wording import plural
 
 
@@ -24,22 +25,24 @@ def images(images_dir: Path, check: bool) -> int:
 
     For a repository of golden images laid out as images/<name>/node-profile.yaml: one command
     keeps every committed output tree up to date, and `--check` fails CI (or a pre-commit hook)
-    when one is stale. Exit 1 if any profile is invalid or any tree is stale.
+    when one is stale. Profiles are found as `validate IMAGES_DIR` finds them: node-profile.yaml,
+    node-profile.yml, *.profile.yaml and *.profile.yml at any depth; each one's tree is generated/
+    beside a node-profile.yaml, NAME.generated/ beside a NAME.profile.yaml. Each profile's outputs:
+    chooses the folders written (default: all). Exit 1 if any profile is invalid or any tree is stale.
     """
-    profiles = sorted(images_dir.glob("*/node-profile.yaml"))
-    if not profiles:
-        raise click.UsageError(f"{printable(str(images_dir))}: no */node-profile.yaml found")
+    profiles = profiles_in(images_dir)
     catalog = click.get_current_context().ensure_object(CatalogChoice)
     failed = 0
     for profile in profiles:
-        out = profile.parent / "generated"
+        out = generated_dir(profile)
         checked = check_file(profile, catalog=catalog)
         for p in checked.problems:
             click.echo(p.format(), err=True)
         if checked.profile is None:
             failed += 1
             continue
-        origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256)
+        origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256,
+                           outputs=in_order(checked.profile.outputs))
         recorded = read_origin(out)
         if recorded is not None:
             origin = origin.same_options(recorded)  # keep the user-data forms it was generated with

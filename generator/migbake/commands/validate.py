@@ -7,8 +7,20 @@ import click
 from migbake.commands.common import check_profile, is_stdin, profile_name
 from migbake.exits import color_wanted
 from migbake.gpu.catalog import CatalogChoice
+from migbake.problems import Suppression, set_aside
 from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
-from migbake.rules.validate import file_problems, profile_files
+from migbake.rules.ignore import why_not_ignorable
+from migbake.rules.validate import file_findings, profile_files
+
+
+def _ignored_rules(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--ignore ID`` (repeated, or a comma list): each a warning rule id; anything else is a usage error."""
+    rules = tuple(dict.fromkeys(r.strip() for v in values for r in v.split(",")))
+    for rule in rules:
+        why = why_not_ignorable(rule) if rule else "an empty rule id"
+        if why:
+            raise click.BadParameter(why, ctx, param)
+    return rules
 
 
 @click.command()
@@ -18,7 +30,11 @@ from migbake.rules.validate import file_problems, profile_files
                    "junit: JUnit XML.")
 @click.option("-q", "--quiet", is_flag=True, help="Text format: problems only, no summary line.")
 @click.option("--strict", is_flag=True, help="Warnings count as errors: exit 1 when any profile has one.")
-def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool) -> int:
+@click.option("--ignore", "ignore", multiple=True, metavar="RULE[,RULE...]", callback=_ignored_rules,
+              help="Set aside the warnings of RULE (repeatable, or a comma list): listed as ignored in every "
+                   "format, never failing --strict. Errors cannot be ignored. In a profile: validation.ignore, "
+                   "with a reason.")
+def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool, ignore: tuple[str, ...]) -> int:
     """Check node profiles: schema, GPU models, MIG profile names, counts and placement.
 
     PROFILE is a file, a directory searched for node-profile.yaml and *.profile.yaml, or `-` for
@@ -26,15 +42,19 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool) -> 
     format every problem is printed as FILE:LINE:COL: error: /json/pointer: message [rule], then a
     count; colour only on a terminal and never with NO_COLOR. Exit 0 when all profiles are valid
     (warnings allowed, unless --strict), 1 when any is invalid, 2 when one cannot be read at all (missing,
-    no permission).
+    no permission). A warning the profile's validation.ignore or --ignore sets aside is listed as ignored
+    and does not fail --strict.
     """
     files = list(profile_files(profiles))
     if any(is_stdin(f) for f in files):
-        results = [FileResult(profile_name(f), check_profile(f).problems) for f in files]
+        found = [(c.problems, c.ignored) for c in map(check_profile, files)]
     else:  # files only: several CPUs may share the work
-        catalog = click.get_current_context().ensure_object(CatalogChoice)
-        results = [FileResult(profile_name(f), problems)
-                   for f, problems in zip(files, file_problems(files, catalog))]
+        found = file_findings(files, click.get_current_context().ensure_object(CatalogChoice))
+    flag = [Suppression(rule, "flag") for rule in ignore]
+    results = []
+    for f, (problems, ignored) in zip(files, found):
+        kept, also = set_aside(problems, flag)
+        results.append(FileResult(profile_name(f), kept, sorted([*ignored, *also], key=lambda i: i.problem.sort_key())))
     color = fmt == "text" and color_wanted()
     click.echo(render_report(fmt, results, color=color, with_summary=not quiet, strict=strict), nl=False,
                color=color)

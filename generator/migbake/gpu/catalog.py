@@ -78,6 +78,7 @@ class GpuModel:
     nvidia_smi_names: tuple[str, ...] = ()  # what nvidia-smi --query-gpu=name prints for this model
     memory_gb: int | None = None  # nominal, as the product is sold
     origin: str = ""  # "" for the packaged catalog, else the --catalog file it came from
+    pci_names: tuple[str, ...] = ()  # pci.ids' name of each of pci_device_ids, in order ("" where unknown)
 
     def profile(self, name: str) -> MigProfile | None:
         """The GPU-instance profile called exactly ``name`` on this model, if any."""
@@ -95,6 +96,19 @@ class GpuModel:
     def display_name(self) -> str:
         """A short human name (the first catalog name)."""
         return self.names[0] if self.names else self.key
+
+    def name_as_written(self, written: str) -> str:
+        """The catalog name of the board ``written`` (a profile's ``gpus[].model``) names, for generated comments:
+        ``H100-PCIE-80GB`` for ``NVIDIA H100 PCIe``, ``H100 PCIe`` or ``0x233110DE`` (pci.ids: ``GH100 [H100
+        PCIe]``), never the first name's ``SXM5``; the first name when ``written`` tells no form factor apart."""
+        said = loose_key(written)
+        if _PCI_ID.match(written.strip()):
+            pci = canonical_pci_id(written.strip())
+            said = next((loose_key(n) for i, n in zip(self.pci_device_ids, self.pci_names) if i == pci), said)
+        for form in _FORMS:
+            if form in said:
+                return next((n for n in self.names if form in loose_key(n)), self.display_name)
+        return self.display_name
 
     @property
     def short_name(self) -> str:
@@ -124,6 +138,8 @@ class Resolution:
     non_mig: GpuModel | None = None  # a GPU without MIG of that name
 
 
+# the form factors a product name tells apart (H100-SXM5-80GB, H100-PCIE-80GB, H100 NVL), as loose_key writes them
+_FORMS = ("pcie", "sxm", "nvl")
 # 0x233010DE (mig-parted's device-filter, nvidia-smi's pci.device_id) or 10de:2330 (lspci -nn: vendor:device)
 _PCI_ID = whole(r"^(?:(0[xX])?[0-9a-fA-F]{8}|[0-9a-fA-F]{4}:[0-9a-fA-F]{4})$")
 _LSPCI_ID = whole(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
@@ -330,6 +346,7 @@ def _model(raw: dict[str, Any], origin: str = "") -> GpuModel:
         nvidia_smi_names=tuple(str(n["name"]) for n in raw.get("nvidia_smi_names", ())),
         memory_gb=memory if isinstance(memory, int) and not isinstance(memory, bool) else None,
         origin=origin,
+        pci_names=tuple(str(p.get("pci_ids_name", "")) for p in raw.get("pci_device_ids", ())),
     )
 
 

@@ -23,7 +23,7 @@ from migbake.document.limits import json_shape
 from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.document.patterns import CONTROL
 from migbake.document.schema_messages import catalog_schema_problems
-from migbake.problems import CatalogError, Problem
+from migbake.problems import CatalogError, Problem, UnreadableCatalog
 
 MAX_CATALOG_BYTES = 16 * 1024 * 1024
 MAX_CATALOG_DEPTH = 32  # the packaged catalog nests 7 deep
@@ -174,10 +174,10 @@ def read_catalog_file(path: Path) -> dict[str, Any]:
         data = _read_bounded(path)
     except OSError as e:
         what = "it is a directory" if path.is_dir() else (e.strerror or str(e))
-        raise CatalogError(str(path), [Problem(str(path), 1, 1, "", f"cannot read the catalog file: {what}",
-                                               "unreadable")]) from e
+        raise UnreadableCatalog(str(path), [Problem(str(path), 1, 1, "", f"cannot read the catalog file: {what}",
+                                                    "unreadable")]) from e
     if data is None:
-        raise CatalogError(str(path), [Problem(str(path), 1, 1, "", "cannot read the catalog file: it is not a "
+        raise UnreadableCatalog(str(path), [Problem(str(path), 1, 1, "", "cannot read the catalog file: it is not a "
                                                "regular file (a FIFO, a device, a socket)", "unreadable")])
     parsed, problems = catalog_problems(data, str(path))
     if parsed is None:

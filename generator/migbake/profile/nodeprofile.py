@@ -181,6 +181,7 @@ class NodeProfile:
     slurm: Slurm = Slurm()
     openshift: OpenShift = OpenShift()
     bottlerocket: Bottlerocket = Bottlerocket()
+    outputs: tuple[str, ...] = ()  # the output folders to write (``outputs:``); empty: all of them
     source_sha256: str = ""
 
     @property
@@ -285,5 +286,6 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         slurm=Slurm(present=True, **data["slurm"]) if "slurm" in data else Slurm(),
         openshift=OpenShift(**data.get("openshift", {})),
         bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
+        outputs=tuple(str(o) for o in data.get("outputs", ())),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

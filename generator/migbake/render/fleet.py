@@ -1,7 +1,8 @@
 """One Ansible role for many node types (``migbake export --ansible``): a data-driven role, group_vars per profile.
 
 Each profile is planned and rendered exactly as ``generate`` does it (``make_plan``, ``render_plan``); the
-data of its inventory group (``group_vars/<profile name>.yml``) are that render's ``rootfs/`` files
+data of its inventory group (``group_vars/<group>.yml``, the group the profile's name made a valid Ansible group
+name: ``ansible_group``) are that render's ``rootfs/`` files
 (content and mode), its preflight and verify scripts, and the facts the per-profile role is rendered from
 (``targets.ansible.role_facts``: base-image checks, consumers, timeouts). The role's tasks loop over those
 variables and name no profile. A YAML emitter writes every string of the data with Ansible's ``!unsafe``
@@ -48,6 +49,18 @@ WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal
 _LITERAL_WIDTH = WIDTH - 10
 
 
+def ansible_group(profile_name: str) -> str:
+    """The inventory group of a profile: its name with ``-`` as ``_``, and ``profile_`` before a leading digit.
+
+    Ansible accepts only Python identifiers as group names: any other character is "Invalid characters were
+    found in group names" at every run (``INVALID_VARIABLE_NAMES = '^[\\d\\W]|[^\\w]'``,
+    ansible/ansible:lib/ansible/constants.py@v2.19.0, used by lib/ansible/inventory/group.py). A profile name is
+    ``[a-z0-9-]``, so this is one-to-one but for a clash that ``_group_names`` refuses.
+    """
+    group = profile_name.replace("-", "_")
+    return f"profile_{group}" if group[:1].isdigit() else group
+
+
 class GroupClashError(MigbakeError):
     """Two profiles of one ``export --ansible`` would be one inventory group (or one is Ansible's own group)."""
 
@@ -57,13 +70,13 @@ def fleet_tree(profiles: Sequence[tuple[str, NodeProfile]]) -> list[Artifact]:
 
     GroupClashError when two profiles have one name (one group), or a name is one of Ansible's own groups.
     """
-    names = _group_names(profiles)
-    shown = ", ".join(names)
+    groups = _group_names(profiles)
+    shown = ", ".join(prof.name for _, prof in profiles)
     templates = Templates({
         "header": _header(f"from node profiles {shown}", "the profiles"),
-        "role_header": _header("for every node profile (each group's data: group_vars/PROFILE.yml)", "the profiles"),
-        "profiles": [yaml_scalar(n) for n in names],
-        "profiles_text": guard_line(shown, "the profile names"),
+        "role_header": _header("for every node profile (each group's data: group_vars/GROUP.yml)", "the profiles"),
+        "profiles": [yaml_scalar(g) for g in groups],
+        "profiles_text": guard_line(", ".join(groups), "the inventory groups"),
     })
     out = [group_vars(prof) for _, prof in profiles]
     out += [templates.file(f"{TEMPLATES}/{ROLE}/{name}.j2", f"{ROLE}/{name}", 0o644) for name in ROLE_FILES]
@@ -77,16 +90,18 @@ def fleet_sha256(profiles: Sequence[NodeProfile]) -> str:
 
 
 def _group_names(profiles: Sequence[tuple[str, NodeProfile]]) -> list[str]:
+    """Each profile's inventory group (``ansible_group``), in order; GroupClashError when two share one."""
     seen: dict[str, str] = {}
     for file, prof in profiles:
-        if prof.name in ANSIBLE_GROUPS:
+        group = ansible_group(prof.name)
+        if group in ANSIBLE_GROUPS:
             raise GroupClashError(f"{file}: profile name {prof.name!r} is Ansible's own group (every host is in "
                                   f"'all'); rename the profile for export --ansible; nothing written")
-        if prof.name in seen:
-            raise GroupClashError(f"{file}: profile name {prof.name!r} is also the name of {seen[prof.name]}: both "
-                                  f"would be inventory group {prof.name!r} (group_vars/{prof.name}.yml); give one "
-                                  "profile another name; nothing written")
-        seen[prof.name] = file
+        if group in seen:
+            raise GroupClashError(f"{file}: profile name {prof.name!r} would be inventory group {group!r} "
+                                  f"(group_vars/{group}.yml) as {seen[group]} is: give one profile another name; "
+                                  "nothing written")
+        seen[group] = f"{file} ({prof.name})"
     return list(seen)
 
 
@@ -97,7 +112,7 @@ def _header(source: str, what: str) -> Block:
 
 
 def group_vars(prof: NodeProfile) -> Artifact:
-    """``group_vars/<name>.yml``: what the role installs and checks on the hosts of the profile's group."""
+    """``group_vars/<group>.yml``: what the role installs and checks on the hosts of the profile's group."""
     plan = make_plan(prof)
     tree = {a.path: a for a in render_plan(plan)}  # the very files `generate` writes
     rootfs = [(path[len(ROOTFS) + 1:], a) for path, a in tree.items() if path.startswith(ROOTFS + "/")]
@@ -108,8 +123,10 @@ def group_vars(prof: NodeProfile) -> Artifact:
         if len(text.encode("utf-8")) > MAX_SCRIPT_BYTES:
             raise RenderError(f"{name} of profile {prof.name} is larger than one argument of bash -c may be "
                               f"({MAX_SCRIPT_BYTES} bytes); export --ansible cannot carry it")
+    group = ansible_group(prof.name)
     data = {
         "mig_restore_profile": prof.name,
+        "mig_restore_group": group,
         "mig_restore_files": [{"dest": f["dest"], "mode": f["mode"], **payload(content[f["src"]])}
                               for f in facts["files"]],
         "mig_restore_dirs": facts["dirs"],
@@ -130,9 +147,10 @@ def group_vars(prof: NodeProfile) -> Artifact:
         "mig_restore_preflight_script": payload(preflight),
         "mig_restore_verify_script": payload(verify),
     }
-    intro = ("# The data of Ansible role mig_restore for the hosts of inventory group "
-             f"{guard_line(prof.name, 'the profile name')}:\n# every string is !unsafe (Ansible never templates it).\n")
-    return Artifact(f"{GROUP_VARS}/{prof.name}.yml", "---\n" + plan.header + "\n" + intro + vars_yaml(data), 0o644)
+    intro = (f"# The data of Ansible role mig_restore for the hosts of inventory group {group} (profile "
+             f"{guard_line(prof.name, 'the profile name')}):\n"
+             "# every string is !unsafe (Ansible never templates it).\n")
+    return Artifact(f"{GROUP_VARS}/{group}.yml", "---\n" + plan.header + "\n" + intro + vars_yaml(data), 0o644)
 
 
 def payload(text: str) -> dict[str, str]:

@@ -191,22 +191,23 @@ def gpu_notes(profile: NodeProfile) -> list[str]:
     """Generation-aware notes: what a reboot loses on each GPU model of the profile."""
     notes = []
     seen = set()
-    for m in profile.models:
-        if m.key in seen:
+    for g in profile.gpus:
+        m, name = g.gpu, g.gpu.name_as_written(g.model)  # the board the profile names: PCIe, not the first name's SXM
+        if (m.key, name) in seen:
             continue
-        seen.add(m.key)
+        seen.add((m.key, name))
         if not m.has_mig:
-            notes.append(f"{m.display_name}: no MIG; mig-parted keeps MIG off on it.")
+            notes.append(f"{name}: no MIG; mig-parted keeps MIG off on it.")
         elif profile.kubernetes.allocation == "dra-dynamic":
-            notes.append(f"{m.display_name} ({m.generation.capitalize()}): " + (
+            notes.append(f"{name} ({m.generation.capitalize()}): " + (
                 "MIG mode survives a reboot and changes only with a GPU reset: the restore keeps it on, with no "
                 "instances; the DRA driver creates them per claim." if m.mig_mode_persists else
                 "the restore keeps MIG off; the DRA driver turns it on and creates instances per claim."))
         elif m.mig_mode_persists:
-            notes.append(f"{m.display_name} ({m.generation.capitalize()}): MIG mode survives a reboot, "
+            notes.append(f"{name} ({m.generation.capitalize()}): MIG mode survives a reboot, "
                          "the GPU/compute instances do not; apply re-creates them.")
         else:
-            notes.append(f"{m.display_name} ({m.generation.capitalize()}): MIG mode and the instances are "
+            notes.append(f"{name} ({m.generation.capitalize()}): MIG mode and the instances are "
                          "both lost at every reboot; apply re-enables MIG and re-creates them.")
     return notes
 
@@ -259,7 +260,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     config = mig_parted_config(p, with_filter=filtered)
     kinds = tuple(node_kinds(p, filtered))
     head = header(p)
-    reset_models = tuple(sorted({m.display_name for m in p.models if m.mig_mode_persists}))
+    reset_models = tuple(sorted({g.gpu.name_as_written(g.model) for g in p.gpus if g.gpu.mig_mode_persists}))
     bootcmd, runcmd = commands(p)
     groups, placed = tuple(verify_groups(p, filtered)), _placements(p)
     where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it

@@ -28,7 +28,7 @@ from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
 from migbake.render.targets.slurm import slurm
 
-__all__ = ["TARGETS", "Artifact", "render", "render_plan"]
+__all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "in_order", "only_outputs", "render", "render_plan"]
 
 Target = Callable[[RenderPlan, Rendered, Templates], "list[Artifact]"]
 
@@ -47,6 +47,26 @@ TARGETS: tuple[tuple[str, Target], ...] = (
     ("karpenter", karpenter),
     ("cluster-api", cluster_api),
 )
+
+# the output folders, each named as its target (``outputs:`` and ``generate --outputs`` choose among them)
+OUTPUT_NAMES = tuple(name for name, _ in TARGETS)
+
+
+def in_order(outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The output names of ``outputs`` in TARGETS' order, each once (how the marker records them)."""
+    return tuple(n for n in OUTPUT_NAMES if n in outputs)
+
+
+def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Artifact]:
+    """The files of ``artifacts`` in the folders ``outputs`` names (empty: all of them).
+
+    Every target is rendered first, so what one folder carries of another (Karpenter's userData the
+    cloud-init user-data, Cluster API the rootfs files) is the same whether or not that folder is written.
+    """
+    if not outputs:
+        return artifacts
+    keep = set(outputs)
+    return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
 def render(profile: NodeProfile) -> list[Artifact]:

@@ -16,6 +16,7 @@ from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
 from migbake.rules.allocation import allocation_of, rule_allocation, rule_dra_driver_version, rule_placements
 from migbake.rules.gpus import rule_no_mig, rule_pci_device_ids
+from migbake.rules.ignore import rule_ignore
 from migbake.rules.layouts import (
     layout_entries,
     model_of,
@@ -262,7 +263,7 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_provided_later, rule_allocation, rule_placements, rule_dra_driver_version,
                            rule_slurm_node_name,
                            rule_slurm_gpu_count, rule_mig_parted_url, rule_bottlerocket, rule_eks_al2,
-                           rule_config_name_label)
+                           rule_config_name_label, rule_ignore)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:

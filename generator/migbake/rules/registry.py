@@ -63,6 +63,7 @@ _SCHEMA = (
     ("schema-range", "a number below its minimum or above its maximum"),
     ("schema-size", "a string, list or map that is too short or too long"),
     ("schema-unique", "a list whose items must be unique repeats one"),
+    ("mig-parted-config", "an nvidia-mig-parted config given where a node profile is read: migbake import makes one"),
 )
 _RULES = (
     ("unknown-model", "a GPU model the catalog does not know (with 'did you mean')"),
@@ -119,6 +120,8 @@ _RULES = (
     ("slurm-node-name", "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)"),
     ("slurm-gpu-count", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'"),
     ("eks-al2-unpublished", "kubelet.layout eks-al2: EKS no longer publishes Amazon Linux 2 AMIs"),
+    ("ignore-unknown-rule", "validation.ignore names a rule id migbake does not report"),
+    ("ignore-error-rule", "validation.ignore names an error rule: only warnings can be ignored"),
 )
 _CATALOG = (
     ("catalog-json", "a catalog file that is not valid JSON"),

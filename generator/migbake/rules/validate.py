@@ -9,16 +9,17 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from migbake.document.loader import LoadedProfile, load_profile_bytes, read_profile
 from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice
-from migbake.problems import Problem, UsageError, has_errors, sort_problems
+from migbake.problems import STDIN_NAME, Ignored, Problem, UsageError, has_errors, set_aside, sort_problems
 from migbake.profile.schema import schema_problems
 from migbake.rules.general import rule_problems
+from migbake.rules.ignore import profile_suppressions
 
 if TYPE_CHECKING:
     from migbake.profile.nodeprofile import NodeProfile
@@ -26,11 +27,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Checked:
-    """A profile file after every check: its problems, and the model when it has no errors."""
+    """A profile file after every check: its problems, and the model when it has no errors.
+
+    ``ignored``: the warnings its ``validation.ignore`` sets aside (not in ``problems``; reports list them).
+    """
 
     file: str
     problems: list[Problem]
     profile: NodeProfile | None
+    ignored: list[Ignored] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -46,13 +51,30 @@ def _without_echoes(problems: list[Problem]) -> list[Problem]:
             if not (p.rule == "empty-layout" and any(u.startswith(p.pointer + "/") for u in unknown))]
 
 
+def _mig_parted_config(loaded: LoadedProfile) -> Problem | None:
+    """The one problem of an nvidia-mig-parted config given as a profile (``version: v1`` and ``mig-configs``):
+    what it is and the command that makes a profile of it, instead of the schema's four errors."""
+    data = loaded.data
+    if not (isinstance(data, dict) and data.get("version") == "v1" and "mig-configs" in data):
+        return None
+    source = "-" if loaded.file == STDIN_NAME else "FILE"  # the location names the file
+    return loaded.problem("/mig-configs", "this is an nvidia-mig-parted config (version: v1, mig-configs), not a "
+                          f"node profile: make a profile of it with `migbake import {source} -o node-profile.yaml` "
+                          "(--config NAME chooses one of its configs)", "mig-parted-config", key=True)
+
+
 def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoice, *, model: bool = True) -> Checked:
     """The profile's problems and model; ``catalog`` is read only for a mapping (the rules and the model need it)."""
-    if loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
+    if (mig_parted := _mig_parted_config(loaded)) is not None:
+        problems = [*problems, mig_parted]
+    elif loaded.data is not None and not any(p.rule in ("empty-file", "multiple-documents") for p in problems):
         problems = problems + schema_problems(loaded, catalog)
         if isinstance(loaded.data, dict):
             problems += rule_problems(loaded, catalog.load())
     problems = sort_problems(_without_echoes(problems))
+    ignored: list[Ignored] = []
+    if isinstance(loaded.data, dict):
+        problems, ignored = set_aside(problems, profile_suppressions(loaded, problems))
     profile = None
     if model and not has_errors(problems):
         from migbake.profile.nodeprofile import (
@@ -61,9 +83,11 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
 
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text, catalog.load())
-    return Checked(loaded.file, problems, profile)
+    return Checked(loaded.file, problems, profile, ignored)
 
 
+# the names of a profile in a folder: ``validate DIR``, ``images DIR`` (and pre-commit's hook) find these, at any
+# depth below DIR (``profiles_in``, the one search both use)
 PROFILE_GLOBS = ("node-profile.yaml", "node-profile.yml", "*.profile.yaml", "*.profile.yml")
 _PROFILE_NAMES = frozenset(g for g in PROFILE_GLOBS if "*" not in g)
 _PROFILE_SUFFIXES = tuple(g[1:] for g in PROFILE_GLOBS if g.startswith("*") and "*" not in g[1:])
@@ -105,6 +129,21 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+def profiles_in(folder: Path, shown: str | None = None) -> list[Path]:
+    """Every profile below ``folder`` (PROFILE_GLOBS, at any depth), sorted: what ``validate DIR`` and
+    ``images DIR`` both check. UsageError (after the command's usage line) when it cannot be read or holds none;
+    ``shown``: how messages name the folder (as the user typed it)."""
+    name = printable(shown if shown is not None else str(folder))
+    try:
+        os.scandir(folder).close()
+    except OSError as err:
+        raise UsageError(f"{name}: cannot read this directory: {err.strerror or err}", usage=True) from err
+    found = _profiles_below(folder)
+    if not found:
+        raise UsageError(f"{name}: no {', '.join(PROFILE_GLOBS)} below this directory", usage=True)
+    return found
+
+
 def profile_files(args: Sequence[str]) -> Iterator[Path]:
     """The profiles ``args`` name: a file as it is, ``-`` (standard input), or every profile below a directory.
 
@@ -119,16 +158,7 @@ def profile_files(args: Sequence[str]) -> Iterator[Path]:
     for raw in args:
         p = Path(raw)
         if raw != "-" and _is_dir(p):
-            try:
-                os.scandir(p).close()
-            except OSError as err:
-                raise UsageError(f"{printable(raw)}: cannot read this directory: {err.strerror or err}",
-                                 usage=True) from err
-            found = _profiles_below(p)
-            if not found:
-                raise UsageError(f"{printable(raw)}: no node-profile.yaml or *.profile.yaml below this directory",
-                                 usage=True)
-            yield from found
+            yield from profiles_in(p, raw)
         else:
             yield p
 
@@ -139,10 +169,14 @@ def check_file(path: Path, display: str | None = None, catalog: CatalogChoice = 
     return _finish(loaded, problems, catalog)
 
 
-def _problems(path: Path, catalog: CatalogChoice) -> list[Problem]:
-    """``check_file(path).problems``, without building the model that only generation needs."""
+Findings = tuple[list[Problem], list[Ignored]]  # a file's problems, and the warnings its profile ignores
+
+
+def _problems(path: Path, catalog: CatalogChoice) -> Findings:
+    """``check_file(path)``'s problems and ignored warnings, without building the model only generation needs."""
     loaded, problems = read_profile(path)
-    return _finish(loaded, problems, catalog, model=False).problems
+    checked = _finish(loaded, problems, catalog, model=False)
+    return checked.problems, checked.ignored
 
 
 def check_bytes(data: bytes, file: str, catalog: CatalogChoice = PACKAGED) -> Checked:
@@ -167,7 +201,12 @@ def _single_threaded() -> bool:
 
 
 def file_problems(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[list[Problem]]:
-    """The problems of each profile file, in order: ``check_file(path, catalog=catalog).problems`` for every path.
+    """The problems of each profile file, in order: ``check_file(path, catalog=catalog).problems`` for every path."""
+    return [problems for problems, _ in file_findings(paths, catalog)]
+
+
+def file_findings(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[Findings]:
+    """Each profile file's problems and ignored warnings, in order: ``check_file(path, catalog=catalog)``'s.
 
     With many files, several CPUs and ``fork``, a worker process checks the second half while this one
     checks the first; each file is checked in full either way, and the worker sends back only its
@@ -229,7 +268,7 @@ def _fork_worker(paths: Sequence[Path], catalog: CatalogChoice) -> tuple[int, in
         os._exit(code)
 
 
-def _worker_result(pid: int, data: bytes) -> list[list[Problem]] | None:
+def _worker_result(pid: int, data: bytes) -> list[Findings] | None:
     """The worker's problems (``data``, all it wrote) once it has exited cleanly, else None."""
     _, status = os.waitpid(pid, 0)
     if status != 0:
@@ -237,7 +276,7 @@ def _worker_result(pid: int, data: bytes) -> list[list[Problem]] | None:
     import pickle
 
     try:
-        result: list[list[Problem]] = pickle.loads(data)
+        result: list[Findings] = pickle.loads(data)
     except Exception:
         return None
     return result

@@ -16,7 +16,8 @@ tags Packer gives it (``migbake:profile``, ``migbake:profile-sha256``), with ``a
 CRD requires amiFamily when no alias is used). Not the ``al2023@latest`` alias: the stock AL2023 NVIDIA AMI has
 no nvidia-mig-parted (amazon-eks-ami ``templates/al2023/provisioners/install-nvidia-driver.sh``), and the
 CRD itself says ``latest`` "is not recommended for production". Role, subnets and security groups are
-``CHANGE-ME`` values the user fills.
+``CHANGE-ME`` values the user fills. The root volume is a documented default (``ROOT_VOLUME_SIZE``) the user may
+resize.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
 NODECONFIG_TYPE = "application/node.eks.aws"
 KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
 CHANGE_ME = "CHANGE-ME"
+# The root EBS volume of a GPU node. Without blockDeviceMappings Karpenter gives an AL2023 node /dev/xvda of 20Gi
+# gp3, encrypted (aws/karpenter-provider-aws:pkg/providers/amifamily/resolver.go ``DefaultEBS`` and al2023.go
+# ``DefaultBlockDeviceMappings``@0546f042): the NVIDIA driver, the toolkit and CUDA images of several GiB each fill
+# it, and kubelet's image garbage collection then evicts pods. 100Gi: the same device, type and encryption, larger.
+ROOT_VOLUME_SIZE = "100Gi"
 
 
 def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
@@ -102,6 +108,16 @@ def ec2nodeclass(plan: RenderPlan, data: str) -> str:
         "  securityGroupSelectorTerms:",
         "    - tags:",
         f"        {CHANGE_ME}-tag-key: {yaml_scalar(CHANGE_ME + '-tag-value')}",
+        f"  # The root volume: {ROOT_VOLUME_SIZE} (Karpenter's AL2023 default is 20Gi, too small for a GPU node's",
+        "  # driver, toolkit and CUDA images; docs/karpenter.md). Size it to your images; gp3 and encrypted as",
+        "  # Karpenter's default.",
+        "  blockDeviceMappings:",
+        "    - deviceName: /dev/xvda",
+        "      ebs:",
+        f"        volumeSize: {ROOT_VOLUME_SIZE}",
+        "        volumeType: gp3",
+        "        encrypted: true",
+        "        deleteOnTermination: true",
         "  # migbake's cloud-config (the MIG restore, run in cloud-final before nodeadm-run starts kubelet) and",
         "  # the node labels as a NodeConfig part; Karpenter appends its own NodeConfig (the cluster) last.",
         f"  userData: {_block(data)}",
