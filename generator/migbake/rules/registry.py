@@ -100,7 +100,11 @@ _RULES = (
     ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
     ("config-name-label", "restore.config_name no label value can carry (a trailing - . _): nvidia.com/mig.config "
                           "cannot select it"),
-    ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
+    ("output-path-clash", "two paths of the node at one file (two outputs, or a tool and an output), or a file "
+                          "where another needs a folder"),
+    ("output-path-not-allowed", "a file migbake writes outside its own folders (restore.config_path: /etc/nvidia-mig/"
+                                " or /etc/migbake/; restore.metrics_textfile: the textfile collector's; the "
+                                "downloaded nvidia-mig-parted: /opt/)"),
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
     ("dra-stranded-gpu", "allocation dra: a MIG GPU with no instances (the DRA driver publishes nothing of it)"),
