@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from migbake.document.loader import LoadedProfile, as_mapping
+from migbake.document.patterns import whole
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.kubelet import DEFAULT_BINARY, NODEADM_DROPIN
 from migbake.problems import Problem
@@ -31,7 +32,10 @@ from migbake.profile.units import (
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 DEFAULT_CONFIG = "/etc/nvidia-mig/config.yaml"
-FETCHED_NAME = "nvidia-mig-parted"  # the downloaded binary's file name starts with this
+# the schema's absolute path (its "pattern"): a path of another shape is the schema's to report
+ABSOLUTE = whole(r"^/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9._+/-]*[A-Za-z0-9._+-]$")
+FETCHED_NAME = "nvidia-mig-parted"
+_CHECKED_FOR_SYSTEMD = ("/restore/config_path", "/restore/metrics_textfile")  # config-path-in-systemd  # the downloaded binary's file name starts with this
 # Where each written path may live: folders of migbake's own, or (metrics) the textfile collector's. Not
 # /etc/nvidia-mig-manager: the packaged nvidia-mig-manager owns it and runs its service.sh, utils.sh,
 # hooks.sh from there as root (NVIDIA/mig-parted:deployments/systemd/nvidia-mig-manager.spec@v0.15.0,
@@ -142,6 +146,8 @@ def _clashes(loaded: LoadedProfile, paths: list[tuple[str, str, bool, bool]]) ->
             nested = first_path.startswith(second_path + "/") or second_path.startswith(first_path + "/")
             if not (same or (nested and (first_written or second_written))) or not (first_set or second_set):
                 continue
+            if any(in_systemd_tree(p) and w in _CHECKED_FOR_SYSTEMD for w, p in ((first, first_path), (second, second_path))):
+                continue  # config-path-in-systemd says it
             where, path, other, other_path = first, first_path, second, second_path
             if not first_set:  # report it where the profile set it
                 where, path, other, other_path = second, second_path, first, first_path
@@ -161,8 +167,8 @@ def rule_path_allowed(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
         if raw is None or (pointer == "/tools/nvidia_mig_parted" and not downloads_mig_parted(d)):
             continue
         path = normal_path(raw)
-        if in_systemd_tree(path) or path == MANAGED_CONFIG:
-            continue  # config-path-in-systemd, managed-config-path say it
+        if not ABSOLUTE.fullmatch(raw) or in_systemd_tree(path) or path == MANAGED_CONFIG:
+            continue  # schema-pattern, config-path-in-systemd, managed-config-path say it
         if inside(path, folders) and (pointer != "/tools/nvidia_mig_parted"
                                       or path.rsplit("/", 1)[1].startswith(FETCHED_NAME)):
             continue
