@@ -87,9 +87,27 @@ def guess_part_type(text: str) -> str | None:
     return None
 
 
-def nodeconfig_kind(text: str) -> str | None:
+def _first_document_aliases(text: str, name: str) -> None:
+    """UsageError at the first alias of ``text``'s first YAML document: a part migbake reads as a NodeConfig
+    is read without expanding an alias (a few lines of them expand to billions of nodes)."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.DocumentEndEvent):
+                return
+            if isinstance(event, yaml.AliasEvent):
+                mark = event.start_mark
+                raise UsageError(f"{name}:{mark.line + 1}:{mark.column + 1}: a YAML alias (*{event.anchor}) in a "
+                                 f"part read as a NodeConfig: write the value out (aliases can expand without "
+                                 "bound)", option=MIME_OPTION)
+    except yaml.YAMLError:
+        return  # not YAML: no NodeConfig, said by the caller
+
+
+def nodeconfig_kind(text: str, name: str = "") -> str | None:
     """``NodeConfig`` when ``text``'s first YAML document is a NodeConfig nodeadm reads; the apiVersion/kind it
-    names when it looks like another version of one (``node.eks.aws/...``); None when it is no NodeConfig."""
+    names when it looks like another version of one (``node.eks.aws/...``); None when it is no NodeConfig.
+    An alias in that document is a UsageError naming ``name`` (``_first_document_aliases``)."""
+    _first_document_aliases(text, name)
     try:
         first = next(iter(yaml.safe_load_all(text)), None)  # nodeadm reads only the first document
     except yaml.YAMLError:
@@ -114,11 +132,23 @@ def part_media_type(theirs: str, their_name: str, their_type: str | None) -> str
             raise UsageError(f"{their_type!r}: nodeadm reads a NodeConfig part only as {NODECONFIG_MEDIA_TYPE} and "
                              f"skips any other type silently; write {their_name}:{NODECONFIG_MEDIA_TYPE}",
                              option=MIME_OPTION)
+        if whole and whole.group(1).lower() in ("multipart", "message"):
+            # RFC 2046 5.1, 5.2: their bodies are MIME entities of their own (parts, a whole message), so
+            # cloud-init would read this file's text as the structure of the user-data
+            raise UsageError(f"{their_name}: {their_type!r}: a part of type multipart/* or message/* would be read "
+                             "as a MIME document of its own inside migbake's multi-part user-data; give the "
+                             "part's own type (x-shellscript, cloud-config, ...), or pass the parts one by one",
+                             option=MIME_OPTION)
+        if their_type.lower() == NODECONFIG_MEDIA_TYPE and nodeconfig_kind(theirs, their_name) != NODECONFIG_KIND:
+            raise UsageError(f"{their_name}: {NODECONFIG_MEDIA_TYPE} is for a NodeConfig (apiVersion "
+                             f"{NODECONFIG_API_VERSION}, kind {NODECONFIG_KIND}, its first YAML document), and this "
+                             "file is none: nodeadm would refuse the part at boot; give the file's own type",
+                             option=MIME_OPTION)
         return their_type if whole else f"text/{their_type}"
     subtype = guess_part_type(theirs)
     if subtype is not None:
         return f"text/{subtype}"
-    kind = nodeconfig_kind(theirs)
+    kind = nodeconfig_kind(theirs, their_name)
     if kind == NODECONFIG_KIND:
         return NODECONFIG_MEDIA_TYPE
     if kind is not None:
