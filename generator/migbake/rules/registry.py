@@ -112,6 +112,8 @@ _RULES = (
     ("dra-device-plugin-setting", "a device-plugin setting (mig_strategy) under a DRA allocation: it does not apply"),
     ("placements-without-dra", "restore.placements without kubernetes.allocation dra: ignored"),
     ("openshift-binary-in-image", "a download of nvidia-mig-parted: the OpenShift MachineConfig takes data: URLs only"),
+    ("mig-parted-url-invalid", "tools.nvidia_mig_parted_url that Ignition's URL parser (Go's net/url) refuses, "
+                               "or that it cannot fetch (no host, a port above 65535)"),
     ("mig-parted-path-read-only", "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr"),
     ("bottlerocket-inexpressible", "bottlerocket.required: a layout Bottlerocket cannot express (mixed, model)"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
