@@ -112,6 +112,9 @@ _RULES = (
     ("dra-device-plugin-setting", "a device-plugin setting (mig_strategy) under a DRA allocation: it does not apply"),
     ("placements-without-dra", "restore.placements without kubernetes.allocation dra: ignored"),
     ("openshift-binary-in-image", "a download of nvidia-mig-parted: the OpenShift MachineConfig takes data: URLs only"),
+    ("unit-line-too-long", "consumers or node labels that make a unit line of 2048 bytes or more (Ignition, "
+                           "butane: go-systemd's unit parser refuses it)"),
+    ("cluster-api-limit", "node labels longer than Cluster API's kubeletExtraArgs value limit (1024, v1beta2 CRD)"),
     ("mig-parted-url-invalid", "tools.nvidia_mig_parted_url that Ignition's URL parser (Go's net/url) refuses, "
                                "or that it cannot fetch (no host, a port above 65535)"),
     ("mig-parted-path-read-only", "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr"),
