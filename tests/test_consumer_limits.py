@@ -29,7 +29,8 @@ from migbake.rules.limits import SYSTEMD_LINE_MAX, consumer_line, labels_line
 from migbake.rules.validate import check_bytes
 
 BUTANE = REPO.parent / "shared" / "tools" / "butane" / "butane"
-H200: dict[str, Any] = {"version": 1, "name": "limits", "gpus": [{"model": "h200-141gb", "mig": {"layout": {"1g.18gb": 7}}}]}
+H200: dict[str, Any] = {"version": 1, "name": "limits",
+                        "gpus": [{"model": "h200-141gb", "mig": {"layout": {"1g.18gb": 7}}}]}
 
 
 def _profile(**extra: Any) -> dict[str, Any]:
@@ -82,7 +83,8 @@ CASES = {
                     "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf", "/kubernetes/node_labels"),
     "labels-generic-2048": (_profile(kubernetes={"node_labels": _labels(2048, kubelet_args_env="KUBELET_EXTRA_ARGS"),
                                                         "kubelet_args_env": "KUBELET_EXTRA_ARGS"}),
-                            "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf", "/kubernetes/node_labels"),
+                            "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf",
+                            "/kubernetes/node_labels"),
 }
 
 

@@ -35,7 +35,8 @@ OS_FILES = ["/etc/passwd", "/etc/shadow", "/etc/sudoers", "/etc/sudoers.d/migbak
             "/etc/tmpfiles.d/mig.conf", "/etc/cloud/cloud.cfg.d/99-mig.cfg", "/etc/eks/nodeadm.d/mig.yaml",
             "/etc/modprobe.d/mig.conf", "/etc/profile.d/mig.sh", "/etc/crontab", "/etc/containerd/config.toml",
             "/etc/kubernetes/kubelet.conf", "/etc/nvidia-mig-manager/hooks.sh", "/etc/nvidia-mig-manager/x.yaml",
-            "/usr/bin/nvidia-smi", "/bin/bash", "/usr/local/bin/kubelet", "/opt/bin/kubelet", "/var/lib/kubelet/config.yaml",
+            "/usr/bin/nvidia-smi", "/bin/bash", "/usr/local/bin/kubelet", "/opt/bin/kubelet",
+            "/var/lib/kubelet/config.yaml",
             "/tmp/config.yaml", "/config.yaml", "/etc/nvidia-mig", "/etc/migbake"]
 
 
@@ -95,7 +96,7 @@ def test_a_tool_at_a_path_migbake_writes_or_runs_is_refused(sections: dict[str, 
     profile.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["generate", str(profile), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1 and "[output-path-clash]" in result.stderr, result.output
-    assert f"p.yaml:" in result.stderr and not (tmp_path / "out").exists()
+    assert "p.yaml:" in result.stderr and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("restore", [

@@ -110,7 +110,8 @@ def _first_document_aliases(text: str, name: str) -> None:
                 return
             if isinstance(event, yaml.AliasEvent):
                 mark = event.start_mark
-                raise UsageError(f"{name}:{mark.line + 1}:{mark.column + 1}: a YAML alias (*{event.anchor}) in a "
+                where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
+                raise UsageError(f"{name}:{where}: a YAML alias (*{event.anchor}) in a "
                                  f"part read as a NodeConfig: write the value out (aliases can expand without "
                                  "bound)", option=MIME_OPTION)
     except yaml.YAMLError:

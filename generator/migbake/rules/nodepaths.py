@@ -34,8 +34,8 @@ MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 DEFAULT_CONFIG = "/etc/nvidia-mig/config.yaml"
 # the schema's absolute path (its "pattern"): a path of another shape is the schema's to report
 ABSOLUTE = whole(r"^/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9._+/-]*[A-Za-z0-9._+-]$")
-FETCHED_NAME = "nvidia-mig-parted"
-_CHECKED_FOR_SYSTEMD = ("/restore/config_path", "/restore/metrics_textfile")  # config-path-in-systemd  # the downloaded binary's file name starts with this
+FETCHED_NAME = "nvidia-mig-parted"  # the downloaded binary's file name starts with this
+_CHECKED_FOR_SYSTEMD = ("/restore/config_path", "/restore/metrics_textfile")  # config-path-in-systemd says it
 # Where each written path may live: folders of migbake's own, or (metrics) the textfile collector's. Not
 # /etc/nvidia-mig-manager: the packaged nvidia-mig-manager owns it and runs its service.sh, utils.sh,
 # hooks.sh from there as root (NVIDIA/mig-parted:deployments/systemd/nvidia-mig-manager.spec@v0.15.0,
@@ -97,7 +97,7 @@ def _unit_files(d: dict[str, Any]) -> dict[str, str]:
 
 
 def named_paths(d: dict[str, Any]) -> list[tuple[str, str, bool, bool]]:
-    """Every node path of the profile: (pointer, or a name for a fixed one; normal path; written; set in the profile)."""
+    """Every node path of the profile: (pointer, or a fixed one's name; normal path; written; set by the profile)."""
     restore = as_mapping(d.get("restore"))
     tools = as_mapping(d.get("tools"))
     kubelet = as_mapping(d.get("kubelet"))
@@ -146,7 +146,8 @@ def _clashes(loaded: LoadedProfile, paths: list[tuple[str, str, bool, bool]]) ->
             nested = first_path.startswith(second_path + "/") or second_path.startswith(first_path + "/")
             if not (same or (nested and (first_written or second_written))) or not (first_set or second_set):
                 continue
-            if any(in_systemd_tree(p) and w in _CHECKED_FOR_SYSTEMD for w, p in ((first, first_path), (second, second_path))):
+            pairs = ((first, first_path), (second, second_path))
+            if any(in_systemd_tree(p) and w in _CHECKED_FOR_SYSTEMD for w, p in pairs):
                 continue  # config-path-in-systemd says it
             where, path, other, other_path = first, first_path, second, second_path
             if not first_set:  # report it where the profile set it

@@ -18,7 +18,7 @@ from migbake.rules.layouts import model_of
 
 
 def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """A download of nvidia-mig-parted: a URL Ignition parses and fetches, not on OpenShift, not into a read-only /usr."""
+    """A download of nvidia-mig-parted: a URL Ignition takes, not on OpenShift, not into a read-only /usr."""
     tools = as_mapping(as_mapping(data).get("tools"))
     url = tools.get("nvidia_mig_parted_url")
     if not isinstance(url, str):
