@@ -1,11 +1,13 @@
 """Limits of the consumers of migbake's output, checked on the profile before anything is written.
 
 - Ignition (and butane, which validates with Ignition's code) parses every unit and drop-in with
-  go-systemd's ``unit.Deserialize`` (coreos/ignition:config/shared/validations/unit.go@v2.26.0 imports
+  go-systemd's ``unit.Deserialize`` (coreos/ignition:config/shared/validations/unit.go@bb6182a3 imports
   github.com/coreos/go-systemd/unit), which refuses a line of ``SYSTEMD_LINE_MAX`` = 2048 bytes or more:
-  "line too long (max 2048 bytes)" (coreos/go-systemd:unit/deserialize.go@v22.5.0). The profile makes two
-  unit lines long: the restore unit's comment that names every consumer (``consumer_line``), and the kubelet
-  drop-in's ``Environment=`` with ``--node-labels`` (``labels_line``): ``unit-line-too-long``.
+  "line too long (max 2048 bytes)" (coreos/go-systemd:unit/deserialize.go, ``lex``; butane v0.29.0 prints
+  "invalid unit content: line too long (max 2048 bytes)" for a 2048-byte line and takes 2047 bytes). The
+  profile makes two unit lines long: the restore unit's comment that names every consumer
+  (``consumer_line``), and the kubelet drop-in's ``Environment=`` with ``--node-labels`` (``labels_line``):
+  ``unit-line-too-long``.
 - Cluster API's KubeadmConfigTemplate CRD, v1beta2 (the storage version): a ``kubeletExtraArgs`` item's
   ``value`` (the node labels) at most 1024 characters (``maxLength: 1024``, kubernetes-sigs/cluster-api:
   bootstrap/kubeadm/config/crd/bases/bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml@v1.14.0, as
