@@ -203,6 +203,9 @@ _SCHEMA = json.loads((Path(__file__).parents[1] / "schemas/node-profile.schema.j
 _PROPS = _SCHEMA["properties"]
 _segment = st.from_regex(r"\A[A-Za-z0-9._+-]{1,12}\Z").filter(lambda seg: seg not in (".", ".."))
 allowed_paths = st.lists(_segment, min_size=1, max_size=4).map(lambda segs: "/" + "/".join(segs))
+# restore.config_path: any path inside the folders output-path-not-allowed allows (rules/nodepaths.py)
+allowed_config_paths = st.tuples(st.sampled_from(["/etc/nvidia-mig", "/etc/migbake"]), allowed_paths).map(
+    lambda parts: parts[0] + parts[1])
 allowed_units = st.from_regex(r"\A[A-Za-z0-9_][A-Za-z0-9_.:-]{0,16}(@[A-Za-z0-9_.:-]{1,8})?\.service\Z")
 allowed_text = st.text(max_size=200).filter(
     lambda t: matches(_PROPS["description"]["pattern"], t)
@@ -213,7 +216,7 @@ FIELDS: dict[tuple[str, ...], st.SearchStrategy[Any]] = {
     ("kubelet", "unit"): allowed_units,
     ("kubelet", "present"): st.booleans(),
     ("restore", "unit"): allowed_units,
-    ("restore", "config_path"): allowed_paths,
+    ("restore", "config_path"): allowed_config_paths,
     ("restore", "config_name"): st.from_regex(
         _PROPS["restore"]["properties"]["config_name"]["pattern"], fullmatch=True
     ),

@@ -94,16 +94,28 @@ class CliRunner(click.testing.CliRunner):
         return result
 
 
-def generate(profile_text: str, out: Path, name: str = "node-profile.yaml") -> Path:
-    """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``."""
+def generate(profile_text: str, out: Path, name: str = "node-profile.yaml", *, node_root: bool = False) -> Path:
+    """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``.
+
+    ``node_root``: a node emulated under a test's folder, whose written paths (config, metrics) are there, not
+    in their folders on a node: ``output-path-not-allowed`` is the only error allowed, every other must be absent.
+    """
+    import yaml
+
+    from migbake.profile.nodeprofile import build_profile
     from migbake.render.tree import render
     from migbake.render.write import Origin, write_tree
     from migbake.rules.validate import check_bytes
 
     checked = check_bytes(profile_text.encode("utf-8"), name)
-    assert checked.profile is not None, "\n".join(p.format() for p in checked.problems)
-    origin = Origin.of(name, out, checked.profile.name, checked.profile.source_sha256)  # Packer reads its sha256
-    write_tree(render(checked.profile), out, origin=origin)
+    profile = checked.profile
+    if profile is None and node_root:
+        others = [p for p in checked.problems if p.severity == "error" and p.rule != "output-path-not-allowed"]
+        assert not others, "\n".join(p.format() for p in others)
+        profile = build_profile(yaml.safe_load(profile_text), profile_text)
+    assert profile is not None, "\n".join(p.format() for p in checked.problems)
+    origin = Origin.of(name, out, profile.name, profile.source_sha256)  # Packer reads its sha256
+    write_tree(render(profile), out, origin=origin)
     return out
 
 

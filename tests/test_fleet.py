@@ -259,7 +259,7 @@ consumers:
   - unit: slurmd.service
 restore:
   unit: {_longest("mig-restore-")}
-  config_path: /etc/{"c" * 200}/config.yaml
+  config_path: /etc/migbake/{"c" * 200}/config.yaml
   config_name: {"k" * 63}
 tools: {{nvidia_smi: /usr/{"s" * 200}/nvidia-smi, nvidia_mig_parted: /usr/{"m" * 200}/nvidia-mig-parted}}
 conflicting_manager: {{unit: {_longest("nvidia-mig-manager-")}, action: mask}}

@@ -161,7 +161,7 @@ restore:
   nvidia_smi: {tools}/nvidia-smi
   nvidia_mig_parted: {tools}/nvidia-mig-parted
 {profile_extra}"""
-    out = generate(text, tmp_path / "out")
+    out = generate(text, tmp_path / "out", node_root=True)
     bin_dir = root / "bin"
     state = root / "state"
     state.mkdir(parents=True)

@@ -132,7 +132,7 @@ def run_verify(tmp_path: Path, profile: str, gpus: list[str], allocatable: str |
         _stub(bin_dir / "kubectl", f"printf '%b' {shlex.quote(allocatable)}\n")
     config = tmp_path / "etc/nvidia-mig/config.yaml"  # installed, as on a node the restore ran on
     text = profile + f"tools: {{nvidia_smi: {smi}, nvidia_mig_parted: {mig}}}\nrestore: {{config_path: {config}}}\n"
-    out = generate(text, tmp_path / "out")
+    out = generate(text, tmp_path / "out", node_root=True)
     config.parent.mkdir(parents=True)
     config.write_bytes((out / "rootfs" / str(config).lstrip("/")).read_bytes())
     env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}

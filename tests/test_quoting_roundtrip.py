@@ -56,7 +56,7 @@ NASTY: dict[str, dict[str, Any]] = {
         "kubelet": {"present": True, "unit": "kubelet@gpu:node-1.service"},
         "restore": {
             "unit": "mig_restore@boot:x-1.service",
-            "config_path": "/opt/mig+cfg/-dash.dir/config.v1+x.yaml",
+            "config_path": "/etc/migbake/mig+cfg/-dash.dir/config.v1+x.yaml",
             "config_name": "cfg.v1.2-beta_x",
             "timeout_seconds": 3600,
             "on_failure": "continue",
@@ -75,7 +75,7 @@ NASTY: dict[str, dict[str, Any]] = {
         "kubelet": {"unit": "1.service"},
         "restore": {
             "unit": "yes.service",
-            "config_path": "/_/+/-/null",
+            "config_path": "/etc/nvidia-mig/_/+/-/null",
             "config_name": "0644",
             "on_failure": "block-kubelet",
         },

@@ -51,7 +51,7 @@ VARIANTS: dict[str, str] = {
 kubelet: {unit: kubelet-gpu.service}
 restore:
   unit: mig-layout.service
-  config_path: /opt/gpu/mig/layout.yaml
+  config_path: /etc/migbake/gpu/layout.yaml
   config_name: node-layout
   timeout_seconds: 600
 tools: {nvidia_smi: /opt/nvidia/bin/nvidia-smi, nvidia_mig_parted: /opt/nvidia/bin/nvidia-mig-parted}

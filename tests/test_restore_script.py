@@ -96,7 +96,7 @@ def make_node(tmp_path: Path, gpus: str = H200, restore: str = "", metrics: bool
     extra = f"  metrics_textfile: {prom}\n" if metrics else ""
     out = generate(f"version: 1\nname: restore-under-test\ngpus:\n{gpus}restore:\n  timeout_seconds: 300\n"
                    f"{restore}{extra}tools: {{nvidia_smi: {tools}/nvidia-smi, "
-                   f"nvidia_mig_parted: {tools}/nvidia-mig-parted}}\n", tmp_path / "out")
+                   f"nvidia_mig_parted: {tools}/nvidia-mig-parted}}\n", tmp_path / "out", node_root=True)
     marker = root / "var/lib/migbake/reboot-attempted"
     text = (out / SCRIPT).read_text()
     assert text.count("\nmarker='/var/lib/migbake/reboot-attempted'\n") == 1

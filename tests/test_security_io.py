@@ -330,8 +330,13 @@ def test_a_var_file_packer_could_not_read_again_is_refused_and_a_huge_one_is_bou
                                      f"preflight {PROFILE} --node-json /dev/zero",
                                      f"preflight {PROFILE} --node-json {NODE_FIXTURE} --cluster-policy /dev/zero",
                                      f"preflight {PROFILE} --nvidia-smi-xml /dev/zero"])
-def test_an_endless_file_is_read_with_a_bound(command: str, tmp_path: Path) -> None:
-    # 256 MiB of address space beyond the interpreter's: an unbounded read of /dev/zero dies, a bounded one does not
+def test_an_endless_file_is_refused_and_a_huge_one_read_with_a_bound(command: str, tmp_path: Path) -> None:
+    # /dev/zero is no regular file: refused before any read (issue 42). A sparse regular file of 2 GiB stands
+    # for the endless one: 256 MiB of address space beyond the interpreter's, an unbounded read dies
     ran = sh(f"ulimit -v $((1024 * 1024)); migbake {command}", tmp_path, timeout=60)
-    one_line(ran, 2, "/dev/zero: larger than ")
+    one_line(ran, 2, "/dev/zero: not a regular file")
+    (tmp_path / "huge").touch()
+    os.truncate(tmp_path / "huge", 2 * 1024 * 1024 * 1024)
+    ran = sh(f"ulimit -v $((1024 * 1024)); migbake {command.replace('/dev/zero', 'huge')}", tmp_path, timeout=60)
+    one_line(ran, 2, "huge: larger than ")
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []

@@ -66,8 +66,10 @@ def test_the_packaged_managers_config_in_any_spelling_is_refused() -> None:
 
 @pytest.mark.parametrize("path", ["/etc/systemd-mig/config.yaml", "/etc/nvidia-mig/config.yaml",
                                   "/opt/systemd/config.yaml", "/etc/nvidia-mig-manager/config.yaml.d/x"])
-def test_near_misses_are_allowed(path: str) -> None:
-    assert _rules(config_path=path) == []
+def test_near_misses_are_not_the_systemd_or_managed_rule(path: str) -> None:
+    """Outside /etc/nvidia-mig/ and /etc/migbake/ they are output-path-not-allowed (issue 42), nothing more."""
+    assert set(_rules(config_path=path)) <= {"output-path-not-allowed"}
+    assert _rules(config_path=path.replace("/etc/", "/etc/migbake/").replace("/opt/", "/etc/migbake/")) == []
 
 
 @pytest.mark.parametrize(("raw", "normal"), [
@@ -83,18 +85,20 @@ def test_normal_path(raw: str, normal: str) -> None:
     ({"config_path": "/" + RESTORE_SCRIPT}, "/restore/config_path"),
     ({"config_path": RESTORE_SCRIPT + "/c.yaml"}, "/restore/config_path"),
     ({"config_path": "/etc/nvidia-mig"}, "/restore/config_path"),
-    ({"config_path": REBOOT_MARKER}, "/restore/config_path"),
-    ({"config_path": "/var/lib/m.prom", "metrics_textfile": "/var/lib//m.prom"}, "/restore/config_path"),
-    ({"metrics_textfile": RESTORE_SCRIPT + "/m.prom"}, "/restore/metrics_textfile"),
-], ids=["restore.sh", "restore.sh-double", "restore.sh-folder", "folder-of-restore.sh", "marker", "metrics",
-        "metrics-in-restore.sh"])
+    ({"config_path": "/etc/nvidia-mig/m.prom", "metrics_textfile": "/etc/nvidia-mig//m.prom"},
+     "/restore/config_path"),
+    ({"metrics_textfile": REBOOT_MARKER + "/m.prom"}, "/restore/metrics_textfile"),
+], ids=["restore.sh", "restore.sh-double", "restore.sh-folder", "folder-of-restore.sh", "metrics",
+        "metrics-in-marker"])
 def test_two_outputs_at_one_path_are_refused_with_a_rule(restore: dict[str, str], pointer: str,
                                                          tmp_path: Path) -> None:
     COUNTS["class3-clash"] += 1
     data = json.loads(json.dumps(SEED))
     data.setdefault("restore", {}).update(restore)
     checked = check_bytes(json.dumps(data).encode(), "p.yaml")
-    assert [(p.pointer, p.rule) for p in checked.problems] == [(pointer, "output-path-clash")], checked.problems
+    # a metrics file outside the textfile folders is also output-path-not-allowed (issue 42)
+    clashes = [(p.pointer, p.rule) for p in checked.problems if p.rule != "output-path-not-allowed"]
+    assert clashes == [(pointer, "output-path-clash")], checked.problems
     profile = tmp_path / "p.yaml"
     profile.write_text(json.dumps(data))
     out = tmp_path / "out"

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 import click
+import yaml
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile
 from migbake.exits import EXIT_INVALID
@@ -18,6 +19,7 @@ from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
+from migbake.render.targets.karpenter import EC2NODECLASS
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.wording import plural
@@ -161,3 +163,9 @@ def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
     warning = None if sent is None else userdata.size_warning(sent.path, sent.data, gzipped=gzipped)
     if warning:
         say(f"migbake: warning: {warning}", err=True)
+    ec2 = forms.get(EC2NODECLASS)
+    if ec2 is not None:
+        spec = yaml.safe_load(ec2.data).get("spec", {})
+        warning = userdata.karpenter_warning(ec2.path, str(spec.get("userData", "")).encode("utf-8"))
+        if warning:
+            say(f"migbake: warning: {warning}", err=True)

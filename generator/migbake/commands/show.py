@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
+from migbake.exits import printable
 from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
@@ -22,45 +23,50 @@ from migbake.slurm.gres import show_lines, slurm_applies
 from migbake.wording import instances
 
 
+def _say(text: str = "") -> None:
+    """Lines of output, every character a terminal would act on escaped (a description's U+202E too)."""
+    click.echo("\n".join(printable(line) for line in text.split("\n")))
+
+
 @click.command()
 @click.argument("profile", type=PROFILE_PATH)
 def show(profile: Path) -> None:
     """Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input)."""
     prof = valid_profile(profile)
-    click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
+    _say(f"{prof.name}: {prof.description}" if prof.description else prof.name)
     for note in gpu_notes(prof):
-        click.echo(f"  {note}")
+        _say(f"  {note}")
     closed = [c.unit for c in prof.all_consumers if c.fail_closed]
     opened = [c.unit for c in prof.all_consumers if not c.fail_closed]
-    click.echo(f"  The restore runs before {prof.consumers_text() if prof.all_consumers else 'no consumer'}"
+    _say(f"  The restore runs before {prof.consumers_text() if prof.all_consumers else 'no consumer'}"
                + (f"; a failed restore keeps {', '.join(closed)} down" if closed else "")
                + (f"; {', '.join(opened)} start anyway" if opened else "") + ".")
     for i, (group, m) in enumerate(zip(prof.gpus, prof.models)):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
-        click.echo(f"\n/gpus/{i}: {m.key}, {devices}")
+        _say(f"\n/gpus/{i}: {m.key}, {devices}")
         dynamic = prof.kubernetes.allocation == "dra-dynamic"
         if not group.mig_enabled:
-            click.echo("  MIG disabled: the DRA driver turns MIG on per claim" if dynamic and m.has_mig
+            _say("  MIG disabled: the DRA driver turns MIG on per claim" if dynamic and m.has_mig
                        else "  MIG disabled: the whole GPU is one device")
             continue
         layout = group.layout_dict
         if not layout:
-            click.echo("  MIG enabled, no instances" + (": the DRA driver creates them per claim" if dynamic else ""))
+            _say("  MIG enabled, no instances" + (": the DRA driver creates them per claim" if dynamic else ""))
             continue
-        click.echo(f"  {instances(layout)}")
+        _say(f"  {instances(layout)}")
         placed = placements_of(m, layout) if prof.kubernetes.allocation == "dra" else fit(m, layout).placements
-        click.echo(render_slice_map(m, placed))
+        _say(render_slice_map(m, placed))
     slurm = slurm_applies(prof)
     if slurm:
         for line in show_lines(prof):
-            click.echo(line)
+            _say(line)
     if prof.kubelet.present or not slurm:
         if slurm:
-            click.echo()
+            _say()
         for line in (dra_report(prof) if prof.dra else resource_report(prof)):
-            click.echo(line)
+            _say(line)
         for line in layout_report(prof):
-            click.echo(line)
+            _say(line)
     for line in managed_report(entries_of(prof.gpus), prof.gpu_count, prof.kubelet.present,
                                prof.kubernetes.allocation):
-        click.echo(line)
+        _say(line)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from migbake.document.quickyaml import QuickResolve
-from migbake.problems import UNREADABLE, Problem
+from migbake.problems import UNREADABLE, Problem, read_regular
 
 MAX_PROFILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
@@ -318,8 +318,7 @@ def read_profile(path: Path, display: str | None = None) -> tuple[LoadedProfile,
     """Read and parse the profile at ``path``; ``display`` is the name used in problems."""
     name = display if display is not None else str(path)
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_PROFILE_BYTES + 1)
+        data = read_regular(path, MAX_PROFILE_BYTES)
     except OSError as e:
         why = e.strerror or str(e)
         if isinstance(e, IsADirectoryError):

@@ -9,10 +9,7 @@ the position of every key and value; ``json`` itself stays the authority on what
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ from migbake.document.limits import json_shape
 from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.document.patterns import CONTROL
 from migbake.document.schema_messages import catalog_schema_problems
-from migbake.problems import CatalogError, Problem, UnreadableCatalog
+from migbake.problems import CatalogError, Problem, UnreadableCatalog, read_regular
 
 MAX_CATALOG_BYTES = 16 * 1024 * 1024
 MAX_CATALOG_DEPTH = 32  # the packaged catalog nests 7 deep
@@ -153,32 +150,14 @@ def catalog_problems(data: bytes, file: str) -> tuple[dict[str, Any] | None, lis
     return (parsed if not problems else None), problems
 
 
-def _read_bounded(path: Path) -> bytes | None:
-    """The file's bytes, at most MAX_CATALOG_BYTES + 1; None when it is not a regular file.
-
-    Opened without blocking (a FIFO with no writer would hang open()), then checked on the open file.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(mode):
-            return None
-        return fh.read(MAX_CATALOG_BYTES + 1)
-
-
 def read_catalog_file(path: Path) -> dict[str, Any]:
     """The data of the catalog file at ``path``; CatalogError with every problem when it is not valid."""
     try:
-        data = _read_bounded(path)
+        data = read_regular(path, MAX_CATALOG_BYTES)
     except OSError as e:
         what = "it is a directory" if path.is_dir() else (e.strerror or str(e))
         raise UnreadableCatalog(str(path), [Problem(str(path), 1, 1, "", f"cannot read the catalog file: {what}",
                                                     "unreadable")]) from e
-    if data is None:
-        raise UnreadableCatalog(str(path), [Problem(str(path), 1, 1, "", "cannot read the catalog file: it is not a "
-                                               "regular file (a FIFO, a device, a socket)", "unreadable")])
     parsed, problems = catalog_problems(data, str(path))
     if parsed is None:
         raise CatalogError(str(path), problems)

@@ -74,6 +74,20 @@ def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
     return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include{only}"
 
 
+def karpenter_warning(name: str, data: bytes) -> str | None:
+    """The warning for a Karpenter EC2NodeClass whose userData (``data``) is over EC2's limit, else None.
+
+    Karpenter appends its own NodeConfig part to it (aws/karpenter-provider-aws:pkg/providers/amifamily/
+    bootstrap/nodeadm.go@v1.14.1), so the instance's user data is larger still; EC2 refuses the launch.
+    """
+    if not too_big_for_ec2(data):
+        return None
+    return (f"{name}: its userData is {len(data)} bytes, above EC2's 16 KB limit for instance user data (before "
+            "Karpenter adds its own NodeConfig part): EC2 refuses to launch its nodes. The AMI baked from this "
+            "profile already holds the restore's files: keep only the NodeConfig part in userData, or make the "
+            "profile smaller (fewer consumers or node labels, a shorter description)")
+
+
 def gzip_user_data(text: str) -> bytes:
     """Gzip with no name and a zero timestamp: cloud-init detects and inflates it; output is deterministic."""
     return gzip_bytes(text.encode("utf-8"))
@@ -87,9 +101,28 @@ def guess_part_type(text: str) -> str | None:
     return None
 
 
-def nodeconfig_kind(text: str) -> str | None:
+def _first_document_aliases(text: str, name: str) -> None:
+    """UsageError at the first alias of ``text``'s first YAML document: a part migbake reads as a NodeConfig
+    is read without expanding an alias (a few lines of them expand to billions of nodes)."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.DocumentEndEvent):
+                return
+            if isinstance(event, yaml.AliasEvent):
+                mark = event.start_mark
+                where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
+                raise UsageError(f"{name}:{where}: a YAML alias (*{event.anchor}) in a "
+                                 f"part read as a NodeConfig: write the value out (aliases can expand without "
+                                 "bound)", option=MIME_OPTION)
+    except yaml.YAMLError:
+        return  # not YAML: no NodeConfig, said by the caller
+
+
+def nodeconfig_kind(text: str, name: str = "") -> str | None:
     """``NodeConfig`` when ``text``'s first YAML document is a NodeConfig nodeadm reads; the apiVersion/kind it
-    names when it looks like another version of one (``node.eks.aws/...``); None when it is no NodeConfig."""
+    names when it looks like another version of one (``node.eks.aws/...``); None when it is no NodeConfig.
+    An alias in that document is a UsageError naming ``name`` (``_first_document_aliases``)."""
+    _first_document_aliases(text, name)
     try:
         first = next(iter(yaml.safe_load_all(text)), None)  # nodeadm reads only the first document
     except yaml.YAMLError:
@@ -114,11 +147,23 @@ def part_media_type(theirs: str, their_name: str, their_type: str | None) -> str
             raise UsageError(f"{their_type!r}: nodeadm reads a NodeConfig part only as {NODECONFIG_MEDIA_TYPE} and "
                              f"skips any other type silently; write {their_name}:{NODECONFIG_MEDIA_TYPE}",
                              option=MIME_OPTION)
+        if whole and whole.group(1).lower() in ("multipart", "message"):
+            # RFC 2046 5.1, 5.2: their bodies are MIME entities of their own (parts, a whole message), so
+            # cloud-init would read this file's text as the structure of the user-data
+            raise UsageError(f"{their_name}: {their_type!r}: a part of type multipart/* or message/* would be read "
+                             "as a MIME document of its own inside migbake's multi-part user-data; give the "
+                             "part's own type (x-shellscript, cloud-config, ...), or pass the parts one by one",
+                             option=MIME_OPTION)
+        if their_type.lower() == NODECONFIG_MEDIA_TYPE and nodeconfig_kind(theirs, their_name) != NODECONFIG_KIND:
+            raise UsageError(f"{their_name}: {NODECONFIG_MEDIA_TYPE} is for a NodeConfig (apiVersion "
+                             f"{NODECONFIG_API_VERSION}, kind {NODECONFIG_KIND}, its first YAML document), and this "
+                             "file is none: nodeadm would refuse the part at boot; give the file's own type",
+                             option=MIME_OPTION)
         return their_type if whole else f"text/{their_type}"
     subtype = guess_part_type(theirs)
     if subtype is not None:
         return f"text/{subtype}"
-    kind = nodeconfig_kind(theirs)
+    kind = nodeconfig_kind(theirs, their_name)
     if kind == NODECONFIG_KIND:
         return NODECONFIG_MEDIA_TYPE
     if kind is not None:

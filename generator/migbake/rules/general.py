@@ -24,6 +24,8 @@ from migbake.rules.layouts import (
     rule_layout_fits,
     rule_layout_profiles,
 )
+from migbake.rules.limits import rule_cluster_api_limits, rule_unit_lines
+from migbake.rules.nodepaths import rule_path_allowed, rule_paths
 from migbake.rules.platforms import rule_bottlerocket, rule_mig_parted_url
 from migbake.rules.services import (
     rule_config_name_label,
@@ -34,7 +36,7 @@ from migbake.rules.services import (
     rule_provided_later,
 )
 from migbake.rules.slurm import rule_slurm_gpu_count, rule_slurm_node_name
-from migbake.rules.units import rule_kubelet_args_env, rule_paths, rule_restore_unit_name, rule_unit_ordering
+from migbake.rules.units import rule_kubelet_args_env, rule_restore_unit_name, rule_unit_ordering
 from migbake.wording import article, gpus, index_list, instances
 
 
@@ -259,11 +261,11 @@ Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
                            rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
                            rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
-                           rule_paths, rule_unit_ordering, rule_restore_unit_name, rule_kubelet_args_env,
-                           rule_provided_later, rule_allocation, rule_placements, rule_dra_driver_version,
-                           rule_slurm_node_name,
-                           rule_slurm_gpu_count, rule_mig_parted_url, rule_bottlerocket, rule_eks_al2,
-                           rule_config_name_label, rule_ignore)
+                           rule_paths, rule_path_allowed, rule_unit_ordering, rule_restore_unit_name,
+                           rule_kubelet_args_env, rule_provided_later, rule_allocation, rule_placements,
+                           rule_dra_driver_version, rule_slurm_node_name, rule_slurm_gpu_count, rule_mig_parted_url,
+                           rule_bottlerocket, rule_eks_al2, rule_config_name_label, rule_unit_lines,
+                           rule_cluster_api_limits, rule_ignore)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:

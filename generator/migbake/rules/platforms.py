@@ -1,12 +1,14 @@
 """Rules on the immutable and managed node OSes: the Butane configs' download of nvidia-mig-parted, and Bottlerocket.
 
-Warnings only: the bake, cloud-init and the other outputs are unaffected. Facts: docs/immutable-os.md.
+Warnings, but a URL Ignition refuses (``document.goneturl``): the bake, cloud-init and the other outputs are
+unaffected. Facts: docs/immutable-os.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from migbake.document.goneturl import problem as url_problem
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
@@ -17,11 +19,17 @@ from migbake.rules.layouts import model_of
 
 
 def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """A download of nvidia-mig-parted: not on OpenShift, and not into a read-only /usr."""
+    """A download of nvidia-mig-parted: a URL Ignition takes, not on OpenShift, not into a read-only /usr."""
     tools = as_mapping(as_mapping(data).get("tools"))
     url = tools.get("nvidia_mig_parted_url")
     if not isinstance(url, str):
         return
+    why = url_problem(url)
+    if why is not None:
+        yield loaded.problem("/tools/nvidia_mig_parted_url", f"{url!r}: {why}; Ignition (and butane, with "
+                             "Ignition's own check: Go's net/url.Parse) refuses it or cannot fetch it; write the URL "
+                             "with %XX escapes of two hex digits, a numeric port up to 65535 and a host",
+                             "mig-parted-url-invalid")
     role = as_mapping(as_mapping(data).get("openshift")).get("role", "worker")
     # coreos/butane:config/openshift/v4_22/validate.go@v0.29.0: "file contents source must be data URL in
     # this spec version"; a 4.14 config is refused the same way

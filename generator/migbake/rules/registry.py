@@ -101,7 +101,11 @@ _RULES = (
     ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
     ("config-name-label", "restore.config_name no label value can carry (a trailing - . _): nvidia.com/mig.config "
                           "cannot select it"),
-    ("output-path-clash", "two files migbake writes on the node at one path, or one where another needs a folder"),
+    ("output-path-clash", "two paths of the node at one file (two outputs, or a tool and an output), or a file "
+                          "where another needs a folder"),
+    ("output-path-not-allowed", "a file migbake writes outside its own folders (restore.config_path: /etc/nvidia-mig/"
+                                " or /etc/migbake/; restore.metrics_textfile: the textfile collector's; the "
+                                "downloaded nvidia-mig-parted: /opt/)"),
     ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
     ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
     ("dra-stranded-gpu", "allocation dra: a MIG GPU with no instances (the DRA driver publishes nothing of it)"),
@@ -114,6 +118,11 @@ _RULES = (
     ("dra-driver-version", "kubernetes.dra_driver_version: a release whose device names migbake does not know"),
     ("bottlerocket-dra", "bottlerocket.required under a DRA allocation: its MIG settings are the device plugin's"),
     ("openshift-binary-in-image", "a download of nvidia-mig-parted: the OpenShift MachineConfig takes data: URLs only"),
+    ("unit-line-too-long", "consumers or node labels that make a unit line of 2048 bytes or more (Ignition, "
+                           "butane: go-systemd's unit parser refuses it)"),
+    ("cluster-api-limit", "node labels longer than Cluster API's kubeletExtraArgs value limit (1024, v1beta2 CRD)"),
+    ("mig-parted-url-invalid", "tools.nvidia_mig_parted_url that Ignition's URL parser (Go's net/url) refuses, "
+                               "or that it cannot fetch (no host, a port above 65535)"),
     ("mig-parted-path-read-only", "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr"),
     ("bottlerocket-inexpressible", "bottlerocket.required: a layout Bottlerocket cannot express (mixed, model)"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),

@@ -1,8 +1,7 @@
-"""Semantic rules on what the profile makes of the node: its paths, unit names and kubelet's environment.
+"""Semantic rules on what the profile makes of the node: its unit names and kubelet's environment.
 
-Paths are normalised (``systemdunits.normal_path``) before any rule looks at them, as the kernel and
-systemd will read them. Like ``rules.general`` these read the raw data defensively and yield problems
-with a rule id; ``rules.general.RULES`` runs them with the others.
+The paths a profile names are judged in ``rules.nodepaths``. Like ``rules.general`` these read the raw data
+defensively and yield problems with a rule id; ``rules.general.RULES`` runs them with the others.
 """
 
 from __future__ import annotations
@@ -13,17 +12,7 @@ from typing import Any
 from migbake.document.loader import LoadedProfile
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
-from migbake.profile.units import (
-    REBOOT_MARKER,
-    RESTORE_AFTER,
-    RESTORE_SCRIPT,
-    SYSTEMD_TREES,
-    in_systemd_tree,
-    is_node_unit,
-    normal_path,
-)
-
-MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
+from migbake.profile.units import RESTORE_AFTER, is_node_unit
 
 # variables the dynamic loader, a shell, an interpreter or systemd's service protocol reads: kubelet's
 # drop-in would set one of them to "--node-labels=..." for kubelet and everything it runs
@@ -42,50 +31,6 @@ UNSAFE_ENV_PREFIXES = ("LD_", "BASH_FUNC_", "MALLOC_", "GLIBC_", "LISTEN_", "SYS
 
 def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _outputs(d: dict[str, Any]) -> dict[str, str]:
-    """The node paths migbake writes, by where the profile sets them (fixed ones by name), normalised."""
-    restore = _mapping(d.get("restore"))
-    out = {"/restore/config_path": restore.get("config_path", "/etc/nvidia-mig/config.yaml")}
-    if isinstance(restore.get("metrics_textfile"), str) and restore["metrics_textfile"]:
-        out["/restore/metrics_textfile"] = restore["metrics_textfile"]
-    out["restore.sh"] = RESTORE_SCRIPT
-    out["the reboot marker"] = REBOOT_MARKER
-    return {k: normal_path(v) for k, v in out.items() if isinstance(v, str)}
-
-
-def rule_paths(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """The config is outside systemd's unit trees and is not the packaged manager's; no two outputs share a path."""
-    d = _mapping(data)
-    raw = _mapping(d.get("restore")).get("config_path")
-    if isinstance(raw, str):
-        path = normal_path(raw)
-        said = repr(raw) if path == raw else f"{raw!r} (that is {path!r})"
-        if in_systemd_tree(path):
-            yield loaded.problem("/restore/config_path", f"{said} is inside systemd's unit folders, where the "
-                                 "restore unit and the kubelet drop-in go; keep the mig-parted config elsewhere, "
-                                 "such as /etc/nvidia-mig/config.yaml", "config-path-in-systemd")
-        if path == MANAGED_CONFIG:
-            yield loaded.problem("/restore/config_path", f"{said}: {MANAGED_CONFIG} belongs to the packaged "
-                                 "nvidia-mig-manager, which regenerates it from the hardware at boot; use another "
-                                 "path such as /etc/nvidia-mig/config.yaml", "managed-config-path")
-    metrics = _mapping(d.get("restore")).get("metrics_textfile")
-    if isinstance(metrics, str) and metrics and in_systemd_tree(metrics):
-        yield loaded.problem("/restore/metrics_textfile", f"{metrics!r} is inside systemd's unit folders "
-                             f"({', '.join(SYSTEMD_TREES)}); write the metrics elsewhere", "config-path-in-systemd")
-    outputs = list(_outputs(d).items())
-    for i, (first, first_path) in enumerate(outputs):
-        for second, second_path in outputs[i + 1:]:
-            where, path, other, other_path = first, first_path, second, second_path
-            if not where.startswith("/"):  # report it where the profile set it
-                where, path, other, other_path = second, second_path, first, first_path
-            if not where.startswith("/") or not (path == other_path or path.startswith(other_path + "/")
-                                                 or other_path.startswith(path + "/")):
-                continue
-            how = "is also" if path == other_path else "cannot be both a file and a folder with"
-            yield loaded.problem(where, f"{path!r} {how} {other} ({other_path!r}): migbake writes both; give "
-                                 "each its own path", "output-path-clash")
 
 
 def rule_unit_ordering(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:

@@ -32,7 +32,7 @@ from migbake.render.targets.rootfs import ROOTFS
 TEMPLATE_V1BETA2 = "cluster-api/kubeadm-config-template.yaml"
 TEMPLATE_V1BETA1 = "cluster-api/v1beta1/kubeadm-config-template.yaml"
 GROUP = "bootstrap.cluster.x-k8s.io"
-MAX_CONTENT = 10240  # files[].content maxLength in both versions
+MAX_CONTENT = 10240  # files[].content and preKubeadmCommands[] maxLength in both versions
 LABELS_FLAG = "--node-labels="
 _PLAIN = re.compile(r"[A-Za-z0-9_./=:@%+-]+")  # a shell word that needs no quotes
 
@@ -43,6 +43,12 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
         return []
     files = [file_entry(rel, a.data, a.mode) for rel, a in done.under(ROOTFS)]
     commands = [" ".join(w if _PLAIN.fullmatch(w) else sh_quote(w) for w in argv) for argv in plan.first_boot.runcmd]
+    for command in commands:  # preKubeadmCommands items: maxLength 10240 in both versions (tests/fixtures/crds)
+        if len(command) > MAX_CONTENT:
+            raise RenderError(f"/consumers: a preKubeadmCommands item of OUT/cluster-api would be {len(command)} "
+                              f"characters, above the KubeadmConfigTemplate CRD's maxLength {MAX_CONTENT} (the API "
+                              "server would refuse it): it names kubelet's unit and every consumer several times; "
+                              "use fewer or shorter unit names")
     labels = plan.node_label_flag[len(LABELS_FLAG):] if plan.node_label_flag else ""
     return [Artifact(TEMPLATE_V1BETA2, template(plan, "v1beta2", files, commands, labels), 0o644),
             Artifact(TEMPLATE_V1BETA1, template(plan, "v1beta1", files, commands, labels), 0o644)]
