@@ -97,10 +97,10 @@ def test_mig_parted_creation_order() -> None:
 
 
 def test_prediction_reproduces_the_public_observation() -> None:
-    """NVIDIA/DCGM#138: H100 80GB 3g, 2g, 1g, 1g without placement -> 3g 4:4, 2g 0:2, 1g 2:1, 1g 3:1."""
-    h100 = load_catalog().find_gpu("h100-80gb")
-    assert h100 is not None
-    placed = predict(h100, {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1})
+    """NVIDIA/DCGM#138: A100 80GB 3g, 2g, 1g, 1g without placement -> 3g 4:4, 2g 0:2, 1g 2:1, 1g 3:1."""
+    a100 = load_catalog().find_gpu("a100-80gb")
+    assert a100 is not None
+    placed = predict(a100, {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1})
     assert placed is not None
     assert [(p.profile, p.start) for p in placed] == [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2),
                                                       ("1g.10gb", 3)]
