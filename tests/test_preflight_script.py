@@ -16,7 +16,7 @@ from test_preflight import A100, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNod
 
 from migbake.node.nvidiasmi import parse_csv, parse_xml
 
-HARDWARE_CHECKS_WORDED_ALIKE = ("gpu-count", "coverage")  # and every gpus/N
+HARDWARE_CHECKS_WORDED_ALIKE = ("gpu-count", "coverage", "driver-mig")  # and every gpus/N
 
 
 @dataclass
@@ -72,11 +72,14 @@ class Case:
 TWO_MODELS = ("  - model: h100-80gb\n    mig: {layout: {3g.40gb: 2}}\n"
               "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n")
 A100_ENTRY = "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n"
+MIXED = ("  - model: h200-141gb\n    devices: [0]\n    mig: {layout: {1g.18gb: 7}}\n"
+         "  - model: h200-141gb\n    devices: [1]\n    mig: {enabled: false}\n")
 UNITS_NO_KUBELET = {"nvidia-mig-manager.service": ("disabled", "inactive")}
 CASES = {
     "ready": Case(SimNode(), {
         "nvidia-smi": ("PASS", "/usr/bin/nvidia-smi answers"),
         "driver": ("PASS", "host driver 580.159.04"),
+        "driver-mig": ("PASS", "driver 580.159.04, at least 550.90.07 (h200-141gb)"),
         "gpu-count": ("PASS", "1 GPU(s), as gpu_count says"),
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
         "coverage": ("PASS", "every GPU is in a gpus entry of its own model"),
@@ -179,6 +182,22 @@ CASES = {
         "gpus/0": ("PASS", "GPU 0: h100-80gb"),
         "gpus/1": ("FAIL", "no GPU is a100-80gb (0x20B210DE, 0x20B510DE, 0x20F310DE, 0x20F510DE)"),
     }, ready=False, profile={"gpus": TWO_MODELS}),
+    # the MIG User Guide's minimum (H200: 550.90.07), and the 570 drivers that strand pods on mixed nodes
+    "driver-below-minimum": Case(SimNode(driver_version="550.54.14"), {
+        "driver-mig": ("FAIL", "driver 550.54.14 is older than the oldest with MIG on h200-141gb: 550.90.07 "
+                               "(MIG User Guide, Deployment Considerations)"),
+    }, ready=False),
+    "driver-570-mixed": Case(SimNode(gpus=[SimGpu(), SimGpu()], driver_version="570.148.08"), {
+        "driver-mig": ("WARN", "driver 570.148.08: with MIG GPUs and full GPUs on one node, drivers 570.124.06, "
+                               "570.133.20, 570.148.08 and 570.158.01 leave GPU pods Pending "
+                               "(NVIDIA/gpu-operator#1361); upgrade to 570.172.08 or later"),
+    }, ready=True, profile={"gpu_count": 2, "gpus": MIXED}),
+    "driver-570-fixed-mixed": Case(SimNode(gpus=[SimGpu(), SimGpu()], driver_version="570.172.08"), {
+        "driver-mig": ("PASS", "driver 570.172.08, at least 550.90.07 (h200-141gb)"),
+    }, ready=True, profile={"gpu_count": 2, "gpus": MIXED}),
+    "driver-570-not-mixed": Case(SimNode(driver_version="570.148.08"), {
+        "driver-mig": ("PASS", "driver 570.148.08, at least 550.90.07 (h200-141gb)"),
+    }, ready=True),
     "device-filter-always-other-model": Case(SimNode(gpus=[SimGpu(), SimGpu(H100)]), {
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
         "coverage": ("FAIL", "GPU 1 in no gpus entry"),

@@ -78,6 +78,7 @@ class GpuModel:
     nvidia_smi_names: tuple[str, ...] = ()  # what nvidia-smi --query-gpu=name prints for this model
     memory_gb: int | None = None  # nominal, as the product is sold
     origin: str = ""  # "" for the packaged catalog, else the --catalog file it came from
+    min_driver_version: str = ""  # the oldest driver with MIG on this model ("" not known), e.g. 575.51.03
 
     def profile(self, name: str) -> MigProfile | None:
         """The GPU-instance profile called exactly ``name`` on this model, if any."""
@@ -330,6 +331,7 @@ def _model(raw: dict[str, Any], origin: str = "") -> GpuModel:
         nvidia_smi_names=tuple(str(n["name"]) for n in raw.get("nvidia_smi_names", ())),
         memory_gb=memory if isinstance(memory, int) and not isinstance(memory, bool) else None,
         origin=origin,
+        min_driver_version=str(raw.get("min_driver_version", "")),
     )
 
 

@@ -46,6 +46,7 @@ from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
+from migbake.node.drivergates import NO_GATE, DriverGate, driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
 from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
 from migbake.profile.units import (
@@ -139,6 +140,7 @@ class RenderPlan:
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
+    driver_gate: DriverGate = NO_GATE  # the oldest driver per MIG model; a mixed MIG/full-GPU node
     advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
     dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
     dra_stranded_log: str = STRANDED_LOG  # what the driver logs for a stranded GPU (verify's words)
@@ -289,6 +291,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         allocation=p.kubernetes.allocation,
         dra=dra_entries(p),
         dra_expected=dra_expectations(p),
+        driver_gate=driver_gate(p),
         advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
