@@ -136,7 +136,7 @@ CASES = {
         "mig-mode": ("WARN", "GPU 0: MIG Disabled, the profile wants Enabled: on Ampere the change waits for a "
                              "GPU reset, so the first restore reboots the node once to complete it "
                              "(restore.on_reset_required: reboot-once)"),
-        "gpu-reset": ("PASS", "neither nvidia_drm nor a display server holds the GPU"),
+        "gpu-reset": ("PASS", "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager holds"),
     }, ready=True, profile={"gpus": A100_ENTRY}),
     "ampere-mode-change-fail": Case(SimNode(gpus=[SimGpu(A100)]), {
         "mig-mode": ("WARN", "so the restore fails until the node is rebooted (restore.on_reset_required: fail)"),
@@ -148,6 +148,15 @@ CASES = {
                                          processes=("systemd", "Xorg")), {
         "gpu-reset": ("WARN", "the nvidia_drm module is loaded; a display server runs (Xorg, pid 101): it holds "
                               "the GPU, so the GPU reset of an Ampere MIG mode change fails"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
+    # persistence mode (NVIDIA/gpu-operator#118) and the fabric manager hold the GPU too; comm keeps 15 characters
+    "ampere-reset-held-by-daemons": Case(SimNode(gpus=[SimGpu(A100)],
+                                                 processes=("systemd", "nvidia-persiste", "nv-fabricmanage")), {
+        "gpu-reset": ("WARN", "nvidia-persistenced runs (persistence mode, pid 101); the fabric manager runs "
+                              "(nv-fabricmanager, pid 102): it holds the GPU"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
+    "ampere-reset-free": Case(SimNode(gpus=[SimGpu(A100)], processes=("systemd", "sshd")), {
+        "gpu-reset": ("PASS", "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager"),
     }, ready=True, profile={"gpus": A100_ENTRY}),
     "mig-already-restored": Case(SimNode(gpus=[SimGpu(mode="Enabled", mig=("1g.18gb",) * 7)]), {
         "mig-state": ("PASS", "every GPU already has the profile's MIG state"),
