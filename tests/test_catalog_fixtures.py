@@ -171,3 +171,24 @@ def test_added_gpus_carry_sources() -> None:
     for gpu in added:
         assert gpu["sources"] and gpu["pci_device_ids"], gpu["key"]
         assert all(p["pci_ids_name"] for p in gpu["pci_device_ids"]), gpu["key"]
+
+
+def test_b300_profiles_are_those_of_nvidias_default_config() -> None:
+    """NVIDIA/mig-parted config-default.yaml@v0.15.0 (tests/fixtures/nvidia-config-default): every all-<profile>
+    config that names a B300 profile asks for its max count, and all-balanced's B300 entry (0x318210DE) fits."""
+    import yaml
+
+    from migbake.gpu.placement import fit
+
+    config = yaml.safe_load((Path(__file__).parent / "fixtures/nvidia-config-default/config-default.yaml").read_text())
+    b300 = load_catalog().by_key("b300")
+    counts = {}
+    for entries in config["mig-configs"].values():
+        for e in entries:
+            for name, n in (e.get("mig-devices") or {}).items():
+                if b300.profile(name) is not None and len(e.get("mig-devices")) == 1:
+                    counts[name] = max(counts.get(name, 0), n)
+    assert counts == {p.name: p.max_count for p in b300.profiles}
+    balanced = next(e for e in config["mig-configs"]["all-balanced"] if e.get("device-filter") == ["0x318210DE"])
+    assert balanced["mig-devices"] == {"1g.34gb": 2, "2g.67gb": 1, "3g.135gb": 1}
+    assert fit(b300, balanced["mig-devices"]).ok
