@@ -21,6 +21,7 @@ QUERY = "--query-gpu=index,name,pci.device_id,mig.mode.current --format=csv,nohe
 H200 = ("NVIDIA H200", "0x233510DE")
 H100 = ("NVIDIA H100 80GB HBM3", "0x233010DE")
 A100 = ("NVIDIA A100-SXM4-80GB", "0x20B210DE")
+GB200 = ("NVIDIA GB200", "0x294110DE")
 H200_ENTRY = "  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
 
 
@@ -51,6 +52,7 @@ class SimNode:
     mig_parted: bool = True
     driver: Literal["host", "container", "none"] = "host"
     driver_version: str = "580.159.04"  # /proc/driver/nvidia/version, and nvidia-smi -q -x's <driver_version>
+    params: str = ""  # /proc/driver/nvidia/params ("" none)
     modules: str = ""  # /proc/modules
     processes: tuple[str, ...] = ()  # the comm of each running process (/proc/PID/comm)
     unit_text: dict[str, str] = field(default_factory=dict)  # what `systemctl cat UNIT` prints (else a header)
@@ -141,6 +143,8 @@ esac
         version.parent.mkdir(parents=True)
         version.write_text(f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {node.driver_version}  Release "
                            "Build  (nixbld@)\nGCC version:  gcc version 15.3.0 (GCC)\n")
+        if node.params:
+            (version.parent / "params").write_text(node.params)
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc/modules").write_text(node.modules)
     for pid, comm in enumerate(node.processes, start=100):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from realtools import bash_n, run, shellcheck
 from support import cli, generate
-from test_preflight import A100, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNode, install, profile_yaml
+from test_preflight import A100, GB200, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNode, install, profile_yaml
 
 from migbake.node.nvidiasmi import parse_csv, parse_xml
 
@@ -72,6 +72,9 @@ class Case:
 TWO_MODELS = ("  - model: h100-80gb\n    mig: {layout: {3g.40gb: 2}}\n"
               "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n")
 A100_ENTRY = "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n"
+GB200_ENTRY = "  - model: gb200-186gb\n    mig: {layout: {7g.186gb: 1}}\n"
+# /proc/driver/nvidia/params as the real H200 (580.159.04) prints it, with CoherentGPUMemoryMode set to each value
+PARAMS = 'EnableUserNUMAManagement: 1\nCoherentGPUMemoryMode: "{}"\n'
 MIXED = ("  - model: h200-141gb\n    devices: [0]\n    mig: {layout: {1g.18gb: 7}}\n"
          "  - model: h200-141gb\n    devices: [1]\n    mig: {enabled: false}\n")
 UNITS_NO_KUBELET = {"nvidia-mig-manager.service": ("disabled", "inactive")}
@@ -207,6 +210,16 @@ CASES = {
     "driver-570-not-mixed": Case(SimNode(driver_version="570.148.08"), {
         "driver-mig": ("PASS", "driver 570.148.08, at least 550.90.07 (h200-141gb)"),
     }, ready=True),
+    # CDMM on a Grace system (GPU Operator 25.3.2 release notes): /proc/driver/nvidia/params shows it
+    "grace-cdmm-on": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("driver")), {
+        "cdmm": ("FAIL", 'CoherentGPUMemoryMode: "driver"): MIG does not work with CDMM on gb200-186gb'),
+    }, ready=False, profile={"gpus": GB200_ENTRY}),
+    "grace-cdmm-off": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("numa")), {
+        "cdmm": ("PASS", 'CDMM is off'),
+    }, ready=True, profile={"gpus": GB200_ENTRY}),
+    "grace-cdmm-unset": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
+        "cdmm": ("WARN", "does not set CoherentGPUMemoryMode: the driver's default decides"),
+    }, ready=True, profile={"gpus": GB200_ENTRY}),
     "device-filter-always-other-model": Case(SimNode(gpus=[SimGpu(), SimGpu(H100)]), {
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
         "coverage": ("FAIL", "GPU 1 in no gpus entry"),

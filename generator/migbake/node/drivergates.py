@@ -11,6 +11,12 @@ facts from here, so that they word the ``driver-mig`` row alike:
   NVIDIA/cloud-native-docs:gpu-operator/release-notes.rst, GPU Operator 25.3.2 known issues,
   NVIDIA/gpu-operator#1361). A Kubernetes profile with one entry MIG on and another MIG off, on a driver
   from 570.124.06 to 570.158.01, gets a WARN naming 570.172.08.
+- CDMM (coherent driver memory management) "is not compatible with the Multi-Instance GPUs (MIG)" and the
+  GPU Operator's driver container turns it on from 580.65.06 on Grace-based systems (GH200, GB200; same
+  release notes). A node shows it in ``/proc/driver/nvidia/params``: ``CoherentGPUMemoryMode: "driver"`` is
+  CDMM, ``"numa"`` (or unset, the default of the 580.65.06 module) onlines the memory as a NUMA node
+  (NVIDIA/open-gpu-kernel-modules:kernel-open/nvidia/nv-reg.h@580.65.06, printed by nv-procfs.c). The
+  script's ``cdmm`` row reads it for profiles with a Grace model (catalog ``grace_system``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class DriverGate:
 
     minimums: tuple[tuple[str, str], ...]  # (catalog id, oldest driver with MIG), MIG entries only, each once
     mixed: bool  # a Kubernetes node with MIG GPUs and full GPUs side by side
+    grace: tuple[str, ...] = ()  # MIG entries' models in Grace systems: the cdmm row checks CDMM is off
 
 
 NO_GATE = DriverGate((), False)
@@ -52,7 +59,9 @@ def driver_gate(profile: NodeProfile) -> DriverGate:
         if g.mig_enabled and m.min_driver_version:
             minimums.setdefault(m.key, m.min_driver_version)
     kinds = {g.mig_enabled for g in profile.gpus}
-    return DriverGate(tuple(minimums.items()), profile.kubelet.present and kinds == {True, False})
+    grace = tuple(dict.fromkeys(m.key for g, m in zip(profile.gpus, profile.models)
+                                if g.mig_enabled and m.grace_system))
+    return DriverGate(tuple(minimums.items()), profile.kubelet.present and kinds == {True, False}, grace)
 
 
 def judge(gate: DriverGate, version: str) -> tuple[str, str]:

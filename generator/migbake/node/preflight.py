@@ -256,7 +256,9 @@ def check_names(profile: NodeProfile) -> list[str]:
     """Every check of the table, in order (the generated script prints the same rows)."""
     found = expectations(profile)
     reset = any(e.mode_persists for e in found)
-    return ["nvidia-smi", "driver", drivergates.CHECK, "gpu-count", *(e.check for e in found), "coverage", "mig-state",
+    cdmm = ["cdmm"] if drivergates.driver_gate(profile).grace else []
+    return ["nvidia-smi", "driver", drivergates.CHECK, *cdmm, "gpu-count", *(e.check for e in found), "coverage",
+            "mig-state",
             *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
             *(["kubelet"] if profile.kubelet.present else []), *(["kubelet-unit"] if unit_checked(profile) else []),
             *(f"consumer/{c.unit}" for c in profile.consumers),
