@@ -53,6 +53,7 @@ class SimNode:
     driver: Literal["host", "container", "none"] = "host"
     driver_version: str = "580.159.04"  # /proc/driver/nvidia/version, and nvidia-smi -q -x's <driver_version>
     params: str = ""  # /proc/driver/nvidia/params ("" none)
+    nvswitches: tuple[str, ...] = ()  # /proc/driver/nvidia-nvswitch/devices/<BDF>
     modules: str = ""  # /proc/modules
     processes: tuple[str, ...] = ()  # the comm of each running process (/proc/PID/comm)
     unit_text: dict[str, str] = field(default_factory=dict)  # what `systemctl cat UNIT` prints (else a header)
@@ -145,6 +146,9 @@ esac
                            "Build  (nixbld@)\nGCC version:  gcc version 15.3.0 (GCC)\n")
         if node.params:
             (version.parent / "params").write_text(node.params)
+    for bdf in node.nvswitches:
+        (root / "proc/driver/nvidia-nvswitch/devices" / bdf).mkdir(parents=True)
+        (root / "proc/driver/nvidia-nvswitch/devices" / bdf / "information").write_text("Fabric State: Configured\n")
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc/modules").write_text(node.modules)
     for pid, comm in enumerate(node.processes, start=100):
@@ -200,7 +204,7 @@ def test_real_h200_is_ready_for_a_one_gpu_h200_profile(tmp_path: Path, form: str
     knows_driver = name in ("nvidia-smi-q.xml", "nvidia-smi-query-gpu.csv")
     if knows_driver:
         assert "driver-mig   PASS   driver 580.159.04, at least 550.90.07 (h200-141gb)" in lines
-    assert lines[-1].startswith(f"READY: no check failed ({7 if knows_driver else 8} skipped; ")
+    assert lines[-1].startswith(f"READY: no check failed ({8 if knows_driver else 9} skipped; ")
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])

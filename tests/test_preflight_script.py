@@ -88,6 +88,7 @@ CASES = {
         "coverage": ("PASS", "every GPU is in a gpus entry of its own model"),
         "mig-state": ("NOTE", "GPU 0: MIG Disabled (profile: MIG Enabled, 7x 1g.18gb); the next boot's "
                               "restore replaces this"),
+        "nvswitch": ("PASS", "no NVSwitch"),
         "mig-parted": ("PASS", "runs: nvidia-mig-parted version v0.12.1"),
         "kubelet": ("PASS", "kubelet.service exists"),
         "mig-manager": ("PASS", "nvidia-mig-manager.service is disabled and inactive"),
@@ -220,6 +221,10 @@ CASES = {
     "grace-cdmm-unset": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
         "cdmm": ("WARN", "does not set CoherentGPUMemoryMode: the driver's default decides"),
     }, ready=True, profile={"gpus": GB200_ENTRY}),
+    # an HGX board: the nvswitch driver lists its switches; MIG devices get no NVLink peer access (NVIDIA/nccl#1716)
+    "hgx-nvswitch": Case(SimNode(nvswitches=("0000:05:00.0", "0000:06:00.0")), {
+        "nvswitch": ("WARN", "2 NVSwitch device(s)"),
+    }, ready=True),
     "device-filter-always-other-model": Case(SimNode(gpus=[SimGpu(), SimGpu(H100)]), {
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
         "coverage": ("FAIL", "GPU 1 in no gpus entry"),

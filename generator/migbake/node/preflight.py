@@ -257,9 +257,10 @@ def check_names(profile: NodeProfile) -> list[str]:
     found = expectations(profile)
     reset = any(e.mode_persists for e in found)
     cdmm = ["cdmm"] if drivergates.driver_gate(profile).grace else []
+    nvswitch = ["nvswitch"] if any(g.mig_enabled for g in profile.gpus) else []
     return ["nvidia-smi", "driver", drivergates.CHECK, *cdmm, "gpu-count", *(e.check for e in found), "coverage",
             "mig-state",
-            *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
+            *(["mig-mode"] if reset else []), *nvswitch, "mig-parted", *(["gpu-reset"] if reset else []),
             *(["kubelet"] if profile.kubelet.present else []), *(["kubelet-unit"] if unit_checked(profile) else []),
             *(f"consumer/{c.unit}" for c in profile.consumers),
             "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else []),

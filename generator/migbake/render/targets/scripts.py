@@ -41,4 +41,5 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
     return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
                           "after_reset": plan.after_reset,
                           "minimums": " ".join(f"{key}={low}" for key, low in gate.minimums),
-                          "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace)}}
+                          "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace),
+                          "mig": any(g.mig_enabled for g in plan.profile.gpus)}}
