@@ -242,6 +242,19 @@ else
   fi
 fi
 
+# --- NVSwitch: MIG instances get no NVLink (nor PCIe) peer access (NVIDIA/nccl#1716) -----------------
+# the nvswitch driver lists each switch under /proc/driver/nvidia-nvswitch/devices
+# (NVIDIA/open-gpu-kernel-modules:kernel-open/nvidia/procfs_nvswitch.c@580.65.06)
+switches=()
+for sw in "$proc_dir"/driver/nvidia-nvswitch/devices/*; do
+  if [ -e "$sw" ]; then switches+=("${sw##*/}"); fi
+done
+if some "${switches[@]}"; then
+  add nvswitch WARN "$(count "${switches[@]}") NVSwitch device(s) ($proc_dir/driver/nvidia-nvswitch/devices): MIG instances have no NVLink or PCIe peer access, so NCCL between MIG devices uses shared memory or the network (NVIDIA/nccl#1716)"
+else
+  add nvswitch PASS "no NVSwitch ($proc_dir/driver/nvidia-nvswitch/devices lists none)"
+fi
+
 # --- nvidia-mig-parted, the conflicting manager ---------------------------------------
 if ! runs "$mig_parted"; then
   add mig-parted FAIL "$mig_parted is missing or not executable (install nvidia-mig-parted, or set tools.nvidia_mig_parted)"
