@@ -61,3 +61,22 @@ def test_catalog_minimums_are_the_guides_and_match_the_free_text() -> None:
     for m in load_catalog().models:
         if m.min_driver_version and m.key not in ("a100-80gb", "h100-94gb", "h100-96gb", "gb200-189gb"):
             assert m.min_driver_version in m.min_driver, m.key
+
+
+def test_the_real_h200_runs_with_persistence_mode_on() -> None:
+    """The lent H200 (driver 580.159.04): persistence mode Enabled in both captures that carry it."""
+    xml = H200_FIXTURES.joinpath("nvidia-smi-q.xml").read_text()
+    assert "<persistence_mode>Enabled</persistence_mode>" in xml
+    gates = parse_csv(H200_FIXTURES.joinpath("nvidia-smi-query-gates.csv").read_text(), "gates.csv")
+    assert gates.driver_version == "580.159.04" and [g.mig_mode for g in gates.gpus] == ["Disabled"]
+    header, row = H200_FIXTURES.joinpath("nvidia-smi-query-gates.csv").read_text().splitlines()
+    assert dict(zip(header.split(", "), row.split(", ")))["persistence_mode"] == "Enabled"
+
+
+def test_the_cdmm_rows_reading_matches_the_real_params_line() -> None:
+    """/proc/driver/nvidia/params as the real driver prints the mode (nv-procfs.c: CoherentGPUMemoryMode: "...")."""
+    import re
+
+    lines = H200_FIXTURES.joinpath("proc-driver-nvidia-params-lines.txt").read_text().splitlines()
+    modes = [m[1] for line in lines if (m := re.fullmatch(r'CoherentGPUMemoryMode: "(.*)"', line))]
+    assert modes == [""]  # unset on an x86 H200: the script's sed reads the same form
