@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
+from migbake.gpu.boardnames import twin_lines
+from migbake.gpu.catalog import CatalogChoice
 from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
@@ -27,6 +29,7 @@ from migbake.wording import instances
 def show(profile: Path) -> None:
     """Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input)."""
     prof = valid_profile(profile)
+    catalog = click.get_current_context().ensure_object(CatalogChoice).load()
     click.echo(f"{prof.name}: {prof.description}" if prof.description else prof.name)
     for note in gpu_notes(prof):
         click.echo(f"  {note}")
@@ -48,6 +51,8 @@ def show(profile: Path) -> None:
             click.echo("  MIG enabled, no instances" + (": the DRA driver creates them per claim" if dynamic else ""))
             continue
         click.echo(f"  {instances(layout)}")
+        for line in twin_lines(catalog, m, layout):
+            click.echo(line)
         placed = placements_of(m, layout) if prof.kubernetes.allocation == "dra" else fit(m, layout).placements
         click.echo(render_slice_map(m, placed))
     slurm = slurm_applies(prof)
