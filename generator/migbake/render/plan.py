@@ -140,6 +140,7 @@ class RenderPlan:
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
+    mig_on: bool = False  # some gpus entry has MIG on (preflight's nvswitch row)
     driver_gate: DriverGate = NO_GATE  # the oldest driver per MIG model; a mixed MIG/full-GPU node
     advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
     dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
@@ -292,6 +293,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         dra=dra_entries(p),
         dra_expected=dra_expectations(p),
         driver_gate=driver_gate(p),
+        mig_on=any(g.mig_enabled for g in p.gpus),
         advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",

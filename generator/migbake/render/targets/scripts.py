@@ -42,4 +42,4 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
                           "after_reset": plan.after_reset,
                           "minimums": " ".join(f"{key}={low}" for key, low in gate.minimums),
                           "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace),
-                          "mig": any(g.mig_enabled for g in plan.profile.gpus)}}
+                          "mig": plan.mig_on}}
