@@ -109,6 +109,14 @@ def test_h200_memory_slices_follow_gib(h200: GpuModel, lgip: list[LgipRow]) -> N
 
 # what migbake adds to the team's reference catalog, each with its sources in the data file
 ADDED_MODELS = ["gb200-189gb"]  # GB200's pre-production profile names (3g.95gb, 4g.95gb, 7g.189gb)
+# where the package corrects the reference, by model and field, and why (each with its source in the data file)
+CORRECTED = {
+    # a public -lgipp capture (driver 610.43.02): the driver's grid has 12 units ({0,3,6,9}:3, {0,6}:6, {0}:12)
+    # and GI profile ids 0 / 32 for 4g.96gb / 4g.96gb+gfx; the reference had a 4-slot grid and no ids for 4g
+    ("rtx-pro-6000-blackwell-96gb", "total_memory_slices"), ("rtx-pro-6000-blackwell-96gb", "profiles"),
+    ("rtx-pro-6000-blackwell-96gb", "worked_examples"), ("rtx-pro-6000-blackwell-96gb", "profile_sources"),
+    ("rtx-pro-6000-blackwell-96gb", "notes"), ("rtx-pro-6000-blackwell-96gb", "sources"),
+}
 
 
 def _alias_and_note(alias: str) -> tuple[str, str]:
@@ -132,6 +140,8 @@ def test_packaged_catalog_keeps_every_fact_of_the_reference() -> None:
         for field, value in gpu.items():
             if field == "names":  # "H100 on GH200 (96GB)": a name without brackets, the same words
                 assert [n.replace("(", "").replace(")", "") for n in value] == mine[field], gpu["key"]
+            elif (gpu["key"], field) in CORRECTED:
+                assert mine[field] != value, f"{gpu['key']}/{field} is the reference's again: drop it from CORRECTED"
             elif field != "aliases":
                 assert mine[field] == value, (gpu["key"], field)
         for alias in gpu["aliases"]:
@@ -142,9 +152,43 @@ def test_packaged_catalog_keeps_every_fact_of_the_reference() -> None:
                 assert note in where, (gpu["key"], alias)
 
 
+def test_rtx_pro_6000_uses_the_drivers_placement_grid() -> None:
+    """The public -lgipp capture of an RTX PRO 6000 Blackwell Server Edition (driver 610.43.02), in our words."""
+    model = load_catalog().by_key("rtx-pro-6000-blackwell-96gb")
+    lgipp = {14: "{0,3,6,9}:3", 21: "{0,3,6,9}:3", 47: "{0,3,6,9}:3", 65: "{0,3,6,9}:3", 67: "{0,3,6,9}:3",
+             5: "{0,6}:6", 35: "{0,6}:6", 64: "{0,6}:6", 66: "{0,6}:6", 0: "{0}:12", 32: "{0}:12"}
+    ours = {p.nvidia_smi_id: "{" + ",".join(str(pl.start) for pl in p.placements) + f"}}:{p.placements[0].size}"
+            for p in model.profiles}
+    assert ours == lgipp
+    assert model.total_memory_slices == 12
+    assert (model.profile("4g.96gb"), model.profile("4g.96gb+gfx")) != (None, None)
+    assert [model.profile(n).nvidia_smi_id for n in ("4g.96gb", "4g.96gb+gfx")] == [0, 32]  # type: ignore[union-attr]
+
+
 def test_added_gpus_carry_sources() -> None:
     packaged = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
     added = [g for g in packaged["gpus"] if g["key"] in ADDED_MODELS] + packaged["non_mig_gpus"]["gpus"]
     for gpu in added:
         assert gpu["sources"] and gpu["pci_device_ids"], gpu["key"]
         assert all(p["pci_ids_name"] for p in gpu["pci_device_ids"]), gpu["key"]
+
+
+def test_b300_profiles_are_those_of_nvidias_default_config() -> None:
+    """NVIDIA/mig-parted config-default.yaml@v0.15.0 (tests/fixtures/nvidia-config-default): every all-<profile>
+    config that names a B300 profile asks for its max count, and all-balanced's B300 entry (0x318210DE) fits."""
+    import yaml
+
+    from migbake.gpu.placement import fit
+
+    config = yaml.safe_load((Path(__file__).parent / "fixtures/nvidia-config-default/config-default.yaml").read_text())
+    b300 = load_catalog().by_key("b300")
+    counts = {}
+    for entries in config["mig-configs"].values():
+        for e in entries:
+            for name, n in (e.get("mig-devices") or {}).items():
+                if b300.profile(name) is not None and len(e.get("mig-devices")) == 1:
+                    counts[name] = max(counts.get(name, 0), n)
+    assert counts == {p.name: p.max_count for p in b300.profiles}
+    balanced = next(e for e in config["mig-configs"]["all-balanced"] if e.get("device-filter") == ["0x318210DE"])
+    assert balanced["mig-devices"] == {"1g.34gb": 2, "2g.67gb": 1, "3g.135gb": 1}
+    assert fit(b300, balanced["mig-devices"]).ok

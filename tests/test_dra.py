@@ -97,10 +97,10 @@ def test_mig_parted_creation_order() -> None:
 
 
 def test_prediction_reproduces_the_public_observation() -> None:
-    """NVIDIA/DCGM#138: H100 80GB 3g, 2g, 1g, 1g without placement -> 3g 4:4, 2g 0:2, 1g 2:1, 1g 3:1."""
-    h100 = load_catalog().find_gpu("h100-80gb")
-    assert h100 is not None
-    placed = predict(h100, {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1})
+    """NVIDIA/DCGM#138: A100 80GB 3g, 2g, 1g, 1g without placement -> 3g 4:4, 2g 0:2, 1g 2:1, 1g 3:1."""
+    a100 = load_catalog().find_gpu("a100-80gb")
+    assert a100 is not None
+    placed = predict(a100, {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1})
     assert placed is not None
     assert [(p.profile, p.start) for p in placed] == [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2),
                                                       ("1g.10gb", 3)]
@@ -136,3 +136,18 @@ def test_show_lists_the_dra_device_names(tmp_path) -> None:  # type: ignore[no-u
     rc, out, _ = cli("show", str(dynamic))
     assert "/gpus/1 (h200-141gb): MIG off (the driver turns MIG on per claim)" in out
     assert "/gpus/0 (a100-80gb): MIG on, no instances" in out
+
+
+@pytest.mark.parametrize(("layout", "names"), [
+    ({"4g.96gb": 1}, ["gpu-0-mig-4g96gb-0-0"]),
+    ({"4g.96gb+gfx": 1}, ["gpu-0-mig-4g96gb-gfx-32-0"]),
+    # the public capture (driver 610.43.02): 2g.48gb at 0:6, the two 1g.24gb at 6:3 and 9:3
+    ({"2g.48gb": 1, "1g.24gb": 2}, ["gpu-0-mig-2g48gb-5-0", "gpu-0-mig-1g24gb-14-6", "gpu-0-mig-1g24gb-14-9"]),
+], ids=["4g", "4g-gfx", "2g-1g-1g"])
+def test_rtx_pro_6000_names_use_the_drivers_ids_and_grid(layout: dict[str, int], names: list[str]) -> None:
+    lines = "".join(f"\n        {name}: {n}" for name, n in layout.items())
+    prof = _profile(f"version: 1\nname: rtx\nkubernetes:\n  allocation: dra\ngpus:\n"
+                    f"  - model: rtx-pro-6000-blackwell-96gb\n    mig:\n      layout:{lines}\n")
+    devices = dra_entries(prof)[0].instances
+    assert [d.name(0) for d in devices] == names
+    assert all("?" not in d.name(0) for d in devices)

@@ -21,6 +21,7 @@ QUERY = "--query-gpu=index,name,pci.device_id,mig.mode.current --format=csv,nohe
 H200 = ("NVIDIA H200", "0x233510DE")
 H100 = ("NVIDIA H100 80GB HBM3", "0x233010DE")
 A100 = ("NVIDIA A100-SXM4-80GB", "0x20B210DE")
+GB200 = ("NVIDIA GB200", "0x294110DE")
 H200_ENTRY = "  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
 
 
@@ -50,6 +51,9 @@ class SimNode:
     nvidia_smi: bool = True
     mig_parted: bool = True
     driver: Literal["host", "container", "none"] = "host"
+    driver_version: str = "580.159.04"  # /proc/driver/nvidia/version, and nvidia-smi -q -x's <driver_version>
+    params: str = ""  # /proc/driver/nvidia/params ("" none)
+    nvswitches: tuple[str, ...] = ()  # /proc/driver/nvidia-nvswitch/devices/<BDF>
     modules: str = ""  # /proc/modules
     processes: tuple[str, ...] = ()  # the comm of each running process (/proc/PID/comm)
     unit_text: dict[str, str] = field(default_factory=dict)  # what `systemctl cat UNIT` prints (else a header)
@@ -75,8 +79,11 @@ class SimNode:
                         f"<mig_mode><current_mig>{g.mode}</current_mig><pending_mig>{g.mode}</pending_mig>"
                         f"</mig_mode><mig_devices>{devices or 'None'}</mig_devices>"
                         f"<pci><pci_device_id>{g.model[1][2:]}</pci_device_id></pci></gpu>")
+        # the script reads the version of a host driver only: the capture says it then too
+        driver = f"<driver_version>{self.driver_version}</driver_version>" if self.driver == "host" else ""
         return ('<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">\n'
-                f"<nvidia_smi_log><attached_gpus>{len(gpus)}</attached_gpus>{''.join(gpus)}</nvidia_smi_log>\n")
+                f"<nvidia_smi_log>{driver}"
+                f"<attached_gpus>{len(gpus)}</attached_gpus>{''.join(gpus)}</nvidia_smi_log>\n")
 
 
 def _exe(path: Path, text: str) -> None:
@@ -135,8 +142,13 @@ esac
     if node.driver != "none":
         version = root / "proc/driver/nvidia/version"
         version.parent.mkdir(parents=True)
-        version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release "
+        version.write_text(f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {node.driver_version}  Release "
                            "Build  (nixbld@)\nGCC version:  gcc version 15.3.0 (GCC)\n")
+        if node.params:
+            (version.parent / "params").write_text(node.params)
+    for bdf in node.nvswitches:
+        (root / "proc/driver/nvidia-nvswitch/devices" / bdf).mkdir(parents=True)
+        (root / "proc/driver/nvidia-nvswitch/devices" / bdf / "information").write_text("Fabric State: Configured\n")
     (root / "proc").mkdir(exist_ok=True)
     (root / "proc/modules").write_text(node.modules)
     for pid, comm in enumerate(node.processes, start=100):
@@ -188,7 +200,11 @@ def test_real_h200_is_ready_for_a_one_gpu_h200_profile(tmp_path: Path, form: str
     assert "gpu-count    PASS   1 GPU(s), as gpu_count says" in lines
     assert ("mig-state    NOTE   GPU 0: MIG Disabled (profile: MIG Enabled, 7x 1g.18gb); the next boot's "
             "restore replaces this") in lines
-    assert lines[-1].startswith("READY: no check failed (7 skipped; ")
+    # nvidia-smi -q -x and the CSV with a driver_version column say the driver: the real H200's 580.159.04
+    knows_driver = name in ("nvidia-smi-q.xml", "nvidia-smi-query-gpu.csv")
+    if knows_driver:
+        assert "driver-mig   PASS   driver 580.159.04, at least 550.90.07 (h200-141gb)" in lines
+    assert lines[-1].startswith(f"READY: no check failed ({8 if knows_driver else 9} skipped; ")
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from realtools import bash_n, run, shellcheck
 from support import cli, generate
-from test_preflight import A100, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNode, install, profile_yaml
+from test_preflight import A100, GB200, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNode, install, profile_yaml
 
 from migbake.node.nvidiasmi import parse_csv, parse_xml
 
-HARDWARE_CHECKS_WORDED_ALIKE = ("gpu-count", "coverage")  # and every gpus/N
+HARDWARE_CHECKS_WORDED_ALIKE = ("gpu-count", "coverage", "driver-mig")  # and every gpus/N
 
 
 @dataclass
@@ -72,16 +72,23 @@ class Case:
 TWO_MODELS = ("  - model: h100-80gb\n    mig: {layout: {3g.40gb: 2}}\n"
               "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n")
 A100_ENTRY = "  - model: a100-80gb\n    mig: {layout: {7g.80gb: 1}}\n"
+GB200_ENTRY = "  - model: gb200-186gb\n    mig: {layout: {7g.186gb: 1}}\n"
+# /proc/driver/nvidia/params as the real H200 (580.159.04) prints it, with CoherentGPUMemoryMode set to each value
+PARAMS = 'EnableUserNUMAManagement: 1\nCoherentGPUMemoryMode: "{}"\n'
+MIXED = ("  - model: h200-141gb\n    devices: [0]\n    mig: {layout: {1g.18gb: 7}}\n"
+         "  - model: h200-141gb\n    devices: [1]\n    mig: {enabled: false}\n")
 UNITS_NO_KUBELET = {"nvidia-mig-manager.service": ("disabled", "inactive")}
 CASES = {
     "ready": Case(SimNode(), {
         "nvidia-smi": ("PASS", "/usr/bin/nvidia-smi answers"),
         "driver": ("PASS", "host driver 580.159.04"),
+        "driver-mig": ("PASS", "driver 580.159.04, at least 550.90.07 (h200-141gb)"),
         "gpu-count": ("PASS", "1 GPU(s), as gpu_count says"),
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
         "coverage": ("PASS", "every GPU is in a gpus entry of its own model"),
         "mig-state": ("NOTE", "GPU 0: MIG Disabled (profile: MIG Enabled, 7x 1g.18gb); the next boot's "
                               "restore replaces this"),
+        "nvswitch": ("PASS", "no NVSwitch"),
         "mig-parted": ("PASS", "runs: nvidia-mig-parted version v0.12.1"),
         "kubelet": ("PASS", "kubelet.service exists"),
         "mig-manager": ("PASS", "nvidia-mig-manager.service is disabled and inactive"),
@@ -133,7 +140,7 @@ CASES = {
         "mig-mode": ("WARN", "GPU 0: MIG Disabled, the profile wants Enabled: on Ampere the change waits for a "
                              "GPU reset, so the first restore reboots the node once to complete it "
                              "(restore.on_reset_required: reboot-once)"),
-        "gpu-reset": ("PASS", "neither nvidia_drm nor a display server holds the GPU"),
+        "gpu-reset": ("PASS", "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager holds"),
     }, ready=True, profile={"gpus": A100_ENTRY}),
     "ampere-mode-change-fail": Case(SimNode(gpus=[SimGpu(A100)]), {
         "mig-mode": ("WARN", "so the restore fails until the node is rebooted (restore.on_reset_required: fail)"),
@@ -145,6 +152,15 @@ CASES = {
                                          processes=("systemd", "Xorg")), {
         "gpu-reset": ("WARN", "the nvidia_drm module is loaded; a display server runs (Xorg, pid 101): it holds "
                               "the GPU, so the GPU reset of an Ampere MIG mode change fails"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
+    # persistence mode (NVIDIA/gpu-operator#118) and the fabric manager hold the GPU too; comm keeps 15 characters
+    "ampere-reset-held-by-daemons": Case(SimNode(gpus=[SimGpu(A100)],
+                                                 processes=("systemd", "nvidia-persiste", "nv-fabricmanage")), {
+        "gpu-reset": ("WARN", "nvidia-persistenced runs (persistence mode, pid 101); the fabric manager runs "
+                              "(nv-fabricmanager, pid 102): it holds the GPU"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
+    "ampere-reset-free": Case(SimNode(gpus=[SimGpu(A100)], processes=("systemd", "sshd")), {
+        "gpu-reset": ("PASS", "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager"),
     }, ready=True, profile={"gpus": A100_ENTRY}),
     "mig-already-restored": Case(SimNode(gpus=[SimGpu(mode="Enabled", mig=("1g.18gb",) * 7)]), {
         "mig-state": ("PASS", "every GPU already has the profile's MIG state"),
@@ -179,6 +195,36 @@ CASES = {
         "gpus/0": ("PASS", "GPU 0: h100-80gb"),
         "gpus/1": ("FAIL", "no GPU is a100-80gb (0x20B210DE, 0x20B510DE, 0x20F310DE, 0x20F510DE)"),
     }, ready=False, profile={"gpus": TWO_MODELS}),
+    # the MIG User Guide's minimum (H200: 550.90.07), and the 570 drivers that strand pods on mixed nodes
+    "driver-below-minimum": Case(SimNode(driver_version="550.54.14"), {
+        "driver-mig": ("FAIL", "driver 550.54.14 is older than the oldest with MIG on h200-141gb: 550.90.07 "
+                               "(MIG User Guide, Deployment Considerations)"),
+    }, ready=False),
+    "driver-570-mixed": Case(SimNode(gpus=[SimGpu(), SimGpu()], driver_version="570.148.08"), {
+        "driver-mig": ("WARN", "driver 570.148.08: with MIG GPUs and full GPUs on one node, drivers 570.124.06, "
+                               "570.133.20, 570.148.08 and 570.158.01 leave GPU pods Pending "
+                               "(NVIDIA/gpu-operator#1361); upgrade to 570.172.08 or later"),
+    }, ready=True, profile={"gpu_count": 2, "gpus": MIXED}),
+    "driver-570-fixed-mixed": Case(SimNode(gpus=[SimGpu(), SimGpu()], driver_version="570.172.08"), {
+        "driver-mig": ("PASS", "driver 570.172.08, at least 550.90.07 (h200-141gb)"),
+    }, ready=True, profile={"gpu_count": 2, "gpus": MIXED}),
+    "driver-570-not-mixed": Case(SimNode(driver_version="570.148.08"), {
+        "driver-mig": ("PASS", "driver 570.148.08, at least 550.90.07 (h200-141gb)"),
+    }, ready=True),
+    # CDMM on a Grace system (GPU Operator 25.3.2 release notes): /proc/driver/nvidia/params shows it
+    "grace-cdmm-on": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("driver")), {
+        "cdmm": ("FAIL", 'CoherentGPUMemoryMode: "driver"): MIG does not work with CDMM on gb200-186gb'),
+    }, ready=False, profile={"gpus": GB200_ENTRY}),
+    "grace-cdmm-off": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("numa")), {
+        "cdmm": ("PASS", 'CDMM is off'),
+    }, ready=True, profile={"gpus": GB200_ENTRY}),
+    "grace-cdmm-unset": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
+        "cdmm": ("WARN", "does not set CoherentGPUMemoryMode: the driver's default decides"),
+    }, ready=True, profile={"gpus": GB200_ENTRY}),
+    # an HGX board: the nvswitch driver lists its switches; MIG devices get no NVLink peer access (NVIDIA/nccl#1716)
+    "hgx-nvswitch": Case(SimNode(nvswitches=("0000:05:00.0", "0000:06:00.0")), {
+        "nvswitch": ("WARN", "2 NVSwitch device(s)"),
+    }, ready=True),
     "device-filter-always-other-model": Case(SimNode(gpus=[SimGpu(), SimGpu(H100)]), {
         "gpus/0": ("PASS", "GPU 0: h200-141gb"),
         "coverage": ("FAIL", "GPU 1 in no gpus entry"),

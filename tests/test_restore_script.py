@@ -31,7 +31,8 @@ case "$*" in
   '') if [ "$n" -le "$(cat "$STATE/smi.fails" 2>/dev/null || echo 0)" ]; then
         echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2; exit 9
       fi
-      echo "| NVIDIA-SMI 580.159.04 |" ;;
+      v=$(cat "$STATE/driver" 2>/dev/null || echo 580.159.04)
+      echo "| NVIDIA-SMI $v   Driver Version: $v   CUDA Version: 13.0 |" ;;
   *) echo "fake nvidia-smi: unexpected $*" >&2; exit 97 ;;
 esac
 """
@@ -138,6 +139,20 @@ def test_failure_reports_0_and_exits_1(tmp_path: Path, step: str) -> None:
     assert ran.rc == 1 and f"FAILED: nvidia-mig-parted {step} -f" in ran.err, ran.text
     assert node.metric_values()["migbake_mig_restore_success"] == 0
     assert not any("reboot" in c or "cdi-refresh" in c for c in node.calls())
+
+
+@pytest.mark.parametrize(("driver", "said"), [("550.54.14", True), ("550.90.07", False), ("580.159.04", False)])
+def test_a_driver_older_than_the_minimum_is_named_before_apply_fails(tmp_path: Path, driver: str, said: bool) -> None:
+    """H200: MIG needs 550.90.07 or later (MIG User Guide, Deployment Considerations); the log says so first."""
+    node = make_node(tmp_path)
+    node.set("driver", driver)
+    node.set("apply", "fails")
+    ran = node.run()
+    line = (f"driver {driver} is older than the oldest with MIG on h200-141gb: 550.90.07 (MIG User Guide, "
+            "Deployment Considerations); apply will fail")
+    assert ran.rc == 1 and (line in ran.text) is said, ran.text
+    if said:
+        assert ran.text.index(line) < ran.text.index("FAILED: nvidia-mig-parted apply")
 
 
 def test_no_metrics_file_without_the_key(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import printable
+from migbake.gpu.boardnames import twin_lines
+from migbake.gpu.catalog import CatalogChoice
 from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
@@ -33,6 +35,7 @@ def _say(text: str = "") -> None:
 def show(profile: Path) -> None:
     """Draw each GPU's memory slices with the profile's MIG instances placed on them (`-`: standard input)."""
     prof = valid_profile(profile)
+    catalog = click.get_current_context().ensure_object(CatalogChoice).load()
     _say(f"{prof.name}: {prof.description}" if prof.description else prof.name)
     for note in gpu_notes(prof):
         _say(f"  {note}")
@@ -54,6 +57,8 @@ def show(profile: Path) -> None:
             _say("  MIG enabled, no instances" + (": the DRA driver creates them per claim" if dynamic else ""))
             continue
         _say(f"  {instances(layout)}")
+        for line in twin_lines(catalog, m, layout):
+            _say(line)
         placed = placements_of(m, layout) if prof.kubernetes.allocation == "dra" else fit(m, layout).placements
         _say(render_slice_map(m, placed))
     slurm = slurm_applies(prof)

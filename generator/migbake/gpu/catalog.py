@@ -79,6 +79,8 @@ class GpuModel:
     memory_gb: int | None = None  # nominal, as the product is sold
     origin: str = ""  # "" for the packaged catalog, else the --catalog file it came from
     pci_names: tuple[str, ...] = ()  # pci.ids' name of each of pci_device_ids, in order ("" where unknown)
+    min_driver_version: str = ""  # the oldest driver with MIG on this model ("" not known), e.g. 575.51.03
+    grace_system: bool = False  # GH200, GB200, GB300: CDMM (coherent memory managed by the driver) excludes MIG
 
     def profile(self, name: str) -> MigProfile | None:
         """The GPU-instance profile called exactly ``name`` on this model, if any."""
@@ -347,6 +349,8 @@ def _model(raw: dict[str, Any], origin: str = "") -> GpuModel:
         memory_gb=memory if isinstance(memory, int) and not isinstance(memory, bool) else None,
         origin=origin,
         pci_names=tuple(str(p.get("pci_ids_name", "")) for p in raw.get("pci_device_ids", ())),
+        min_driver_version=str(raw.get("min_driver_version", "")),
+        grace_system=raw.get("grace_system") is True,
     )
 
 

@@ -3,28 +3,33 @@
 NVIDIA's mig-parted (v0.15.0) creates GPU instances with ``CreateGpuInstance`` and no placement
 (NVIDIA/mig-parted:pkg/mig/config/config.go@v0.15.0, ``SetMigConfig``), in the order of
 ``MigConfig.Flatten()``: GPU slices (G) descending, then compute slices (C), then the attribute string
-descending (NVIDIA/mig-parted:pkg/types/mig_config.go@v0.15.0 l.99-134); when one creation fails it tries
-the next ordering of the same instances (``iteratePermutationsUntilSuccess``, config.go l.255-296).
+descending (NVIDIA/mig-parted:pkg/types/mig_config.go@v0.15.0 l.99-134); when one creation fails it clears
+the GPU and tries the next ordering that ``iteratePermutationsUntilSuccess`` (config.go) yields: a
+swap-based walk that never swaps two instances of one profile (``migparted_orderings`` follows it).
 The driver chooses the placement; NVML documents no rule for it (``nvmlDeviceCreateGpuInstance``,
-NVIDIA/go-nvml:pkg/nvml/nvml.h). The one public observation (H100 80GB, mig-parted order 3g, 2g, 1g, 1g:
-``3g.40gb 4:4``, ``2g.20gb 0:2``, ``1g.10gb 2:1``, ``1g.10gb 3:1`` on two GPUs, NVIDIA/DCGM#138) is what
-this module's model of the driver reproduces: each instance takes the free placement that rules out the
-fewest placements other instances could still take, the lowest start among equals. "Lowest free start"
-would put the 3g at 0 and does not. It is a model, not NVIDIA's word: the restore compares what
-``nvidia-smi mig -lgi`` reports with it after every apply (``restore.placements``), and the simulated
-GPU of the boot test (``boottest/simgpu/nvml.c``, ``find_room``) places the same way.
+NVIDIA/go-nvml:pkg/nvml/nvml.h; the MIG User Guide: "the NVIDIA driver chooses the placement"). This
+module's model of the driver: each instance takes the free placement that rules out the fewest placements
+other instances could still take, the lowest start among equals. The public evidence it is checked
+against lives in ``tests/fixtures/placements/`` (sources in its README; the score is in docs/dra.md):
+NVIDIA/DCGM#138 (an A100 80GB under mig-parted: ``3g.40gb 4:4``, ``2g.20gb 0:2``, ``1g.10gb 2:1`` and
+``3:1``) is reproduced, but "lowest free start" with mig-parted's retries ends there too; an H100 whose
+seven 1g instances were created at 6, 4, 5, 0, 1, 2, 3 separates the two rules in the model's favour, and
+an A100 40GB whose first 3g went to 0 is a case the model gets wrong (the set of placements is the same).
+It is a model, not NVIDIA's word: the restore compares what ``nvidia-smi mig -lgi`` reports with it after
+every apply (``restore.placements``), and the simulated GPU of the boot test
+(``boottest/simgpu/nvml.c``, ``find_room``) places the same way.
 A full layout (every memory slice used) has one answer whatever the driver does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from itertools import permutations
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from migbake.gpu.catalog import GpuModel, MigProfile
 from migbake.gpu.placement import PlacedInstance, fit
 
 MAX_ORDERINGS = 5040  # 7! : mig-parted's own search is over the orderings of at most 7 GPU instances
+Chooser = Callable[[GpuModel, MigProfile, int], "int | None"]  # (model, profile, memory slices taken) -> start
 
 
 def creation_order(model: GpuModel, names: list[str]) -> list[MigProfile]:
@@ -60,10 +65,13 @@ def driver_choice(model: GpuModel, profile: MigProfile, taken: int) -> int | Non
     return None if best is None else best[1]
 
 
-def _apply(model: GpuModel, order: tuple[MigProfile, ...]) -> tuple[PlacedInstance, ...] | None:
+def replay(model: GpuModel, order: Sequence[MigProfile],
+           choose: Chooser = driver_choice) -> tuple[PlacedInstance, ...] | None:
+    """Create ``order``'s instances one after the other, as ``nvidia-smi mig -cgi A,B,C`` does (no retry):
+    where ``choose`` (the modelled driver by default) puts each; None when one finds no room."""
     taken, placed = 0, []
     for p in order:
-        start = driver_choice(model, p, taken)
+        start = choose(model, p, taken)
         if start is None:
             return None
         size = p.placements[0].size
@@ -72,23 +80,41 @@ def _apply(model: GpuModel, order: tuple[MigProfile, ...]) -> tuple[PlacedInstan
     return tuple(placed)
 
 
+def migparted_orderings(first: Sequence[MigProfile]) -> Iterator[tuple[MigProfile, ...]]:
+    """Every ordering of ``first`` in the order mig-parted v0.15.0 tries them.
+
+    ``iteratePermutationsUntilSuccess`` (NVIDIA/mig-parted:pkg/mig/config/config.go@v0.15.0): position i
+    takes, in turn, each later element j >= i (swapped into place, swapped back after), unless an element
+    between i and j is the same profile (``shouldSwap``: Flatten gives every instance of one profile the same
+    pointer, so two of them are never swapped, and each distinct ordering comes once)."""
+    mps = list(first)
+
+    def walk(i: int) -> Iterator[tuple[MigProfile, ...]]:
+        if i >= len(mps):
+            yield tuple(mps)
+            return
+        for j in range(i, len(mps)):
+            if any(mps[k].name == mps[j].name for k in range(i, j)):
+                continue
+            mps[i], mps[j] = mps[j], mps[i]
+            yield from walk(i + 1)
+            mps[i], mps[j] = mps[j], mps[i]
+
+    return walk(0)
+
+
 def predict(model: GpuModel, layout: Mapping[str, int]) -> tuple[PlacedInstance, ...] | None:
     """The instances of ``layout`` with the placement apply is predicted to give them, in creation order;
     None when the layout has compute-instance forms (their GPU instances are packed by ``fit``) or no
-    ordering the model tries succeeds."""
+    ordering succeeds. The orderings are mig-parted's, in its order (``migparted_orderings``)."""
     names = [n for n, c in sorted(layout.items()) for _ in range(max(c, 0))]
     first = tuple(creation_order(model, names))
     if len(first) != len(names):
         return None  # a compute-instance form (Cc.Gg.XXgb) or an unknown profile
-    seen: set[tuple[str, ...]] = set()
-    for tried, order in enumerate(permutations(first)):
+    for tried, order in enumerate(migparted_orderings(first)):
         if tried >= MAX_ORDERINGS:
             break
-        key = tuple(p.name for p in order)
-        if key in seen:  # mig-parted does not swap duplicates of one profile either
-            continue
-        seen.add(key)
-        placed = _apply(model, order)
+        placed = replay(model, order)
         if placed is not None:
             return placed
     return None

@@ -50,6 +50,7 @@ class Capture:
     source: CaptureFormat
     file: str
     gpus: tuple[Gpu, ...]
+    driver_version: str = ""  # "" when the capture does not say (the CSV without a driver_version column)
 
 
 def _refuse_entity(*_: object) -> None:
@@ -102,13 +103,14 @@ def parse_xml(data: bytes, file: str) -> Capture:
         gpus.append(Gpu(i, _text(gpu, "product_name"), canonical_pci_id(pci),
                         "[N/A]" if mode == "N/A" else mode,  # as the CSV and the live script print it
                         mig_device_count=len(gpu.findall("mig_devices/mig_device"))))
-    return Capture("nvidia-smi-xml", file, tuple(gpus))
+    return Capture("nvidia-smi-xml", file, tuple(gpus), (root.findtext("driver_version") or "").strip())
 
 
 def parse_csv(text: str, file: str) -> Capture:
     """GPUs from ``nvidia-smi --query-gpu=index,name,pci.device_id,mig.mode.current --format=csv[,noheader]``.
 
-    With a header line the columns may come in any order, among others (units like ``[MiB]`` ignored).
+    With a header line the columns may come in any order, among others (units like ``[MiB]`` ignored); a
+    ``driver_version`` column gives the capture's driver version (the first GPU's: one driver per node).
     """
     rows = [[f.strip() for f in line.split(",")] for line in text.splitlines() if line.strip()]
     if not rows:
@@ -124,6 +126,7 @@ def parse_csv(text: str, file: str) -> Capture:
     else:
         header, pos = list(QUERY_FIELDS), [0, 1, 2, 3]
     gpus = []
+    driver = header.index("driver_version") if header_line and "driver_version" in header else -1
     for n, row in enumerate(rows, start=1):
         if len(row) != len(header) or (pos[0] >= 0 and not _INDEX.fullmatch(row[pos[0]])):
             raise CaptureError(f"{file}: GPU line {n} is not 'index, name, pci.device_id, mig.mode.current' "
@@ -132,7 +135,7 @@ def parse_csv(text: str, file: str) -> Capture:
         # mig.mode.current the mode is unknown ("")
         idx, name, pci, mode = (row[p] if p >= 0 else "" for p in pos)
         gpus.append(Gpu(int(idx) if idx else n - 1, name, canonical_pci_id(pci), mode))
-    return Capture("nvidia-smi-csv", file, tuple(gpus))
+    return Capture("nvidia-smi-csv", file, tuple(gpus), rows[0][driver] if driver >= 0 and rows else "")
 
 
 def read_capture(path: Path, source: CaptureFormat) -> Capture:

@@ -18,6 +18,7 @@ from migbake.exits import printable
 from migbake.kubernetes.kubelet import unit_checked
 from migbake.kubernetes.labels import label_checks
 from migbake.migparted.config import entry_pci_ids
+from migbake.node import drivergates
 from migbake.node.driveroffer import DriverOffers
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations, layout_text
 from migbake.node.nvidiasmi import Capture, Gpu
@@ -242,12 +243,24 @@ def driver_check(profile: NodeProfile, offers: DriverOffers) -> Check:
                  f"within its maximum counts ({offers.file})")
 
 
+def _driver_version(profile: NodeProfile, capture: Capture) -> Check:
+    """driver-mig: the capture's driver against each MIG model's oldest driver, and the 570 mixed-node bug."""
+    if not capture.driver_version:
+        return Check(drivergates.CHECK, "SKIP", "the capture does not say the driver version (nvidia-smi -q -x does; "
+                     "or add driver_version to --query-gpu)")
+    status, detail = drivergates.judge(drivergates.driver_gate(profile), capture.driver_version)
+    return Check(drivergates.CHECK, status, detail)  # type: ignore[arg-type]
+
+
 def check_names(profile: NodeProfile) -> list[str]:
     """Every check of the table, in order (the generated script prints the same rows)."""
     found = expectations(profile)
     reset = any(e.mode_persists for e in found)
-    return ["nvidia-smi", "driver", "gpu-count", *(e.check for e in found), "coverage", "mig-state",
-            *(["mig-mode"] if reset else []), "mig-parted", *(["gpu-reset"] if reset else []),
+    cdmm = ["cdmm"] if drivergates.driver_gate(profile).grace else []
+    nvswitch = ["nvswitch"] if any(g.mig_enabled for g in profile.gpus) else []
+    return ["nvidia-smi", "driver", drivergates.CHECK, *cdmm, "gpu-count", *(e.check for e in found), "coverage",
+            "mig-state",
+            *(["mig-mode"] if reset else []), *nvswitch, "mig-parted", *(["gpu-reset"] if reset else []),
             *(["kubelet"] if profile.kubelet.present else []), *(["kubelet-unit"] if unit_checked(profile) else []),
             *(f"consumer/{c.unit}" for c in profile.consumers),
             "mig-manager", *(["gpu-operator", "mig-config"] if profile.kubelet.present else []),
@@ -266,11 +279,12 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
     found: dict[str, Check] = {}
     if capture is not None:
         found.update((c.name, c) for c in hardware_checks(profile, capture.gpus))
+        found[drivergates.CHECK] = _driver_version(profile, capture)
     if labels is not None and profile.kubelet.present:
         found.update((n, Check(n, s, d)) for n, s, d in label_checks(
             labels, profile.restore.config_name, node_labels=profile.kubernetes.node_labels,
             mig_manager_enabled=mig_manager_enabled, operator_kind=operator_kind))
-    hardware = ("gpu-count", "coverage", "mig-state", "mig-mode")
+    hardware = ("gpu-count", "coverage", "mig-state", "mig-mode", drivergates.CHECK)
     checks = []
     for name in check_names(profile):
         why = NO_CAPTURE if name in hardware or name.startswith("gpus/") else OFFLINE

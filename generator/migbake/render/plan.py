@@ -47,6 +47,7 @@ from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
+from migbake.node.drivergates import NO_GATE, DriverGate, driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
 from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
 from migbake.profile.units import (
@@ -140,6 +141,8 @@ class RenderPlan:
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
+    mig_on: bool = False  # some gpus entry has MIG on (preflight's nvswitch row)
+    driver_gate: DriverGate = NO_GATE  # the oldest driver per MIG model; a mixed MIG/full-GPU node
     advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
     dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
     dra_naming: str = "v25.12"  # kubernetes.dra_driver_version's device naming (v25.12 or v25.8)
@@ -298,6 +301,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         dra=dra,
         dra_expected=dra_expectations(p, dra),
         dra_naming=naming(p.kubernetes.dra_driver_version) or "v25.12",
+        driver_gate=driver_gate(p),
+        mig_on=any(g.mig_enabled for g in p.gpus),
         advertises=advertised(p),
         claim_templates=claim_templates_yaml(p),
         placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",

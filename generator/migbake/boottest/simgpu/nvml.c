@@ -202,8 +202,9 @@ static unsigned blocked_by(unsigned used, unsigned mask) {
 
 /* Whether a new instance of profile `index` fits; the index of its placement goes to *start. The placement
  * is migbake's model of the driver's choice (gpu/driverplacement.py; NVML documents none): the free one
- * that rules out the fewest placements still free, the lowest start among equals. It reproduces the one
- * public observation (NVIDIA/DCGM#138: H100 3g, 2g, 1g, 1g created without placement -> 4:4, 0:2, 2:1, 3:1). */
+ * that rules out the fewest placements still free, the lowest start among equals (checked against the
+ * public evidence in tests/fixtures/placements/, e.g. NVIDIA/DCGM#138: A100 80GB 3g, 2g, 1g, 1g created
+ * without placement -> 4:4, 0:2, 2:1, 3:1). */
 static nvmlReturn_t find_room(const struct sim_gpu *gpu, unsigned index, unsigned *start) {
     const struct sim_profile *p = &cfg.profile[index];
     unsigned used_memory = 0, compute = 0, count = 0, total = 0, media = 0;

@@ -41,5 +41,9 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
                "persists": "yes" if e.mode_persists else "no"}
               for e in plan.expectations]
     count = "" if plan.profile.gpu_count is None else str(plan.profile.gpu_count)
+    gate = plan.driver_gate
     return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
-                          "after_reset": plan.after_reset}}
+                          "after_reset": plan.after_reset,
+                          "minimums": " ".join(f"{key}={low}" for key, low in gate.minimums),
+                          "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace),
+                          "mig": plan.mig_on}}

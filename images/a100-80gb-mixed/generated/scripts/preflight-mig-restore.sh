@@ -85,6 +85,44 @@ else
   add driver FAIL "no NVIDIA kernel driver on the host: $proc_dir/driver/nvidia/version is missing"
 fi
 
+# --- the driver's version: the oldest with MIG per model, the 570 mixed-node bug (node/drivergates.py) ---
+minimums='a100-80gb=450.80.02'
+mixed='no'
+# vkey VERSION: 575.51.03 -> 0575005100030000 (4 fields of 4 digits: compared as strings), or fail
+vkey() {
+  local -a f
+  local out='' n
+  [[ $1 =~ ^[0-9]{1,4}(\.[0-9]{1,4}){1,3}$ ]] || return 1
+  IFS=. read -ra f <<<"$1"
+  for n in 0 1 2 3; do out+="$(printf '%04d' "$((10#${f[$n]:-0}))")"; done
+  printf '%s' "$out"
+}
+if [ -z "${version-}" ]; then
+  add driver-mig SKIP "the host driver's version is not known (see the driver row)"
+elif ! have="$(vkey "$version")"; then
+  add driver-mig SKIP "driver version $version is not one nvidia-smi prints: not compared"
+else
+  old=()
+  mins=()
+  for pair in $minimums; do
+    key=${pair%%=*}
+    low=${pair#*=}
+    mins+=("$low ($key)")
+    if [[ $have < $(vkey "$low") ]]; then
+      old+=("driver $version is older than the oldest with MIG on $key: $low (MIG User Guide, Deployment Considerations)")
+    fi
+  done
+  if some "${old[@]}"; then
+    add driver-mig FAIL "$(joinby '; ' "${old[@]}")"
+  elif [ "$mixed" = yes ] && ! [[ $have < $(vkey 570.124.06) ]] && ! [[ $(vkey 570.158.01) < $have ]]; then
+    add driver-mig WARN "driver $version: with MIG GPUs and full GPUs on one node, drivers 570.124.06, 570.133.20, 570.148.08 and 570.158.01 leave GPU pods Pending (NVIDIA/gpu-operator#1361); upgrade to 570.172.08 or later"
+  elif ! some "${mins[@]}"; then
+    add driver-mig PASS "driver $version (no minimum known for the profile's MIG models)"
+  else
+    add driver-mig PASS "driver $version, at least $(joinby ', ' "${mins[@]}")"
+  fi
+fi
+
 # --- GPU count and models ----------------------------------------------------------------------
 n="$(count "${gpu_ids[@]}")"
 if [ "$smi_ok" != yes ]; then
@@ -237,6 +275,19 @@ else
   add mig-mode SKIP "nvidia-smi did not answer"
 fi
 
+# --- NVSwitch: MIG instances get no NVLink (nor PCIe) peer access (NVIDIA/nccl#1716) -----------------
+# the nvswitch driver lists each switch under /proc/driver/nvidia-nvswitch/devices
+# (NVIDIA/open-gpu-kernel-modules:kernel-open/nvidia/procfs_nvswitch.c@580.65.06)
+switches=()
+for sw in "$proc_dir"/driver/nvidia-nvswitch/devices/*; do
+  if [ -e "$sw" ]; then switches+=("${sw##*/}"); fi
+done
+if some "${switches[@]}"; then
+  add nvswitch WARN "$(count "${switches[@]}") NVSwitch device(s) ($proc_dir/driver/nvidia-nvswitch/devices): MIG instances have no NVLink or PCIe peer access, so NCCL between MIG devices uses shared memory or the network (NVIDIA/nccl#1716)"
+else
+  add nvswitch PASS "no NVSwitch ($proc_dir/driver/nvidia-nvswitch/devices lists none)"
+fi
+
 # --- nvidia-mig-parted, kubelet, the conflicting manager ---------------------------------------
 if ! runs "$mig_parted"; then
   add mig-parted FAIL "$mig_parted is missing or not executable (install nvidia-mig-parted, or set tools.nvidia_mig_parted)"
@@ -248,21 +299,27 @@ else
   add mig-parted FAIL "$mig_parted exists but does not run (neither --version nor help)"
 fi
 
-# a GPU reset (the Ampere MIG mode change) fails while anything holds the GPU (mig-parted README,
-# "Known Issues": nvidia_drm, a display server)
+# a GPU reset (the Ampere MIG mode change) fails while anything holds the GPU: nvidia_drm and a display
+# server (mig-parted README, "Known Issues"; NVIDIA/mig-parted#181), nvidia-persistenced (persistence mode:
+# NVIDIA/gpu-operator#118, NVIDIA/NVSentinel#1690), the fabric manager of NVSwitch systems (nvidia-smi's
+# refusal names it: "e.g. Fabric Manager, CUDA application, ..."). /proc/PID/comm keeps 15 characters.
 holders=()
 if grep -q '^nvidia_drm ' "$proc_dir/modules" 2>/dev/null; then holders+=("the nvidia_drm module is loaded"); fi
 for comm in "$proc_dir"/[0-9]*/comm; do
   [ -r "$comm" ] || continue
-  case "$(cat "$comm" 2>/dev/null)" in
+  name="$(cat "$comm" 2>/dev/null)"
+  pid="$(basename "$(dirname "$comm")")"
+  case "$name" in
     Xorg | X | Xwayland | gnome-shell | kwin_wayland | sway | weston | gdm-x-session)
-      holders+=("a display server runs ($(cat "$comm" 2>/dev/null), pid $(basename "$(dirname "$comm")"))") ;;
+      holders+=("a display server runs ($name, pid $pid)") ;;
+    nvidia-persiste*) holders+=("nvidia-persistenced runs (persistence mode, pid $pid)") ;;
+    nv-fabricmanage*) holders+=("the fabric manager runs (nv-fabricmanager, pid $pid)") ;;
   esac
 done
 if some "${holders[@]}"; then
-  add gpu-reset WARN "$(joinby '; ' "${holders[@]}"): it holds the GPU, so the GPU reset of an Ampere MIG mode change fails (unload nvidia_drm, stop the display manager, or blacklist them on GPU nodes)"
+  add gpu-reset WARN "$(joinby '; ' "${holders[@]}"): it holds the GPU, so the GPU reset of an Ampere MIG mode change fails (unload nvidia_drm, stop the display manager, nvidia-persistenced and the fabric manager before it, or let the restore reboot once)"
 else
-  add gpu-reset PASS "neither nvidia_drm nor a display server holds the GPU"
+  add gpu-reset PASS "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager holds the GPU"
 fi
 
 # kubelet_unit_check: reads kubelet's unit as this node has it (`systemctl cat`, else the files of

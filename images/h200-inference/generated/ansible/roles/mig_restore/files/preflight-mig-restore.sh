@@ -85,6 +85,44 @@ else
   add driver FAIL "no NVIDIA kernel driver on the host: $proc_dir/driver/nvidia/version is missing"
 fi
 
+# --- the driver's version: the oldest with MIG per model, the 570 mixed-node bug (node/drivergates.py) ---
+minimums='h200-141gb=550.90.07'
+mixed='no'
+# vkey VERSION: 575.51.03 -> 0575005100030000 (4 fields of 4 digits: compared as strings), or fail
+vkey() {
+  local -a f
+  local out='' n
+  [[ $1 =~ ^[0-9]{1,4}(\.[0-9]{1,4}){1,3}$ ]] || return 1
+  IFS=. read -ra f <<<"$1"
+  for n in 0 1 2 3; do out+="$(printf '%04d' "$((10#${f[$n]:-0}))")"; done
+  printf '%s' "$out"
+}
+if [ -z "${version-}" ]; then
+  add driver-mig SKIP "the host driver's version is not known (see the driver row)"
+elif ! have="$(vkey "$version")"; then
+  add driver-mig SKIP "driver version $version is not one nvidia-smi prints: not compared"
+else
+  old=()
+  mins=()
+  for pair in $minimums; do
+    key=${pair%%=*}
+    low=${pair#*=}
+    mins+=("$low ($key)")
+    if [[ $have < $(vkey "$low") ]]; then
+      old+=("driver $version is older than the oldest with MIG on $key: $low (MIG User Guide, Deployment Considerations)")
+    fi
+  done
+  if some "${old[@]}"; then
+    add driver-mig FAIL "$(joinby '; ' "${old[@]}")"
+  elif [ "$mixed" = yes ] && ! [[ $have < $(vkey 570.124.06) ]] && ! [[ $(vkey 570.158.01) < $have ]]; then
+    add driver-mig WARN "driver $version: with MIG GPUs and full GPUs on one node, drivers 570.124.06, 570.133.20, 570.148.08 and 570.158.01 leave GPU pods Pending (NVIDIA/gpu-operator#1361); upgrade to 570.172.08 or later"
+  elif ! some "${mins[@]}"; then
+    add driver-mig PASS "driver $version (no minimum known for the profile's MIG models)"
+  else
+    add driver-mig PASS "driver $version, at least $(joinby ', ' "${mins[@]}")"
+  fi
+fi
+
 # --- GPU count and models ----------------------------------------------------------------------
 n="$(count "${gpu_ids[@]}")"
 if [ "$smi_ok" != yes ]; then
@@ -205,6 +243,19 @@ else
     for k in "${!differ[@]}"; do parts+=("GPU ${members[k]}: ${differ[k]}"); done
     add mig-state NOTE "$(joinby '; ' "${parts[@]}"); the next boot's restore replaces this"
   fi
+fi
+
+# --- NVSwitch: MIG instances get no NVLink (nor PCIe) peer access (NVIDIA/nccl#1716) -----------------
+# the nvswitch driver lists each switch under /proc/driver/nvidia-nvswitch/devices
+# (NVIDIA/open-gpu-kernel-modules:kernel-open/nvidia/procfs_nvswitch.c@580.65.06)
+switches=()
+for sw in "$proc_dir"/driver/nvidia-nvswitch/devices/*; do
+  if [ -e "$sw" ]; then switches+=("${sw##*/}"); fi
+done
+if some "${switches[@]}"; then
+  add nvswitch WARN "$(count "${switches[@]}") NVSwitch device(s) ($proc_dir/driver/nvidia-nvswitch/devices): MIG instances have no NVLink or PCIe peer access, so NCCL between MIG devices uses shared memory or the network (NVIDIA/nccl#1716)"
+else
+  add nvswitch PASS "no NVSwitch ($proc_dir/driver/nvidia-nvswitch/devices lists none)"
 fi
 
 # --- nvidia-mig-parted, kubelet, the conflicting manager ---------------------------------------

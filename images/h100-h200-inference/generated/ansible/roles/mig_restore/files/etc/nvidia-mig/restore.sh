@@ -5,7 +5,8 @@
 #
 # restore.sh: run by nvidia-mig-restore.service (ExecStart=/bin/bash /etc/nvidia-mig/restore.sh) at every boot,
 # before kubelet.service. Restores the MIG layout of profile h100-h200-inference:
-#  1. waits until nvidia-smi answers, at most 120 s (restore.driver_wait_seconds);
+#  1. waits until nvidia-smi answers, at most 120 s (restore.driver_wait_seconds),
+#     and logs it when the driver is older than the oldest with MIG on a model (then apply fails);
 #  2. nvidia-mig-parted apply -f CONFIG -c NAME;
 #  3. (no GPU of the profile needs a reset for a MIG mode change: no reboot path);
 #  4. nvidia-mig-parted assert -f CONFIG -c NAME;
@@ -76,6 +77,23 @@ until out="$("$smi" 2>&1)"; do
   sleep 1
 done
 log "the NVIDIA driver answers after $(($(date +%s) - start)) s"
+# the oldest driver with MIG per model (MIG User Guide, Deployment Considerations; node/drivergates.py):
+# on an older one apply fails, and the log says why first
+if [[ $out =~ Driver\ Version:\ *([0-9]+(\.[0-9]+)+) ]]; then
+  driver_version=${BASH_REMATCH[1]}
+  vkey() {
+    local -a f
+    local o='' n
+    IFS=. read -ra f <<<"$1"
+    for n in 0 1 2 3; do o+="$(printf '%04d' "$((10#${f[$n]:-0}))")"; done
+    printf '%s' "$o"
+  }
+  for pair in 'h100-80gb=525.85.12' 'h200-141gb=550.90.07'; do
+    if [[ $(vkey "$driver_version") < $(vkey "${pair#*=}") ]]; then
+      log "driver $driver_version is older than the oldest with MIG on ${pair%%=*}: ${pair#*=} (MIG User Guide, Deployment Considerations); apply will fail"
+    fi
+  done
+fi
 
 # --- 2. apply -----------------------------------------------------------------------------------
 if "$mig_parted" apply -f "$config" -c "$config_name"; then applied=yes; else applied=no; fi
