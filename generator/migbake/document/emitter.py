@@ -201,3 +201,19 @@ def flow_scalar(value: object, *, ascii_only: bool = False) -> str:
     non-ASCII characters escaped too."""
     text = (_JSON_ASCII if ascii_only else _JSON)(value)
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text
+
+
+# what a literal block may not hold (YAML 1.1's non-printable characters, and the line breaks other than
+# \n that a YAML 1.1 reader takes as the end of a line), beside a tab and \n
+_NOT_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\ufeff]")
+
+
+def block_scalar(text: str, indent: int) -> str:
+    """``text`` as the value after a ``key:``: a literal block (``|``, its lines indented by ``indent`` spaces)
+    when it ends with exactly one line break, starts with no space or line break and every character may
+    stand in one; else ``flow_scalar``."""
+    if (not text.endswith("\n") or text.endswith("\n\n") or text.startswith((" ", "\n"))
+            or _NOT_IN_BLOCK.search(text)):
+        return flow_scalar(text)
+    pad = " " * indent
+    return "|\n" + "\n".join([(pad + row) if row else "" for row in text[:-1].split("\n")])

@@ -10,7 +10,7 @@ import re
 import textwrap
 
 from migbake.document import emitter
-from migbake.document.emitter import flow_scalar
+from migbake.document.emitter import block_scalar, flow_scalar
 from migbake.document.patterns import whole
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
@@ -53,6 +53,12 @@ def hcl_string(value: str) -> str:
 def yaml_scalar(value: object) -> str:
     """A YAML flow scalar, from the one YAML emitter (``document.emitter.flow_scalar``: JSON, strings quoted)."""
     return Quoted(flow_scalar(value))
+
+
+def yaml_text(text: str, indent: int) -> str:
+    """A text as a YAML value after ``key:``, from the one YAML emitter (``document.emitter.block_scalar``): a
+    literal block indented by ``indent`` where every character may stand in one, else a quoted scalar."""
+    return Block(block_scalar(text, indent))
 
 
 def yaml_flow_list(argv: list[str]) -> str:
