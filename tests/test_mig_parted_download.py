@@ -30,7 +30,7 @@ EKS = next(i for i in IMAGES if i.name == "h200-inference")
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         """No request log on stderr."""
 
 
