@@ -69,10 +69,20 @@ class GoSafeResolve:
     """
 
     def resolve(self, kind: type, value: Any, implicit: Any) -> str:
-        tag: str = super().resolve(kind, value, implicit)  # type: ignore[misc]
-        if tag == STR_TAG and implicit[0] and kind is yaml.ScalarNode and go_yaml_reading(value) is not None:
-            return _TYPED_ELSEWHERE
-        return tag
+        if kind is not yaml.ScalarNode:
+            return SEQ_TAG if kind is yaml.SequenceNode else MAP_TAG
+        key = (type(self), value, implicit[0], implicit[1])  # the emitter asks twice a scalar, keys again and again
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)  # type: ignore[misc]
+            if tag == STR_TAG and implicit[0] and go_yaml_reading(value) is not None:
+                tag = _TYPED_ELSEWHERE
+            if len(value) <= 200 and len(_RESOLVED) < 20_000:
+                _RESOLVED[key] = tag
+        return str(tag)
+
+
+_RESOLVED: dict[tuple[type, str, bool, bool], str] = {}
 
 
 class SafeDumper(GoSafeResolve, QuickResolve, yaml.SafeDumper):
