@@ -179,3 +179,11 @@ def test_the_kubernetes_judges_reject_a_typed_label(tmp_path: Path) -> None:
         assert "unable to decode" in ran.text, ran.text
     (tmp_path / "kustomization.yaml").write_text("resources:\n- mc.yaml\n")
     assert _role_label(run([kubectl, "kustomize", str(tmp_path)], timeout=60).out) == 1000
+
+
+def test_yaml_block_quotes_a_key_a_reader_would_type() -> None:
+    from migbake.render.quoting import yaml_block
+
+    text = yaml_block({"name": "a", "y": 1, "on": [True], "1e3": {"0o17": "x"}}, 0)
+    assert text.splitlines()[:2] == ["name: \"a\"", "\"y\": 1"]
+    assert yaml.safe_load(text) == {"name": "a", "y": 1, "on": [True], "1e3": {"0o17": "x"}}

@@ -198,6 +198,18 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=flow, **options))
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution
+
+
+def flow_key(key: str) -> str:
+    """A mapping key: plain when it is a word every reader takes as that string, else ``flow_scalar``."""
+    plain = _PLAIN_KEY.fullmatch(key) and go_yaml_reading(key) is None
+    if plain and _PYYAML.resolve(yaml.ScalarNode, key, (True, False)) == STR_TAG:  # type: ignore[no-untyped-call]
+        return key
+    return flow_scalar(key, ascii_only=True)
+
+
 # characters a YAML 1.1 reader (PyYAML, cloud-init) rejects or reads as a line break inside a quoted
 # scalar, although JSON leaves them raw
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")

@@ -10,7 +10,7 @@ import re
 import textwrap
 
 from migbake.document import emitter
-from migbake.document.emitter import block_scalar, flow_scalar
+from migbake.document.emitter import block_scalar, flow_key, flow_scalar
 from migbake.document.patterns import whole
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
@@ -124,10 +124,10 @@ _WRAP_AT = 150  # what wrap_long aims for, leaving room for a word that ends a l
 
 
 def yaml_block(value: object, indent: int) -> Block:
-    """``value`` (lists, mappings with plain keys, strings, numbers, booleans) as block-style YAML at ``indent``
+    """``value`` (lists, mappings with string keys, strings, numbers, booleans) as block-style YAML at ``indent``
     spaces: one list item a line, a mapping value that would make its key's line too long on the next line,
     and a list inside a list after a bare ``-``. Strings are JSON strings (YAML 1.2 double-quoted, non-ASCII
-    escaped); the values here match the schema's patterns, so each line holds no space but after ``-`` or
+    escaped); a key is plain only where every reader takes it as that string (``flow_key``); the values here match the schema's patterns, so each line holds no space but after ``-`` or
     ``key:``, and one too long for MAX_LINE is a single word."""
     return Block("\n".join(_block_lines(value, indent)))
 
@@ -136,7 +136,8 @@ def _block_lines(value: object, indent: int) -> list[str]:
     pad = " " * indent
     if isinstance(value, dict):
         out = []
-        for key, item in value.items():
+        for name, item in value.items():
+            key = flow_key(str(name))
             if isinstance(item, (list, dict)) and item:
                 out += [f"{pad}{key}:", *_block_lines(item, indent + 2)]
             elif len(pad) + len(key) + 2 + len(_flow(item)) > MAX_LINE:
