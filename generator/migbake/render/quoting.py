@@ -127,8 +127,9 @@ def yaml_block(value: object, indent: int) -> Block:
     """``value`` (lists, mappings with string keys, strings, numbers, booleans) as block-style YAML at ``indent``
     spaces: one list item a line, a mapping value that would make its key's line too long on the next line,
     and a list inside a list after a bare ``-``. Strings are JSON strings (YAML 1.2 double-quoted, non-ASCII
-    escaped); a key is plain only where every reader takes it as that string (``flow_key``); the values here match the schema's patterns, so each line holds no space but after ``-`` or
-    ``key:``, and one too long for MAX_LINE is a single word."""
+    escaped); a key is plain only where every reader takes it as that string (``flow_key``); the values here
+    match the schema's patterns, so each line holds no space but after ``-`` or ``key:``, and one too long
+    for MAX_LINE is a single word."""
     return Block("\n".join(_block_lines(value, indent)))
 
 
