@@ -20,7 +20,8 @@ import yaml
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 
 # go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
-# mig-parted read with; @v3.0.1, Butane's, is the same less v2's y/n/yes/no/on/off booleans): the words of its
+# mig-parted read with; @v3.0.1, Butane's (coreos/butane:go.mod@011bb0c4: gopkg.in/yaml.v3 v3.0.1), is the same
+# less v2's y/n/yes/no/on/off booleans): the words of its
 # resolve map, then by the first character: a '.' tries Go's ParseFloat; a sign or a digit a timestamp of one
 # of its allowedTimestampFormats, then, underscores removed, ParseInt and ParseUint with base 0 (0x, 0o, 0b and
 # a leading 0: octal, Go >= 1.13), then its yamlStyleFloat; v3 adds 0o octals, which base 0 already reads.
