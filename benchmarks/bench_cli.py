@@ -15,7 +15,8 @@ the interpreter's floor (``python -c pass``) or a peer.
    profile against ``check-jsonschema --schemafile`` on the same file (a peer that checks the schema
    only, while migbake also checks layouts), ``cloud-init schema`` on the generated user-data, and
    the floor; ``migbake --version`` and ``migbake gpus`` against the floor.
-2. One process validating and generating (rendering in memory) 1, 100 and 1,000 distinct profiles.
+2. One process validating and generating (rendering in memory) 1, 100 and 1,000 distinct profiles; and,
+   in one process, one profile's render (every output, in memory) against validating it.
 3. ``migbake validate DIR`` over a directory of 1,000 distinct profiles against one profile, cold.
 4. ``migbake layouts`` for every catalog GPU, in one process (maximal-layout enumeration).
 
@@ -25,6 +26,7 @@ The spread printed beside each median is the interquartile range of its rounds.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -48,6 +50,25 @@ for i in range(int(sys.argv[2])):
     assert checked.profile is not None
     files += len(render(checked.profile))
 print(files)
+"""
+
+RENDER_VS_VALIDATE = """
+import json, sys, time
+from migbake.render.tree import render
+from migbake.rules.validate import check_bytes
+text = open(sys.argv[1], encoding="utf-8").read()
+check_bytes(text.encode(), "warm.yaml")
+validate, generate = [], []
+for i in range(int(sys.argv[2])):
+    data = text.replace("name: h200-inference", f"name: node-{i}").encode()
+    start = time.perf_counter()
+    checked = check_bytes(data, f"p{i}.yaml")
+    checked_at = time.perf_counter()
+    assert checked.profile is not None
+    render(checked.profile)
+    validate.append(checked_at - start)
+    generate.append(time.perf_counter() - checked_at)
+print(json.dumps({"validate": validate[1:], "render": generate[1:]}))
 """
 
 LAYOUTS = """
@@ -195,7 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         first = batch[str(counts[0])]
         table("2. validate + generate N distinct profiles in one process; ratio to N=1",
               [(f"{n:>5} profiles", batch[str(n)], "N=1", batch[str(n)].median / first.median,
-                3.0 if n == counts[-1] else None) for n in counts])
+                15.0 if n == counts[-1] else None) for n in counts])
+        inside = json.loads(subprocess.run([py, "-c", RENDER_VS_VALIDATE, str(PROFILE), str(max(rounds, 10) * 3)],
+                                           capture_output=True, text=True, check=True).stdout)
+        check, make = Timing(inside["validate"]), Timing(inside["render"])
+        table("2b. one profile in one process (after a first, warm): its render against validating it",
+              [("validate one profile", check, "validate", 1.0, None),
+               ("render one profile", make, "validate", make.median / check.median, 15.0)])
 
         many_dir = cold[f"migbake validate DIR ({counts[-1]})"]
         table(f"3. migbake validate over a directory of {counts[-1]} profiles; ratio to one profile, cold",

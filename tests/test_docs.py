@@ -119,14 +119,25 @@ def tree_drift(text: str, generated: set[str]) -> tuple[list[str], list[str]]:
 
 
 def _generated(tmp_path: Path) -> set[str]:
-    """Every path of the example images' committed trees, of one generated with the user-data options, and of
-    the valid cases (the outputs only some profiles get: DRA claims, per-model Slurm files, ...)."""
+    """Every path of the example images' committed trees, of one generated with the user-data options, of one
+    with tools.nvidia_mig_parted_url, and of the valid cases (the outputs only some profiles get: DRA claims,
+    per-model Slurm files, ...)."""
     part = tmp_path / "part.sh"
     part.write_text("#!/bin/sh\necho hi\n")
     code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "out"),
                        "--user-data-gzip", "--user-data-mime", str(part))
     assert code == 0, err
     trees = [*(image / "generated" for image in IMAGES), tmp_path / "out"]
+    # tools.nvidia_mig_parted_url: Packer's install-mig-parted.sh
+    fetch = tmp_path / "fetch.yaml"
+    h200 = next(i for i in IMAGES if i.name == "h200-inference")
+    fetch.write_text((h200 / "node-profile.yaml").read_text(encoding="utf-8").replace(
+        "  nvidia_mig_parted: /usr/bin/nvidia-mig-parted\n", "  nvidia_mig_parted: /usr/bin/nvidia-mig-parted\n"
+        "  nvidia_mig_parted_url: https://downloads.example.com/nvidia-mig-parted\n"
+        f"  nvidia_mig_parted_sha256: {'a' * 64}\n", 1), encoding="utf-8")
+    code, _, err = cli("generate", str(fetch), "-o", str(tmp_path / "fetch"))
+    assert code == 0 and "nvidia_mig_parted_url" in fetch.read_text(encoding="utf-8"), err
+    trees.append(tmp_path / "fetch")
     for case in sorted((REPO / "tests" / "cases" / "valid").glob("*/node-profile.yaml")):
         out = tmp_path / "cases" / case.parent.name
         code, _, err = cli("generate", str(case), "-o", str(out))

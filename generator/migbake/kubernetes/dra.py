@@ -28,8 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
+from migbake.document import emitter
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
 from migbake.gpu.driverplacement import EntryPlacements, entry_placements
 from migbake.gpu.placement import PlacedInstance
@@ -237,8 +236,7 @@ def claim_templates_yaml(profile: NodeProfile) -> str:
     """The templates as YAML documents (``---`` before each), or "" when the profile has none."""
     if profile.kubernetes.allocation != "dra":
         return ""
-    return "".join("---\n" + yaml.safe_dump(t, sort_keys=False, default_flow_style=False, width=1000)
-                   for t in claim_templates(profile))
+    return "".join("---\n" + emitter.dump(t, width=1000) for t in claim_templates(profile))
 
 
 def advertised(profile: NodeProfile) -> str:

@@ -25,8 +25,7 @@ generated preflight and verify read kubelet's unit on the node before trusting t
 
 from __future__ import annotations
 
-import json
-
+from migbake.document.emitter import flow_scalar
 from migbake.profile.nodeprofile import NodeProfile
 
 # kubeadm's ExecStart (10-kubeadm.conf, deb and rpm alike), and the variable migbake adds to it
@@ -94,7 +93,7 @@ def nodeconfig_labels(profile: NodeProfile) -> str:
         "spec:",
         "  kubelet:",
         "    flags:",
-        f"      - {json.dumps(node_labels_flag(profile))}",
+        f"      - {flow_scalar(node_labels_flag(profile), ascii_only=True)}",
     ]) + "\n"
 
 

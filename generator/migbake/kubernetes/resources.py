@@ -9,9 +9,9 @@ MIG off is one ``nvidia.com/gpu``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from migbake.document.emitter import flow_scalar
 from migbake.gpu.catalog import PROFILE_NAME_RE
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG, config_label_problem
 from migbake.migparted.config import config_yaml, entry_pci_ids, mig_parted_config, uses_device_filter
@@ -137,7 +137,7 @@ def operator_config(profile: NodeProfile) -> dict[str, object]:
 
 def _configmap_body(name: str, config: dict[str, object]) -> list[str]:
     # config.yaml as a literal block: the text is PyYAML's own output, so every line is safe inside it
-    return ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {json.dumps(name)}", "data:",
+    return ["apiVersion: v1", "kind: ConfigMap", "metadata:", f"  name: {flow_scalar(name, ascii_only=True)}", "data:",
             "  config.yaml: |", *(f"    {line}" if line else "" for line in config_yaml(config).splitlines())]
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from migbake.document import emitter
+from migbake.document.emitter import SingleQuoted
 from migbake.document.patterns import whole
-from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 from migbake.gpu.catalog import GpuModel
 from migbake.gpu.devicefilter import writes_device_filter
 from migbake.profile.nodeprofile import GpuGroup, NodeProfile
@@ -69,36 +68,18 @@ def mig_parted_config(profile: NodeProfile, name: str = "", with_filter: bool | 
     models = profile.models
     with_filter = uses_device_filter(profile) if with_filter is None else with_filter
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
-    return {"version": "v1", "mig-configs": {_ConfigName(name or profile.restore.config_name): entries}}
-
-
-class _ConfigName(str):
-    """A config name, quoted unless every YAML 1.1 reader takes it plainly as a string."""
-
-    __slots__ = ()
+    return {"version": "v1", "mig-configs": {_config_name(name or profile.restore.config_name): entries}}
 
 
 # mig-parted reads YAML with go-yaml v2, whose YAML 1.1 also reads y/n as booleans and 1e3 or a date as
-# numbers; PyYAML would write those plainly. A name of letters first is plain text to both.
+# numbers: the one emitter (document.emitter) quotes every such name. A name that does not start with a
+# letter, or holds other characters, is single-quoted whatever it is (as migbake always wrote it).
 _PLAIN_NAME = whole(r"^[A-Za-z][A-Za-z0-9_.-]*$")
-_YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
-_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: faster
 
 
-class _ConfigDumper(QuickResolve, _BaseDumper):  # type: ignore[valid-type,misc]
-    """The emitter of mig-parted configs: config names quoted where go-yaml v2 would not read a string."""
-
-
-def _name_style(name: str) -> str | None:
-    plain = _PLAIN_NAME.match(name) and name.lower() not in _YAML11_WORDS
-    return None if plain else "'"
-
-
-def _represent_name(dumper: yaml.SafeDumper, name: _ConfigName) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", str(name), style=_name_style(name))
-
-
-_ConfigDumper.add_representer(_ConfigName, _represent_name)
+def _config_name(name: str) -> str:
+    """A config name: plain where the emitter allows, else single-quoted."""
+    return name if _PLAIN_NAME.match(name) else SingleQuoted(name)
 
 
 def mig_parted_config_text(profile: NodeProfile) -> str:
@@ -108,35 +89,4 @@ def mig_parted_config_text(profile: NodeProfile) -> str:
 
 def config_yaml(data: dict[str, Any]) -> str:
     """A ``mig_parted_config`` dict (possibly with more configs) as the YAML text mig-parted reads."""
-    node = _node(data, set())
-    if node is None:  # a value _node does not know, or a list or dict given twice (PyYAML writes an alias)
-        return str(yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False, default_flow_style=False,
-                             allow_unicode=True, width=100))
-    return str(yaml.serialize(node, Dumper=_ConfigDumper, allow_unicode=True, width=100))
-
-
-_SCALAR_TAGS = {str: STR_TAG, int: "tag:yaml.org,2002:int", bool: "tag:yaml.org,2002:bool"}
-
-
-def _node(value: object, seen: set[int]) -> yaml.Node | None:
-    """The node PyYAML's safe representer makes of config data (block style, keys in order), built directly.
-
-    The representer costs as much as emitting; None for anything it would write another way.
-    """
-    kind = type(value)
-    if kind is _ConfigName:
-        return yaml.ScalarNode(STR_TAG, str(value), style=_name_style(str(value)))
-    if kind in _SCALAR_TAGS:
-        text = ("true" if value else "false") if kind is bool else str(value)
-        return yaml.ScalarNode(_SCALAR_TAGS[kind], text)
-    if kind not in (list, dict) or id(value) in seen:
-        return None
-    seen.add(id(value))
-    if isinstance(value, list):
-        items = [_node(v, seen) for v in value]
-        return None if None in items else yaml.SequenceNode(SEQ_TAG, items, flow_style=False)
-    assert isinstance(value, dict)
-    pairs = [(_node(k, seen), _node(v, seen)) for k, v in value.items()]
-    if any(k is None or v is None for k, v in pairs):
-        return None
-    return yaml.MappingNode(MAP_TAG, pairs, flow_style=False)
+    return emitter.dump(data, width=100)

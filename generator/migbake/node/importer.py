@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-import yaml
-
 from migbake import __version__
+from migbake.document import emitter
 from migbake.document.loader import LoadedProfile, join_pointer, load_profile_bytes
 from migbake.document.patterns import whole
 from migbake.exits import printable
@@ -361,13 +360,6 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     return Imported(text, _relocate(r, groups, checked.problems))
 
 
-class _NoAliasDumper(yaml.SafeDumper):
-    """Never writes ``&anchor``/``*alias``: a node profile refuses aliases."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, config: str) -> str:
     source = "standard input" if file in ("-", "<stdin>") else PurePath(file).name
     sha = hashlib.sha256(data).hexdigest()[:16]
@@ -376,6 +368,6 @@ def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, config: s
                {g["model"] for g in profile["gpus"]}),
              *r.notes,
              "Review it, then: migbake validate PROFILE && migbake generate PROFILE -o OUT"]
-    body = yaml.dump(profile, Dumper=_NoAliasDumper, sort_keys=False, default_flow_style=None, width=100)
+    body = emitter.dump(profile, flow=None, width=100)  # never an alias: a node profile refuses them
     # each header line stays one comment line: a file name with a line break cannot add a key to the profile
     return "".join(f"# {printable(line)}\n" for line in lines) + str(body)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from migbake import __version__
+from migbake.document import emitter
 from migbake.document.patterns import CONTROL, whole
 from migbake.problems import MigbakeError, RenderError
 from migbake.profile.nodeprofile import NodeProfile
@@ -187,10 +188,10 @@ def _escaped(ch: str) -> str:
     return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
 
 
-class _VarsDumper(yaml.SafeDumper):
-    """PyYAML's safe dumper, sequences indented under their key (yamllint's and ansible-lint's style), and
-    double-quoted scalars folded so that no line is longer than the width (PyYAML folds only at a space or
-    after an escape, and only once past the width)."""
+class _VarsDumper(emitter.SafeDumper):
+    """The one emitter's pure-Python safe dumper (``document.emitter``), sequences indented under their key
+    (yamllint's and ansible-lint's style), and double-quoted scalars folded so that no line is longer than
+    the width (PyYAML folds only at a space or after an escape, and only once past the width)."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)

@@ -153,6 +153,7 @@ class RenderPlan:
     gpu_modes: tuple[str, ...] = ()  # per gpus entry, "on" (MIG on) or "off", as the config says (dra-dynamic's verify)
     bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
     ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
+    download_mig_parted: bool = False  # cloud-init, Karpenter and Packer download it (tools.nvidia_mig_parted_url)
     gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
     restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
     reset_target: str = GPU_RESET_TARGET
@@ -310,5 +311,6 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
         bottlerocket=_bottlerocket(p),
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
+        download_mig_parted=bool(p.tools.nvidia_mig_parted_url),
         eks=eks_family(p),
     )

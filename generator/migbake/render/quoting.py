@@ -6,12 +6,11 @@ guard (``guard``) checks the result once more when it is printed.
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 
-import yaml
-
+from migbake.document import emitter
+from migbake.document.emitter import block_scalar, flow_key, flow_scalar
 from migbake.document.patterns import whole
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
@@ -51,18 +50,15 @@ def hcl_string(value: str) -> str:
     return Quoted(f'"{out}"')
 
 
-# characters a YAML 1.1 reader (PyYAML, cloud-init) rejects or reads as a line break inside a quoted
-# scalar, although JSON leaves them raw
-_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
-
-
-_JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(value, ensure_ascii=False), made once
-
-
 def yaml_scalar(value: object) -> str:
-    """A YAML flow scalar (JSON is a subset of YAML 1.2 and of what cloud-init's loader reads)."""
-    text = _JSON(value)
-    return Quoted(_YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text)
+    """A YAML flow scalar, from the one YAML emitter (``document.emitter.flow_scalar``: JSON, strings quoted)."""
+    return Quoted(flow_scalar(value))
+
+
+def yaml_text(text: str, indent: int) -> str:
+    """A text as a YAML value after ``key:``, from the one YAML emitter (``document.emitter.block_scalar``): a
+    literal block indented by ``indent`` where every character may stand in one, else a quoted scalar."""
+    return Block(block_scalar(text, indent))
 
 
 def yaml_flow_list(argv: list[str]) -> str:
@@ -94,27 +90,14 @@ def and_list(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + (" and " + names[-1] if names else "")
 
 
-class _LiteralDumper(yaml.SafeDumper):
-    """PyYAML's safe emitter, multi-line strings as literal blocks (``|``) where YAML allows one."""
-
-
-def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    # a style PyYAML cannot keep (trailing spaces, control characters) falls back to double quotes
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
-
-
-_LiteralDumper.add_representer(str, _represent_text)
-
-
 def yaml_document(data: object) -> Block:
-    """A whole YAML document from plain data (dicts in their order, lists, str, int, bool), by a YAML emitter.
+    """A whole YAML document from plain data (dicts in their order, lists, str, int, bool), by the one YAML
+    emitter (``document.emitter``), multi-line strings as literal blocks (``|``) where YAML allows one.
 
-    Every string is quoted as the emitter decides (YAML 1.1 words such as ``on`` or ``0644`` are quoted,
-    so YAML 1.2 readers such as go-yaml v3 read the same strings); nothing is pasted into YAML text.
+    A string any reader would type (PyYAML's YAML 1.1, YAML 1.2, go-yaml v2/v3: ``on``, ``y``, ``0644``,
+    ``1e3``, ``0o17``) is quoted; nothing is pasted into YAML text.
     """
-    text = yaml.dump(data, Dumper=_LiteralDumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=1 << 20)
-    return Block(text)
+    return Block(emitter.dump(data, literal=True))
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -141,11 +124,12 @@ _WRAP_AT = 150  # what wrap_long aims for, leaving room for a word that ends a l
 
 
 def yaml_block(value: object, indent: int) -> Block:
-    """``value`` (lists, mappings with plain keys, strings, numbers, booleans) as block-style YAML at ``indent``
+    """``value`` (lists, mappings with string keys, strings, numbers, booleans) as block-style YAML at ``indent``
     spaces: one list item a line, a mapping value that would make its key's line too long on the next line,
     and a list inside a list after a bare ``-``. Strings are JSON strings (YAML 1.2 double-quoted, non-ASCII
-    escaped); the values here match the schema's patterns, so each line holds no space but after ``-`` or
-    ``key:``, and one too long for MAX_LINE is a single word."""
+    escaped); a key is plain only where every reader takes it as that string (``flow_key``); the values here
+    match the schema's patterns, so each line holds no space but after ``-`` or ``key:``, and one too long
+    for MAX_LINE is a single word."""
     return Block("\n".join(_block_lines(value, indent)))
 
 
@@ -153,7 +137,8 @@ def _block_lines(value: object, indent: int) -> list[str]:
     pad = " " * indent
     if isinstance(value, dict):
         out = []
-        for key, item in value.items():
+        for name, item in value.items():
+            key = flow_key(str(name))
             if isinstance(item, (list, dict)) and item:
                 out += [f"{pad}{key}:", *_block_lines(item, indent + 2)]
             elif len(pad) + len(key) + 2 + len(_flow(item)) > MAX_LINE:
@@ -176,8 +161,8 @@ def _block_lines(value: object, indent: int) -> list[str]:
 
 
 def _flow(value: object) -> str:
-    """A scalar (or an empty list or mapping) as JSON, which YAML reads as it is."""
-    return json.dumps(value)
+    """A scalar (or an empty list or mapping) as JSON, which YAML reads as it is, non-ASCII escaped."""
+    return flow_scalar(value, ascii_only=True)
 
 
 def wrap_long(text: str) -> Block:

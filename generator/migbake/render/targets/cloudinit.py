@@ -1,4 +1,9 @@
-"""cloud-init user-data (``OUT/cloud-init/user-data``): the rootfs files, bootcmd's hold and runcmd's restore."""
+"""cloud-init user-data (``OUT/cloud-init/user-data``): the rootfs files, bootcmd's hold and runcmd's restore.
+
+With ``tools.nvidia_mig_parted_url``, runcmd first downloads nvidia-mig-parted and installs it only when its
+sha256 matches (the step of ``packer/scripts/install-mig-parted.sh``), before the restore is enabled; when
+it fails, the restore's check of the node finds no binary and the restore does not run.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan
 from migbake.render.quoting import indent, yaml_flow_list, yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
+
+# with tools.nvidia_mig_parted_url: runcmd's first step, the body of packer/scripts/install-mig-parted.sh
+MIG_PARTED_STEP = "scripts/_install-mig-parted.sh.j2"
 
 
 def cloud_init(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
@@ -28,8 +36,12 @@ def cloud_config(plan: RenderPlan, done: Rendered, templates: Templates, *, gzip
         else:
             f["content"] = indent(a.text, 6)
         files.append(f)
+    runcmd = [list(c) for c in plan.first_boot.runcmd]
+    if plan.download_mig_parted:  # first: before the restore is enabled, and before its check of the node
+        runcmd.insert(0, ["sh", "-c", templates.text(MIG_PARTED_STEP), "install-mig-parted"])
     return templates.text("cloud-init/user-data.j2", {
         "files": files,
         "bootcmd": [yaml_flow_list(list(c)) for c in plan.first_boot.bootcmd],
-        "runcmd": [yaml_flow_list(list(c)) for c in plan.first_boot.runcmd],
+        "runcmd": [yaml_flow_list(c) for c in runcmd],
+        "download_mig_parted": plan.download_mig_parted,
     })

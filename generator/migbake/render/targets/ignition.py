@@ -11,7 +11,6 @@ in a MachineConfig (config/openshift/v4_14/translate.go).
 from __future__ import annotations
 
 import base64
-import urllib.parse
 from typing import Any
 
 # variant -> version migbake writes -> the Ignition spec butane translates it to
@@ -23,6 +22,8 @@ ROLE_LABEL = "machineconfiguration.openshift.io/role"
 # RFC 2396 unreserved characters, kept as they are by vincent-petithory/dataurl's Escape (vendored by
 # butane: vendor/github.com/vincent-petithory/dataurl/rfc2396.go); every other byte is %XX, upper case
 _UNRESERVED = "-_.!~*'()"
+_KEPT = bytes(b for b in range(128) if chr(b).isalnum() or chr(b) in _UNRESERVED)
+_ESCAPED = [chr(b) if b in _KEPT else f"%{b:02X}" for b in range(256)]  # urllib.parse.quote's bytes, as a table
 
 
 def data_url(data: bytes) -> str:
@@ -33,9 +34,10 @@ def data_url(data: bytes) -> str:
     the zlib build (Go's and Python's already differ), and a generated file must be the same on every
     machine; Ignition reads every form alike (``compression: ""`` says: not compressed).
     """
-    opaque = "," + urllib.parse.quote(data, safe=_UNRESERVED)
-    b64 = ";base64," + base64.b64encode(data).decode("ascii")
-    return "data:" + (b64 if len(b64) < len(opaque) else opaque)
+    escaped = len(data.translate(None, _KEPT))  # the bytes that become %XX: the lengths, before either is made
+    if 8 + 4 * ((len(data) + 2) // 3) < 1 + len(data) + 2 * escaped:
+        return "data:;base64," + base64.b64encode(data).decode("ascii")
+    return "data:," + "".join(map(_ESCAPED.__getitem__, data))
 
 
 def _resource(contents: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan
-from migbake.render.quoting import indent, yaml_scalar
+from migbake.render.quoting import yaml_scalar, yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
 EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
@@ -67,12 +67,6 @@ def user_data(parts: list[tuple[str, str]]) -> str:
         out += [f"--{boundary}", f"Content-Type: {media_type}{params}", "", text.rstrip("\n")]
     out.append(f"--{boundary}--")
     return "\n".join(out) + "\n"
-
-
-def _block(text: str) -> str:
-    """``text`` as a YAML value: a literal block when every character may stand in one, else a quoted scalar."""
-    plain = all(c in "\n\t" or (c >= " " and c not in "\x7f\x85\u2028\u2029\ufeff") for c in text)
-    return "|\n" + indent(text, 4) if plain and not text.startswith((" ", "\n")) else yaml_scalar(text)
 
 
 def ec2nodeclass(plan: RenderPlan, data: str) -> str:
@@ -120,5 +114,5 @@ def ec2nodeclass(plan: RenderPlan, data: str) -> str:
         "        deleteOnTermination: true",
         "  # migbake's cloud-config (the MIG restore, run in cloud-final before nodeadm-run starts kubelet) and",
         "  # the node labels as a NodeConfig part; Karpenter appends its own NodeConfig (the cluster) last.",
-        f"  userData: {_block(data)}",
+        f"  userData: {yaml_text(data, 4)}",
     ]) + "\n"

@@ -1,0 +1,242 @@
+"""The one YAML emitter of everything migbake writes: a plain scalar only where no YAML reader types it otherwise.
+
+Butane, MachineConfig, DRA claims, mig-parted configs, Ansible variables and imported profiles are
+dumped here (``dump``, or ``SafeDumper`` for an emitter that needs its own writing), and single scalars
+that templates and targets print come from ``flow_scalar``. A string is written plain only when every
+reader of the output takes it as a string: PyYAML (YAML 1.1, cloud-init and Ansible), the YAML 1.2 core
+schema, and go-yaml v2 and v3 (Butane, Ignition tools, mig-parted and Kubernetes through sigs.k8s.io/yaml),
+whose resolution ``go_yaml_reading`` follows. libyaml's C emitter writes the bytes where PyYAML has it;
+the pure-Python emitter (same bytes, tests/test_yaml_emitter.py) where it does not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
+
+# go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
+# mig-parted read with; @v3.0.1, Butane's (coreos/butane:go.mod@011bb0c4: gopkg.in/yaml.v3 v3.0.1), is the same
+# less v2's y/n/yes/no/on/off booleans): the words of its
+# resolve map, then by the first character: a '.' tries Go's ParseFloat; a sign or a digit a timestamp of one
+# of its allowedTimestampFormats, then, underscores removed, ParseInt and ParseUint with base 0 (0x, 0o, 0b and
+# a leading 0: octal, Go >= 1.13), then its yamlStyleFloat; v3 adds 0o octals, which base 0 already reads.
+# The YAML 1.2 core schema's null, bool, int and float forms are all among these.
+_GO_TRUE = ("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")
+_GO_FALSE = ("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")
+_GO_NULL = ("", "~", "null", "Null", "NULL")
+_GO_SPECIAL_FLOATS = (".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF",
+                      "-.inf", "-.Inf", "-.INF")
+_GO_WORDS = {**dict.fromkeys(_GO_TRUE, "the boolean true"), **dict.fromkeys(_GO_FALSE, "the boolean false"),
+             **dict.fromkeys(_GO_NULL, "null"), **dict.fromkeys(_GO_SPECIAL_FLOATS, "a number"),
+             "<<": "a merge key"}
+_GO_INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|[0-9]+)")
+_GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_GO_TIMESTAMP = re.compile(r"[0-9]{4}-(0?[1-9]|1[0-2])-(0?[1-9]|[12][0-9]|3[01])"
+                           r"([Tt][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?(Z|[-+][0-9]{2}:[0-9]{2})"
+                           r"| [0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?)?")
+
+
+def go_yaml_reading(text: str) -> str | None:
+    """What go-yaml v2 reads the plain scalar ``text`` as when not a string ("the boolean true"); None: a string."""
+    if text in _GO_WORDS:
+        return _GO_WORDS[text]
+    first = text[:1]
+    if first == ".":
+        return "a number" if _GO_FLOAT.fullmatch(text) else None
+    if first and first in "+-0123456789":
+        if _GO_TIMESTAMP.fullmatch(text):
+            return "a timestamp"
+        plain = text.replace("_", "")
+        if _GO_INT.fullmatch(plain) or _GO_FLOAT.fullmatch(plain):
+            return "a number"
+    return None
+
+
+# a tag no reader gives a plain scalar: the emitter quotes a string whose plain form resolves to it
+_TYPED_ELSEWHERE = "tag:migbake,2026:typed-by-another-reader"
+
+
+class GoSafeResolve:
+    """PyYAML's resolution, and a string that go-yaml (or YAML 1.2) would type resolved to a tag no string has.
+
+    PyYAML's emitter writes a string plain only where the resolver gives its plain form the string tag,
+    so every such string is quoted, by the C emitter and the pure-Python one alike. Placed before
+    ``QuickResolve`` and a PyYAML dumper class.
+    """
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is not yaml.ScalarNode:
+            return SEQ_TAG if kind is yaml.SequenceNode else MAP_TAG
+        key = (type(self), value, implicit[0], implicit[1])  # the emitter asks twice a scalar, keys again and again
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)  # type: ignore[misc]
+            if tag == STR_TAG and implicit[0] and go_yaml_reading(value) is not None:
+                tag = _TYPED_ELSEWHERE
+            if len(value) <= 200 and len(_RESOLVED) < 20_000:
+                _RESOLVED[key] = tag
+        return str(tag)
+
+
+_RESOLVED: dict[tuple[type, str, bool, bool], str] = {}
+
+
+class SafeDumper(GoSafeResolve, QuickResolve, yaml.SafeDumper):
+    """PyYAML's pure-Python safe dumper with the resolution above (for emitters that override its writing)."""
+
+
+_CBase: type[yaml.SafeDumper] | None = getattr(yaml, "CSafeDumper", None)
+
+
+class _CSafeDumper(GoSafeResolve, QuickResolve, _CBase or yaml.SafeDumper):  # type: ignore[misc]
+    """libyaml's emitter with the resolution above (PyYAML's pure-Python one where libyaml is absent)."""
+
+
+HAVE_LIBYAML = _CBase is not None
+
+
+class SingleQuoted(str):
+    """A string the emitter writes in single quotes whatever it holds (a mig-parted config name, for one)."""
+
+    __slots__ = ()
+
+
+_SCALAR_TAGS = {str: STR_TAG, int: "tag:yaml.org,2002:int", bool: "tag:yaml.org,2002:bool",
+                SingleQuoted: STR_TAG}
+
+
+def _node(value: object, literal: bool, flow: bool | None) -> yaml.Node | None:
+    """The node PyYAML's safe representer makes of ``value`` (keys in order, never an alias), built directly:
+    the representer costs as much as libyaml's emitting. None for a value of another type."""
+    kind = type(value)
+    tag = _SCALAR_TAGS.get(kind)
+    if tag is not None:
+        if kind is bool:
+            return yaml.ScalarNode(tag, "true" if value else "false")
+        text = str(value)
+        style = "'" if kind is SingleQuoted else "|" if literal and "\n" in text else None
+        return yaml.ScalarNode(tag, text, style=style)
+    if value is None:
+        return yaml.ScalarNode("tag:yaml.org,2002:null", "null")
+    if kind is list:
+        items = [_node(v, literal, flow) for v in value]  # type: ignore[attr-defined]
+        if None in items:
+            return None
+        return yaml.SequenceNode(SEQ_TAG, items, flow_style=_flow_style(flow, items))
+    if kind is dict:
+        pairs = [(_node(k, literal, flow), _node(v, literal, flow)) for k, v in value.items()]  # type: ignore[attr-defined]
+        if any(k is None or v is None for k, v in pairs):
+            return None
+        return yaml.MappingNode(MAP_TAG, pairs, flow_style=_flow_style(flow, [n for p in pairs for n in p]))
+    return None
+
+
+def _flow_style(flow: bool | None, children: list[Any]) -> bool:
+    """PyYAML's ``default_flow_style``: None is flow where every child is a scalar of no set style."""
+    if flow is not None:
+        return flow
+    return all(isinstance(n, yaml.ScalarNode) and not n.style for n in children)
+
+
+class _LiteralRepresent:
+    """The representer's way for what ``_node`` does not build (floats, tuples, subclasses)."""
+
+    @staticmethod
+    def text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar(STR_TAG, text, style="|" if "\n" in text else None)
+
+    @staticmethod
+    def single(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar(STR_TAG, str(text), style="'")
+
+
+class _NoAliases:
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+class _Fallback(_NoAliases, _CSafeDumper):
+    pass
+
+
+class _FallbackLiteral(_NoAliases, _CSafeDumper):
+    pass
+
+
+class _PureFallback(_NoAliases, SafeDumper):
+    pass
+
+
+class _PureFallbackLiteral(_NoAliases, SafeDumper):
+    pass
+
+
+for _cls in (_Fallback, _FallbackLiteral, _PureFallback, _PureFallbackLiteral):
+    _cls.add_representer(SingleQuoted, _LiteralRepresent.single)
+for _cls in (_FallbackLiteral, _PureFallbackLiteral):
+    _cls.add_representer(str, _LiteralRepresent.text)
+
+
+def dump(data: object, *, literal: bool = False, flow: bool | None = False, width: int = 1 << 20,
+         pure: bool = False) -> str:
+    """``data`` (dicts in their order, lists, str, int, bool, None) as one YAML document, never with an alias.
+
+    ``literal``: a string with a line break as a literal block (``|``) where YAML allows one; ``flow``:
+    PyYAML's ``default_flow_style``; ``width``: where long scalars fold; ``pure``: the pure-Python emitter
+    even where libyaml is present (the tests compare the two).
+    """
+    node = _node(data, literal, flow)
+    options: dict[str, Any] = {"allow_unicode": True, "width": width}
+    if node is not None:
+        return str(yaml.serialize(node, Dumper=SafeDumper if pure else _CSafeDumper, **options))
+    dumper = (_PureFallbackLiteral if literal else _PureFallback) if pure else (
+        _FallbackLiteral if literal else _Fallback)
+    return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=flow, **options))
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution
+
+
+def flow_key(key: str) -> str:
+    """A mapping key: plain when it is a word every reader takes as that string, else ``flow_scalar``."""
+    plain = _PLAIN_KEY.fullmatch(key) and go_yaml_reading(key) is None
+    if plain and _PYYAML.resolve(yaml.ScalarNode, key, (True, False)) == STR_TAG:  # type: ignore[no-untyped-call]
+        return key
+    return flow_scalar(key, ascii_only=True)
+
+
+# characters a YAML 1.1 reader (PyYAML, cloud-init) rejects or reads as a line break inside a quoted
+# scalar, although JSON leaves them raw
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+_JSON = json.JSONEncoder(ensure_ascii=False).encode
+_JSON_ASCII = json.JSONEncoder().encode
+
+
+def flow_scalar(value: object, *, ascii_only: bool = False) -> str:
+    """A scalar (or an empty list or mapping) as a YAML flow scalar: JSON, which YAML 1.2 and cloud-init's
+    YAML 1.1 loader read as it is; a string is always double-quoted, so no reader types it. ``ascii_only``:
+    non-ASCII characters escaped too."""
+    text = (_JSON_ASCII if ascii_only else _JSON)(value)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text
+
+
+# what a literal block may not hold (YAML 1.1's non-printable characters, and the line breaks other than
+# \n that a YAML 1.1 reader takes as the end of a line), beside a tab and \n
+_NOT_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\ufeff]")
+
+
+def block_scalar(text: str, indent: int) -> str:
+    """``text`` as the value after a ``key:``: a literal block (``|``, its lines indented by ``indent`` spaces)
+    when it ends with exactly one line break, starts with no space or line break and every character may
+    stand in one; else ``flow_scalar``."""
+    if (not text.endswith("\n") or text.endswith("\n\n") or text.startswith((" ", "\n"))
+            or _NOT_IN_BLOCK.search(text)):
+        return flow_scalar(text)
+    pad = " " * indent
+    return "|\n" + "\n".join([(pad + row) if row else "" for row in text[:-1].split("\n")])
