@@ -188,7 +188,7 @@ def test_real_h200_is_ready_for_a_one_gpu_h200_profile(tmp_path: Path, form: str
     assert "gpu-count    PASS   1 GPU(s), as gpu_count says" in lines
     assert ("mig-state    NOTE   GPU 0: MIG Disabled (profile: MIG Enabled, 7x 1g.18gb); the next boot's "
             "restore replaces this") in lines
-    assert lines[-1].startswith("READY: no check failed (7 skipped; ")
+    assert lines[-1].startswith("READY: no check failed (8 skipped; ")
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])
@@ -197,8 +197,9 @@ def test_real_h200_is_not_ready_for_an_h100_profile(tmp_path: Path, form: str, n
     report = json.loads(out)
     assert code == 1 and report["ready"] is False
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
-    assert failed == [{"check": "gpus/0", "status": "FAIL", "detail": "GPU 0 is NVIDIA H200 (0x233510DE), "
-                       "not h100-80gb (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE)"},
+    assert failed == [{"check": "gpus/0", "status": "FAIL",
+                       "detail": "NVIDIA GPU(s) on this machine that are not the profile's models: "
+                                 "GPU 0 is NVIDIA H200 (0x233510DE), not h100-80gb (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE)"},
                       {"check": "coverage", "status": "FAIL", "detail": "GPU 0 in no gpus entry of its own "
                        "model (the entry listing it is another model's, see above): the restore applies that "
                        "layout to it and fails at every boot"}]  # coverage agrees with gpus/0 (issue 36)

@@ -17,6 +17,7 @@ from typing import Any
 
 from migbake import __version__
 from migbake.gpu.driverplacement import placements_of
+from migbake.gpu.presence import GpuPresence, gpu_presence
 from migbake.gpu.placement import PlacedInstance
 from migbake.kubernetes.dra import (
     DRIVER,
@@ -136,6 +137,7 @@ class RenderPlan:
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
     eks: str  # eks-al2023 or eks-al2 when kubelet is started the EKS way (base AMI, Karpenter), else ""
+    presence: GpuPresence  # whether the machine has an NVIDIA GPU (sysfs): the profile's models, the words
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
@@ -296,4 +298,5 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         bottlerocket=_bottlerocket(p),
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
         eks=eks_family(p),
+        presence=gpu_presence(p.restore.no_gpu, [g["pci_ids"] for g in groups]),
     )
