@@ -139,7 +139,7 @@ class Slurm:
 class OpenShift:
     """The ``openshift`` section: the MachineConfigPool the generated MachineConfig targets."""
 
-    role: str = "worker"
+    role: str = "gpu-mig"  # a pool of its own: worker and master reach every node of their pool (issue 41)
 
 
 @dataclass(frozen=True)

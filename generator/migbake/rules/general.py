@@ -23,7 +23,7 @@ from migbake.rules.layouts import (
     rule_layout_fits,
     rule_layout_profiles,
 )
-from migbake.rules.platforms import rule_bottlerocket, rule_mig_parted_url
+from migbake.rules.platforms import rule_bottlerocket, rule_mig_parted_url, rule_openshift_role
 from migbake.rules.services import (
     rule_config_name_label,
     rule_consumers,
@@ -260,8 +260,8 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
                            rule_paths, rule_unit_ordering, rule_restore_unit_name, rule_kubelet_args_env,
                            rule_provided_later, rule_allocation, rule_placements, rule_slurm_node_name,
-                           rule_slurm_gpu_count, rule_mig_parted_url, rule_bottlerocket, rule_eks_al2,
-                           rule_config_name_label)
+                           rule_slurm_gpu_count, rule_mig_parted_url, rule_openshift_role, rule_bottlerocket,
+                           rule_eks_al2, rule_config_name_label)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:
