@@ -14,7 +14,7 @@ from support import IMAGES, REPO
 
 sys.path.insert(0, str(REPO / "generator"))  # always test this checkout's package
 
-from migbake.gpu.presence import SYSFS_ENV  # noqa: E402
+from migbake.gpu.presence import SYSFS_ENV
 
 
 @pytest.fixture(params=IMAGES, ids=[p.name for p in IMAGES])

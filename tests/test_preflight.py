@@ -199,7 +199,8 @@ def test_real_h200_is_not_ready_for_an_h100_profile(tmp_path: Path, form: str, n
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert failed == [{"check": "gpus/0", "status": "FAIL",
                        "detail": "NVIDIA GPU(s) on this machine that are not the profile's models: "
-                                 "GPU 0 is NVIDIA H200 (0x233510DE), not h100-80gb (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE)"},
+                                 "GPU 0 is NVIDIA H200 (0x233510DE), not h100-80gb (0x233010DE, 0x233110DE, "
+                                 "0x232210DE, 0x232410DE)"},
                       {"check": "coverage", "status": "FAIL", "detail": "GPU 0 in no gpus entry of its own "
                        "model (the entry listing it is another model's, see above): the restore applies that "
                        "layout to it and fails at every boot"}]  # coverage agrees with gpus/0 (issue 36)

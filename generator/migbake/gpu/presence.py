@@ -23,7 +23,8 @@ DISPLAY_CLASSES: Final = ("0x0300", "0x0302")
 SYSFS_ENV: Final = "MIGBAKE_SYSFS"  # where the scripts read /sys from: only tests and the boot test's guest set it
 
 NO_GPU: Final = "no NVIDIA GPU on this machine: nothing to restore"
-NO_GPU_FAIL: Final = "no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run without one"
+NO_GPU_FAIL: Final = ("no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run "
+                      "without one")
 NO_DRIVER: Final = "NVIDIA GPU(s) on this machine but no NVIDIA driver"
 FOREIGN: Final = "NVIDIA GPU(s) on this machine that are not the profile's models"
 

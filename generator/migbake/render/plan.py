@@ -17,8 +17,8 @@ from typing import Any
 
 from migbake import __version__
 from migbake.gpu.driverplacement import placements_of
-from migbake.gpu.presence import GpuPresence, gpu_presence
 from migbake.gpu.placement import PlacedInstance
+from migbake.gpu.presence import GpuPresence, gpu_presence
 from migbake.kubernetes.dra import (
     DRIVER,
     STRANDED_LOG,

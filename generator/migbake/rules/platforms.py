@@ -50,9 +50,9 @@ def rule_openshift_role(loaded: LoadedProfile, data: object, catalog: Catalog) -
     if not isinstance(role, str) or role not in SHARED_POOLS:
         return
     yield loaded.problem("/openshift/role", f"openshift.role: {role}: OUT/butane/openshift-{role}.yaml goes to "
-                         f"{SHARED_POOLS[role]}: each one gets the restore and is rebooted by the machine-config daemon to "
-                         f"take it; leave openshift.role out (a pool of its own, {OpenShift.role}, which migbake "
-                         "writes) or name another custom pool",
+                         f"{SHARED_POOLS[role]}: each one gets the restore and is rebooted by the machine-config "
+                         f"daemon to take it; leave openshift.role out (a pool of its own, {OpenShift.role}, which "
+                         "migbake writes) or name another custom pool",
                          "openshift-role-shared", severity="warning")
 
 
