@@ -5,6 +5,8 @@
 #
 # restore.sh: run by nvidia-mig-restore.service (ExecStart=/bin/bash /etc/nvidia-mig/restore.sh) at every boot,
 # before kubelet.service. Restores the MIG layout of profile h200-inference:
+# -1. reads the PCI devices in sysfs: without an NVIDIA GPU on the machine there is nothing to restore,
+#     it says so and succeeds (restore.no_gpu: succeed), so the consumers start;
 #  1. waits until nvidia-smi answers, at most 120 s (restore.driver_wait_seconds);
 #  2. nvidia-mig-parted apply -f CONFIG -c NAME;
 #  3. (no GPU of the profile needs a reset for a MIG mode change: no reboot path);
@@ -28,6 +30,7 @@ metrics='/var/lib/node_exporter/textfile_collector/migbake.prom'
 
 start="$(date +%s)"
 success=0
+pci_gpu_count=-1  # not read yet
 log() { printf '%s: %s\n' "$unit" "$*"; }
 fail() { printf '%s: FAILED: %s\n' "$unit" "$*" >&2; exit 1; }
 
@@ -48,7 +51,7 @@ write_metrics() {
     return 0
   fi
   if {
-    printf '# HELP migbake_mig_restore_success 1 if the last MIG restore attempt applied and asserted the layout, else 0.\n'
+    printf '# HELP migbake_mig_restore_success 1 if the last MIG restore attempt applied and asserted the layout (or found no NVIDIA GPU to restore), else 0.\n'
     printf '# TYPE migbake_mig_restore_success gauge\n'
     printf '%s\n' "migbake_mig_restore_success{$labels} $success"
     printf '# HELP migbake_mig_restore_last_run_timestamp_seconds When the last MIG restore attempt ended (Unix time).\n'
@@ -60,6 +63,11 @@ write_metrics() {
     printf '# HELP migbake_mig_restore_reboot_marker 1 while the marker of a reboot for a pending MIG mode change exists.\n'
     printf '# TYPE migbake_mig_restore_reboot_marker gauge\n'
     printf '%s\n' "migbake_mig_restore_reboot_marker{$labels} $reboot"
+    if [ "$pci_gpu_count" -ge 0 ]; then
+      printf '# HELP migbake_mig_restore_nvidia_gpus NVIDIA GPUs on the PCI bus (vendor 0x10de, display VGA or 3D class) at the last attempt; 0: nothing to restore.\n'
+      printf '# TYPE migbake_mig_restore_nvidia_gpus gauge\n'
+      printf '%s\n' "migbake_mig_restore_nvidia_gpus{$labels} $pci_gpu_count"
+    fi
   } >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$metrics"; then
     return 0
   fi
@@ -68,10 +76,71 @@ write_metrics() {
 }
 trap write_metrics EXIT
 
+# --- -1. an NVIDIA GPU here? -------------------------------------------------------------------
+# Does this machine have an NVIDIA GPU? The PCI bus in sysfs says it before any NVIDIA tool runs: a
+# device of vendor PCI_VENDOR_ID_NVIDIA 0x10de whose class is PCI_CLASS_DISPLAY_VGA 0x0300 or
+# PCI_CLASS_DISPLAY_3D 0x0302 (torvalds/linux include/linux/pci_ids.h@v6.12; sysfs prints the class
+# as 0x%06x, drivers/pci/pci-sysfs.c). NVIDIA's audio function, an NVSwitch and a Mellanox NIC are no GPU.
+sysfs="${MIGBAKE_SYSFS:-/sys}"  # only tests (and the boot test's simulated GPUs) point it elsewhere
+no_gpu='succeed'  # restore.no_gpu
+profile_devices=' 0x2335 0x233b '  # the profile's models, as sysfs writes "device"
+# the three cases, in the words the restore, verify and preflight all print
+words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
+words_no_gpu_fail='no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run without one'
+words_no_driver='NVIDIA GPU(s) on this machine but no NVIDIA driver'
+words_foreign='NVIDIA GPU(s) on this machine that are not the profile'\''s models'
+# nvidia_gpus: one "ADDRESS DEVICE" line per NVIDIA display controller on the PCI bus (none: no output)
+nvidia_gpus() {
+  local dev vendor class device
+  for dev in "$sysfs"/bus/pci/devices/*; do
+    if ! [ -r "$dev/vendor" ] || ! [ -r "$dev/class" ]; then continue; fi
+    vendor="$(cat "$dev/vendor" 2>/dev/null)" || continue
+    class="$(cat "$dev/class" 2>/dev/null)" || continue
+    [ "${vendor,,}" = 0x10de ] || continue
+    case "${class,,}" in 0x0300?? | 0x0302??) ;; *) continue ;; esac
+    device="$(cat "$dev/device" 2>/dev/null)" || device=unknown
+    printf '%s %s\n' "${dev##*/}" "${device,,}"
+  done
+}
+# foreign_gpus < nvidia_gpus: "ADDRESS (DEVICE)" of each GPU that is none of the profile's models, joined by ", "
+foreign_gpus() {
+  local address device out=''
+  while read -r address device; do
+    [ -n "$address" ] || continue
+    if [[ $profile_devices != *" $device "* ]]; then out="${out:+$out, }$address ($device)"; fi
+  done
+  printf '%s' "$out"
+}
+# gpu_list < nvidia_gpus: "ADDRESS (DEVICE), ..." of every GPU
+gpu_list() {
+  local address device out=''
+  while read -r address device; do
+    if [ -n "$address" ]; then out="${out:+$out, }$address ($device)"; fi
+  done
+  printf '%s' "$out"
+}
+pci_gpus="$(nvidia_gpus)"
+pci_gpu_count="$(grep -c . <<<"$pci_gpus")"
+if [ "$pci_gpu_count" -eq 0 ]; then
+  if [ "$no_gpu" = fail ]; then
+    fail "$words_no_gpu_fail (no PCI device of vendor 0x10de and class display VGA or 3D in $sysfs/bus/pci/devices)"
+  fi
+  success=1
+  log "$words_no_gpu (no PCI device of vendor 0x10de and class display VGA or 3D in $sysfs/bus/pci/devices; restore.no_gpu: succeed)"
+  exit 0
+fi
+log "$pci_gpu_count NVIDIA GPU(s) on the PCI bus: $(gpu_list <<<"$pci_gpus")"
+# the failures below name GPUs of another model when the PCI bus shows some (the apply or assert fails on them)
+why_foreign() {
+  local foreign
+  foreign="$(foreign_gpus <<<"$pci_gpus")"
+  if [ -n "$foreign" ]; then printf '; %s: %s' "$words_foreign" "$foreign"; fi
+}
+
 # --- 1. the driver ------------------------------------------------------------------------------
 until out="$("$smi" 2>&1)"; do
   if [ $(($(date +%s) - start)) -ge "$driver_wait" ]; then
-    fail "the NVIDIA driver did not answer within $driver_wait s ($smi: ${out%%$'\n'*})"
+    fail "$words_no_driver: the NVIDIA driver did not answer within $driver_wait s ($smi: ${out%%$'\n'*})"
   fi
   sleep 1
 done
@@ -112,12 +181,12 @@ if [ "$reset_path" != none ]; then
   fi
 fi
 if [ "$applied" != yes ]; then
-  fail "nvidia-mig-parted apply -f $config -c $config_name failed"
+  fail "nvidia-mig-parted apply -f $config -c $config_name failed$(why_foreign)"
 fi
 
 # --- 4. assert ----------------------------------------------------------------------------------
 if ! "$mig_parted" assert -f "$config" -c "$config_name"; then
-  fail "nvidia-mig-parted assert -f $config -c $config_name: the GPUs do not have the layout"
+  fail "nvidia-mig-parted assert -f $config -c $config_name: the GPUs do not have the layout$(why_foreign)"
 fi
 if [ -e "$marker" ]; then
   rm -f "$marker"
