@@ -44,51 +44,36 @@ prop() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 
 printf 'migbake verify: profile %s, restore unit %s\n' 'a100-80gb-mixed' "$restore_unit"
 
-# Does this machine have an NVIDIA GPU? The PCI bus in sysfs says it before any NVIDIA tool runs: a
-# device of vendor PCI_VENDOR_ID_NVIDIA 0x10de whose class is PCI_CLASS_DISPLAY_VGA 0x0300 or
-# PCI_CLASS_DISPLAY_3D 0x0302 (torvalds/linux include/linux/pci_ids.h@v6.12; sysfs prints the class
-# as 0x%06x, drivers/pci/pci-sysfs.c). NVIDIA's audio function, an NVSwitch and a Mellanox NIC are no GPU.
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # only tests (and the boot test's simulated GPUs) point it elsewhere
-no_gpu='succeed'  # restore.no_gpu
-profile_devices=' 0x20b2 0x20b5 0x20f3 0x20f5 '  # the profile's models, as sysfs writes "device"
-# the three cases, in the words the restore, verify and preflight all print
+# An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
+# 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
+sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+no_gpu='succeed'
+profile_devices=' 0x20b2 0x20b5 0x20f3 0x20f5 '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
 words_no_gpu_fail='no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run without one'
 words_no_driver='NVIDIA GPU(s) on this machine but no NVIDIA driver'
 words_foreign='NVIDIA GPU(s) on this machine that are not the profile'\''s models'
-# nvidia_gpus: one "ADDRESS DEVICE" line per NVIDIA display controller on the PCI bus (none: no output)
+# nvidia_gpus: "ADDRESS DEVICE" per NVIDIA GPU on the PCI bus
 nvidia_gpus() {
-  local dev vendor class device
-  for dev in "$sysfs"/bus/pci/devices/*; do
-    if ! [ -r "$dev/vendor" ] || ! [ -r "$dev/class" ]; then continue; fi
-    vendor="$(cat "$dev/vendor" 2>/dev/null)" || continue
-    class="$(cat "$dev/class" 2>/dev/null)" || continue
-    [ "${vendor,,}" = 0x10de ] || continue
-    case "${class,,}" in 0x0300?? | 0x0302??) ;; *) continue ;; esac
-    device="$(cat "$dev/device" 2>/dev/null)" || device=unknown
-    printf '%s %s\n' "${dev##*/}" "${device,,}"
+  local d v c
+  for d in "$sysfs"/bus/pci/devices/*; do
+    v="$(cat "$d/vendor" 2>/dev/null)" || continue
+    c="$(cat "$d/class" 2>/dev/null)" || continue
+    case "${v,,}:${c,,}" in 0x10de:0x0300?? | 0x10de:0x0302??) ;; *) continue ;; esac
+    printf '%s %s\n' "${d##*/}" "$(tr A-F a-f <"$d/device" 2>/dev/null)"
   done
 }
-# foreign_gpus < nvidia_gpus: "ADDRESS (DEVICE)" of each GPU that is none of the profile's models, joined by ", "
-foreign_gpus() {
-  local address device out=''
-  while read -r address device; do
-    [ -n "$address" ] || continue
-    if [[ $profile_devices != *" $device "* ]]; then out="${out:+$out, }$address ($device)"; fi
-  done
-  printf '%s' "$out"
-}
-# gpu_list < nvidia_gpus: "ADDRESS (DEVICE), ..." of every GPU
+# gpu_list all|foreign < nvidia_gpus: "ADDRESS (DEVICE), ..." of every GPU, or of those of no model of the profile
 gpu_list() {
-  local address device out=''
-  while read -r address device; do
-    if [ -n "$address" ]; then out="${out:+$out, }$address ($device)"; fi
+  local a d out=''
+  while read -r a d; do
+    if [ -n "$a" ] && { [ "$1" = all ] || [[ $profile_devices != *" $d "* ]]; }; then out="${out:+$out, }$a ($d)"; fi
   done
   printf '%s' "$out"
 }
 pci_gpus="$(nvidia_gpus)"
 if [ -n "$pci_gpus" ]; then
-  info "$(grep -c . <<<"$pci_gpus") NVIDIA GPU(s) on the PCI bus: $(gpu_list <<<"$pci_gpus")"
+  info "$(grep -c . <<<"$pci_gpus") NVIDIA GPU(s) on the PCI bus: $(gpu_list all <<<"$pci_gpus")"
 elif [ "$no_gpu" = fail ]; then
   fail "$words_no_gpu_fail (restore.no_gpu: fail): the restore fails and kubelet.service stay(s) down"
 else
