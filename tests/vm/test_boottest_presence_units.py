@@ -7,8 +7,10 @@ waiting for the driver, kubelet never started), and each claim is shown failing 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,8 +88,9 @@ def test_the_plan_asks_for_it_by_name_only_and_boots_twice_with_a_short_driver_w
 
 
 def test_the_cli_takes_the_scenario() -> None:
-    ran = subprocess.run([str(REPO / ".venv/bin/migbake"), "boot-test", str(IMAGES[0] / "node-profile.yaml"),
-                          "--scenario", "no-gpu", "--help"], capture_output=True, text=True, check=False)
+    ran = subprocess.run([sys.executable, "-m", "migbake", "boot-test", str(IMAGES[0] / "node-profile.yaml"),
+                          "--scenario", "no-gpu", "--help"], capture_output=True, text=True, check=False,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "generator")})
     assert ran.returncode == 0 and "no-gpu" in ran.stdout, ran.stderr
 
 
