@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,12 +14,26 @@ from support import IMAGES, REPO
 
 sys.path.insert(0, str(REPO / "generator"))  # always test this checkout's package
 
+from migbake.gpu.presence import SYSFS_ENV
+
 
 @pytest.fixture(params=IMAGES, ids=[p.name for p in IMAGES])
 def image_dir(request: pytest.FixtureRequest) -> Path:
     """Each folder of images/."""
     path: Path = request.param
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _machine_with_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The generated scripts find an NVIDIA GPU on the PCI bus (a fake sysfs, MIGBAKE_SYSFS), as on a GPU node.
+
+    This machine has none: without it every script run here would take the no-GPU path. A test of that
+    path (tests/test_gpu_presence.py) gives the script a sysfs tree of its own.
+    """
+    from support import H200_3D, fake_sysfs
+
+    os.environ[SYSFS_ENV] = str(fake_sysfs(tmp_path_factory.mktemp("sysfs"), [H200_3D]))
 
 
 def _registered_problems_only() -> None:

@@ -193,3 +193,23 @@ def command_lines(dump: str, unit: str) -> list[list[str]]:
         for line in unit_lines(dump, unit)
         if line.startswith("Command Line: ")
     ]
+
+
+# A PCI device in a fake sysfs tree: (address, vendor, device, class), as Linux's sysfs writes the files
+PciDevice = tuple[str, str, str, str]
+H200_3D: PciDevice = ("0000:18:00.0", "0x10de", "0x2335", "0x030200")  # an H200: NVIDIA, 3D controller
+
+
+def fake_sysfs(root: Path, devices: list[PciDevice]) -> Path:
+    """A sysfs tree under ``root`` with these PCI devices (bus/pci/devices/ADDRESS/{vendor,device,class}).
+
+    The generated scripts read it through MIGBAKE_SYSFS (templates/scripts/_gpu-presence.sh.j2).
+    """
+    folder = root / "bus/pci/devices"
+    folder.mkdir(parents=True, exist_ok=True)
+    for address, vendor, device, klass in devices:
+        dev = folder / address
+        dev.mkdir()
+        for name, value in (("vendor", vendor), ("device", device), ("class", klass)):
+            (dev / name).write_text(value + "\n")
+    return root

@@ -35,6 +35,7 @@ tools:
   nvidia_mig_parted_sha256: {SHA}
 openshift: {{role: gpu}}
 """,
+    "worker-pool": H200 + "openshift: {role: worker}\n",  # the cluster's own pool: no MachineConfigPool written
     "disable-consumers": H200 + """\
 conflicting_manager: {action: disable}
 consumers:

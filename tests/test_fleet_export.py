@@ -192,8 +192,11 @@ def test_the_output_folder_follows_the_output_rules(tmp_path: Path) -> None:
     code, _, err = cli("export", "--ansible", profile, "-o", str(foreign))
     assert code == 2 and "not empty and was not created by migbake" in err, err
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
-    assert cli("export", "--ansible", profile, "-o", str(foreign), "--force")[0] == 0
-    assert not (foreign / "mine.txt").exists() and (foreign / "roles/mig_restore/tasks/main.yml").is_file()
+    code, _, err = cli("export", "--ansible", profile, "-o", str(foreign), "--force")  # issue 41: never
+    assert code == 2 and "--force included" in err and [p.name for p in foreign.iterdir()] == ["mine.txt"]
+    (foreign / "mine.txt").unlink()
+    assert cli("export", "--ansible", profile, "-o", str(foreign))[0] == 0
+    assert (foreign / "roles/mig_restore/tasks/main.yml").is_file()
     # its own folder again, with other profiles: replaced
     assert cli("export", "--ansible", profile, str(IMAGES[1] / "node-profile.yaml"), "-o", str(foreign))[0] == 0
     # a generate OUT is not an export's folder, nor the other way round

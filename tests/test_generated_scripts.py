@@ -184,9 +184,9 @@ def file_state(path: Path) -> tuple[bytes, int] | None:
 
 
 def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = (),
-              kubelet_keys: str = "") -> tuple[Node, Path]:
+              kubelet_keys: str = "", restore_extra: str = "") -> tuple[Node, Path]:
     """A node where everything went right, and the verify script pointed at its drop-ins."""
-    node = make_node(tmp_path, profile_extra, kubelet_keys=kubelet_keys)
+    node = make_node(tmp_path, profile_extra, kubelet_keys=kubelet_keys, restore_extra=restore_extra)
     node.config.parent.mkdir(parents=True)
     node.config.write_text(H200_LAYOUT)
     etc = node.root / "etc/systemd/system"

@@ -144,7 +144,8 @@ def run_verify(tmp_path: Path, profile: str, gpus: list[str], allocatable: str |
 @pytest.mark.parametrize(("gpus", "line"), [
     (["0x233010DE", "0x233010DE"], "PASS  each of the 2 GPU(s) matches an entry"),
     (["0x233510DE", "0x233B10DE"], "PASS  each of the 2 GPU(s) matches an entry"),
-    (["0x233010DE", "0x20B210DE"], "FAIL  GPU 1 (0x20B210DE): no entry of config 'current' matches"),
+    (["0x233010DE", "0x20B210DE"], "FAIL  NVIDIA GPU(s) on this machine that are not the profile's models: "
+                                   "GPU 1 (0x20B210DE): no entry of config 'current' matches"),
 ], ids=["h100-node", "h200-node", "a100-in-h100-node"])
 def test_verify_names_a_gpu_the_image_does_not_serve(tmp_path: Path, gpus: list[str], line: str) -> None:
     out = run_verify(tmp_path, H100_H200, gpus)
@@ -156,4 +157,5 @@ def test_verify_names_a_gpu_the_image_does_not_serve(tmp_path: Path, gpus: list[
 
 def test_verify_without_filter_says_apply_tries_foreign_profiles(tmp_path: Path) -> None:
     out = run_verify(tmp_path, H200, ["0x233010DE"])
-    assert "FAIL  GPU 0 (0x233010DE) is not h200-141gb: the entry has no device-filter" in out, out
+    assert ("FAIL  NVIDIA GPU(s) on this machine that are not the profile's models: GPU 0 (0x233010DE) is not "
+            "h200-141gb: the entry has no device-filter") in out, out

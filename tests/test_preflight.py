@@ -204,7 +204,7 @@ def test_real_h200_is_ready_for_a_one_gpu_h200_profile(tmp_path: Path, form: str
     knows_driver = name in ("nvidia-smi-q.xml", "nvidia-smi-query-gpu.csv")
     if knows_driver:
         assert "driver-mig   PASS   driver 580.159.04, at least 550.90.07 (h200-141gb)" in lines
-    assert lines[-1].startswith(f"READY: no check failed ({8 if knows_driver else 9} skipped; ")
+    assert lines[-1].startswith(f"READY: no check failed ({9 if knows_driver else 10} skipped; ")
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])
@@ -213,8 +213,10 @@ def test_real_h200_is_not_ready_for_an_h100_profile(tmp_path: Path, form: str, n
     report = json.loads(out)
     assert code == 1 and report["ready"] is False
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
-    assert failed == [{"check": "gpus/0", "status": "FAIL", "detail": "GPU 0 is NVIDIA H200 (0x233510DE), "
-                       "not h100-80gb (0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE)"},
+    assert failed == [{"check": "gpus/0", "status": "FAIL",
+                       "detail": "NVIDIA GPU(s) on this machine that are not the profile's models: "
+                                 "GPU 0 is NVIDIA H200 (0x233510DE), not h100-80gb (0x233010DE, 0x233110DE, "
+                                 "0x232210DE, 0x232410DE)"},
                       {"check": "coverage", "status": "FAIL", "detail": "GPU 0 in no gpus entry of its own "
                        "model (the entry listing it is another model's, see above): the restore applies that "
                        "layout to it and fails at every boot"}]  # coverage agrees with gpus/0 (issue 36)

@@ -266,6 +266,7 @@ def test_script_table_and_usage(tmp_path: Path) -> None:
     assert lines[0].startswith("migbake preflight: profile sim on ")
     assert lines[1].split() == ["CHECK", "STATUS", "DETAIL"]
     assert lines[2].startswith("nvidia-smi   PASS   ")
+    assert lines[4].startswith("pci-gpus     PASS   1 NVIDIA GPU(s) on the PCI bus: 0000:18:00.0 (0x2335)")
     assert lines[-1] == "READY: no check failed."
     script = tmp_path / "out" / SCRIPT
     for bad in (["--bogus"], ["--json", "--json"], ["json"]):
@@ -308,7 +309,8 @@ def test_script_json_escapes_what_nvidia_smi_prints(tmp_path: Path) -> None:
     odd = SimGpu(('NVIDIA "H100" \\ 80GB', "0x233010de"))
     ran = preflight_node(tmp_path, SimNode(gpus=[odd]))
     assert ran.status["gpus/0"] == "FAIL"
-    assert ran.detail["gpus/0"].startswith('GPU 0 is NVIDIA "H100" \\ 80GB (0x233010DE), not h200-141gb')
+    assert ran.detail["gpus/0"].startswith("NVIDIA GPU(s) on this machine that are not the profile's models: "
+                                         'GPU 0 is NVIDIA "H100" \\ 80GB (0x233010DE), not h200-141gb')
 
 
 SHELLCHECKED = {

@@ -177,7 +177,8 @@ def test_a_driver_that_never_answers_fails_within_the_bound(tmp_path: Path) -> N
     node.set("smi.fails", "1000")
     ran = node.run()
     assert ran.rc == 1
-    assert "FAILED: the NVIDIA driver did not answer within 1 s" in ran.err, ran.err
+    assert ("FAILED: NVIDIA GPU(s) on this machine but no NVIDIA driver: the NVIDIA driver did not answer "
+            "within 1 s") in ran.err, ran.err
     assert "couldn't communicate with the NVIDIA driver" in ran.err
     assert _tools(node.calls()) == []  # neither apply nor assert ran
     assert node.metric_values()["migbake_mig_restore_success"] == 0

@@ -1,7 +1,7 @@
 """Issue 23, class 6: output semantics a hostile neighbour, file or name cannot bend.
 
-OUT is judged at the swap (a folder made while the tree was built is not replaced without --force); a
-file the marker does not list is never deleted without --force; an empty marker proves nothing;
+OUT is judged at the swap (a folder made while the tree was built is not replaced, --force included); a
+file the marker does not list is never deleted, --force included (issue 41); an empty marker proves nothing;
 ``--user-data-mime``'s TYPE is a MIME subtype; a capture with duplicate or missing GPU indices is not a
 ready node; ``import`` refuses a config name mig-parted's YAML reads as a boolean or number (checked
 with NVIDIA's real nvidia-mig-parted); echoed values and file names cannot break a line or the terminal.
@@ -110,8 +110,8 @@ def test_a_folder_made_while_the_tree_is_built_is_not_replaced(
 
 
 @pytest.mark.parametrize("made", [_foreign_folder, _ours_plus_a_file], ids=["foreign-folder", "unlisted-file"])
-def test_force_replaces_a_folder_made_meanwhile(made: Callable[[Path], None], tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_force_never_replaces_a_folder_made_meanwhile(made: Callable[[Path], None], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
     real_build = write._build
 
@@ -121,8 +121,9 @@ def test_force_replaces_a_folder_made_meanwhile(made: Callable[[Path], None], tm
         made(out)
 
     monkeypatch.setattr(write, "_build", build_then_race)
-    write_tree(_artifacts(), out, force=True)
-    assert not (out / "notes.txt").exists() and not (out / "scripts/mine.sh").exists()
+    with pytest.raises(OutputError, match="--force included"):
+        write_tree(_artifacts(), out, force=True)
+    assert (out / "notes.txt").exists() or (out / "scripts/mine.sh").exists()  # put back, untouched
     assert leftovers(tmp_path, out) == []
 
 
@@ -133,7 +134,7 @@ UNLISTED = {"a-file": "scripts/mine.sh", "a-top-file": "README.local", "a-deep-f
 
 
 @pytest.mark.parametrize("rel", UNLISTED.values(), ids=UNLISTED.keys())
-def test_a_file_the_marker_does_not_list_is_deleted_only_with_force(rel: str, tmp_path: Path) -> None:
+def test_a_file_the_marker_does_not_list_is_never_deleted(rel: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert cli("generate", str(PROFILE), "-o", str(out))[0] == 0
     extra = out / rel
@@ -146,8 +147,9 @@ def test_a_file_the_marker_does_not_list_is_deleted_only_with_force(rel: str, tm
     code, _, err = cli("generate", str(PROFILE), "-o", str(out))
     assert code == 2 and f"holds files migbake did not write there ({rel})" in err, err
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
-    assert cli("generate", str(PROFILE), "-o", str(out), "--force")[0] == 0
-    assert not extra.exists() and not extra.is_symlink()
+    code, _, err = cli("generate", str(PROFILE), "-o", str(out), "--force")  # issue 41: --force keeps it too
+    assert code == 2 and f"({rel})" in err and "pass --force" not in err, err
+    assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
 
 def test_the_marker_lists_every_file_and_an_older_marker_still_lets_migbake_replace_its_own(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ BAD = {
         {"props/kubelet.service.Requires": "sysinit.target"},
         "FAIL  kubelet.service does not Require nvidia-mig-restore.service",
     ),
-    "driver-missing": ({"smi.mode": "fails"}, "-L failed: is the driver loaded?"),
+    "driver-missing": ({"smi.mode": "fails"}, "FAIL  NVIDIA GPU(s) on this machine but no NVIDIA driver: "),
 }
 
 

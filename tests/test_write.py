@@ -24,7 +24,7 @@ from migbake.cli.group import main
 from migbake.problems import OutputError
 from migbake.render import write
 from migbake.render.tree import render
-from migbake.render.write import OUTPUT_MARKER, write_tree
+from migbake.render.write import OUTPUT_MARKER, read_origin, write_tree
 from migbake.rules.validate import check_file
 
 PROFILE = IMAGES[0] / "node-profile.yaml"
@@ -92,14 +92,15 @@ def test_refuses_a_non_empty_directory_it_did_not_create(tmp_path: Path) -> None
     before = snapshot(out)
     result = cli("generate", str(PROFILE), "-o", str(out))
     assert result.exit_code == 2, result.output
-    assert "is not empty and was not created by migbake" in result.stderr and "--force" in result.stderr
+    assert "is not empty and was not created by migbake; choose an empty or new directory" in result.stderr
+    assert "pass --force" not in result.stderr  # --force would not help: it never deletes a user's file
     assert "Traceback" not in result.output
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
-    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")
-    assert forced.exit_code == 0, forced.output
-    assert not (out / "notes.txt").exists() and (out / OUTPUT_MARKER).is_file()
-    assert leftovers(tmp_path, out) == []
+    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")  # issue 41: the user's file stays
+    assert forced.exit_code == 2, forced.output
+    assert "migbake never deletes files it did not write, --force included" in forced.stderr
+    assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
 
 def test_a_symlink_named_like_the_marker_does_not_make_a_directory_migbakes(tmp_path: Path) -> None:
@@ -215,13 +216,15 @@ def test_check_fails_with_a_diff_when_out_differs(generated: Path, change: objec
     assert snapshot(generated) == before  # --check writes nothing
     if change is _edit:
         assert "-set -u" in result.stdout and "+set -uo pipefail" in result.stdout
-    # regenerating repairs it; a file the marker does not list is deleted only with --force
-    force = ["--force"] if change is _add else []
+    # regenerating repairs it; a file the marker does not list is never deleted, --force included (issue 41)
     if change is _add:
-        refused = cli("generate", str(PROFILE), "-o", str(generated))
-        assert refused.exit_code == 2 and "scripts/extra.sh" in refused.stderr, refused.output
-        assert snapshot(generated) == before
-    assert cli("generate", str(PROFILE), "-o", str(generated), *force).exit_code == 0
+        for force in ([], ["--force"]):
+            refused = cli("generate", str(PROFILE), "-o", str(generated), *force)
+            assert refused.exit_code == 2 and "scripts/extra.sh" in refused.stderr, refused.output
+            assert "pass --force" not in refused.stderr
+            assert snapshot(generated) == before
+        (generated / "scripts/extra.sh").unlink()  # moved away, as the message says
+    assert cli("generate", str(PROFILE), "-o", str(generated)).exit_code == 0
     assert cli("generate", str(PROFILE), "-o", str(generated), "--check").exit_code == 0
 
 
@@ -391,3 +394,45 @@ def test_gzip_is_the_same_bytes_on_every_python() -> None:
     packed = gzip_bytes(b"MIG restore\n" * 40)
     assert packed[:10] == bytes.fromhex("1f8b08000000000002ff")  # no name, mtime 0, level 9, OS unknown
     assert gzip.decompress(packed) == b"MIG restore\n" * 40
+
+
+# --- issue 41: --force never deletes what migbake did not write; a system directory is never OUT -----
+
+SYSTEM = ["/", "/etc", "//etc/", "/usr/", "/var", "/boot", "/home", "~", "link-to-etc"]
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+@pytest.mark.parametrize("where", SYSTEM)
+def test_a_system_directory_is_never_out_and_never_hints_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              where: str, force: list[str]) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("mine\n")
+    monkeypatch.setenv("HOME", str(home))
+    if where == "link-to-etc":
+        (tmp_path / "link-to-etc").symlink_to("/etc")
+        out = str(tmp_path / "link-to-etc" / ".")  # through the link: the real folder is /etc
+    else:
+        out = str(home) if where == "~" else where
+    before = sorted(os.listdir(out))
+    result = cli("generate", str(PROFILE), "-o", out, *force)
+    assert result.exit_code == 2, result.output
+    assert "choose an empty or new directory" in result.stderr and "--force" not in result.stderr, result.stderr
+    assert sorted(os.listdir(out)) == before  # nothing written, no temporary folder beside it either
+    assert not any(n.startswith(".") and "-tmp-" in n for n in os.listdir(os.path.dirname(os.path.realpath(out))))
+
+
+def test_force_replaces_migbakes_own_output_and_only_then_is_hinted(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert cli("generate", str(PROFILE), "-o", str(out)).exit_code == 0
+    other = tmp_path / "other.yaml"
+    other.write_text(PROFILE.read_text())  # another profile file: another origin
+    refused = cli("generate", str(other), "-o", str(out))
+    assert refused.exit_code == 2 and "pass --force to replace it" in refused.stderr, refused.output
+    (out / "notes.txt").write_text("mine\n")  # the user's file: --force keeps it, the command names it
+    kept = cli("generate", str(other), "-o", str(out), "--force")
+    assert kept.exit_code == 2 and "(notes.txt)" in kept.stderr and (out / "notes.txt").read_text() == "mine\n"
+    (out / "notes.txt").unlink()
+    assert cli("generate", str(other), "-o", str(out), "--force").exit_code == 0
+    recorded = read_origin(out)
+    assert recorded is not None and recorded.profile.endswith("other.yaml")

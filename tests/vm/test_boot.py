@@ -153,3 +153,20 @@ def test_provided_later_moves_the_check_to_the_boot(boot_assets: BootAssets, tmp
     assert claim_ids(result, 1) == FAIL_CLAIMS
     visible = next(c for c in result.boots[0].claims if c.id == "failure-visible")
     assert "which image.provided_later says a later provisioner of the build installs" in visible.evidence
+
+
+NO_GPU_BASE = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed", "no-gpu-metrics"}
+
+
+def test_no_gpu_starts_kubelet_then_a_gpu_without_its_driver_keeps_it_down(boot_assets: BootAssets,
+                                                                            tmp_path: Path) -> None:
+    """Issue 41, scenario no-gpu (scenarios.presence): boot 1 has no NVIDIA GPU on the simulated PCI bus, so
+    the restore says why and kubelet starts; boot 2 has one and no driver, so kubelet stays down."""
+    out = generate("version: 1\nname: no-gpu\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
+                   "restore:\n  driver_wait_seconds: 5\n"
+                   "  metrics_textfile: /var/lib/node_exporter/textfile_collector/migbake.prom\n", tmp_path / "out")
+    result = passing_run(out, path="packer", scenario="no-gpu", boots=2, assets=boot_assets)
+    assert claim_ids(result, 1) == NO_GPU_BASE | {"no-gpu-logged", "no-gpu-no-nvidia-tool", "restore-active",
+                                                  "restore-before-kubelet", "kubelet-active"}
+    assert claim_ids(result, 2) == NO_GPU_BASE | {"gpu-no-driver-logged", "gpu-no-driver-calls", "restore-failed",
+                                                  "kubelet-never-started"}

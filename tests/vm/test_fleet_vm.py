@@ -155,6 +155,7 @@ def _node_disk(boot_assets: BootAssets, work: Path, out: Path, sim: SimulatedNod
     simguest.install_simgpu(rootfs, node=sim, build=compile_simgpu(work / "simgpu", log=print),
                             mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
                             nvidia_mig_parted=commands.nvidia_mig_parted, log=print)
+    fixtures.simulated_pci_bus(rootfs, [sim.model.pci_device_ids[0]] * sim.count)  # the node's GPUs on its PCI bus
     for knob in knobs:
         simguest.set_knob(rootfs, knob)
     kubelet_fixtures.install(rootfs, fixture, print)  # type: ignore[arg-type]

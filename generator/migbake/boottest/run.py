@@ -16,6 +16,7 @@ from migbake.boottest.guestreport import parse_report
 from migbake.boottest.hostrun import Log, no_log
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
 from migbake.boottest.scenarios import node as scenarios_node
+from migbake.boottest.scenarios import presence as scenarios_presence
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, BootPath, Claim, evaluate
@@ -23,6 +24,7 @@ from migbake.boottest.scenarios.dra_claims import dra_claims
 from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios.node import Promises
 from migbake.boottest.scenarios.node_claims import node_claims
+from migbake.boottest.scenarios.presence import presence_claims
 from migbake.boottest.scenarios.scenario import Generation, Scenario
 from migbake.boottest.simgpu import guest as simguest
 from migbake.boottest.simgpu.build import compile_simgpu
@@ -234,12 +236,15 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                 simguest.install_simgpu(rootfs, node=node, build=compile_simgpu(work / "simgpu", log=log),
                                         mig_parted=mig_parted, nvidia_smi=commands.nvidia_smi,
                                         nvidia_mig_parted=commands.nvidia_mig_parted, log=log)
+                fixtures.simulated_pci_bus(rootfs, [node.model.pci_device_ids[0]] * node.count)
                 if scenario in simguest.SCENARIO_KNOBS:
                     simguest.set_knob(rootfs, simguest.SCENARIO_KNOBS[scenario])
                 if scenario in scenarios_reset.SCENARIOS:
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
                 scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
             kubelet_fixtures.install(rootfs, fixture, log)
+            if scenario == fixtures.NO_GPU:
+                scenarios_presence.prepare_image(rootfs)
             if scenario == fixtures.PROVIDED_LATER_MISSING:  # before the delivery, which must not check it
                 (rootfs / commands.nvidia_mig_parted.lstrip("/")).unlink()
         seed = None
@@ -279,8 +284,9 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
     report = None if text is None else parse_report(text)
     ctx = replace(ctx, console=console, metrics=metrics)
     argv = image.read_file(disk, kubelet_fixtures.ARGV_LOG, log=log) if ctx.kubelet_fixture != "plain" else None
-    claims = evaluate(report, ctx) + node_claims(report, ctx) + dra_claims(report, ctx)
-    if report is not None and report.complete and ctx.scenario not in scenarios_node.FAILING:
+    claims = evaluate(report, ctx) + node_claims(report, ctx) + dra_claims(report, ctx) + presence_claims(report, ctx)
+    if (report is not None and report.complete and ctx.scenario not in scenarios_node.FAILING
+            and not scenarios_presence.fails(ctx)):
         claims += kubelet_fixtures.labels_claim(argv, ctx.kubelet_fixture, ctx.node_labels)  # type: ignore[arg-type]
     if run.exit_code != 0:
         why = f"killed after {run.duration_s:.0f} s" if run.timed_out else f"QEMU exited {run.exit_code}"

@@ -20,7 +20,7 @@ from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios.kubelet import KubeletPackage
 from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
 from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
-from migbake.boottest.scenarios.scenario import IMITATION, PROVIDED_LATER_MISSING, Scenario
+from migbake.boottest.scenarios.scenario import IMITATION, NO_GPU, PROVIDED_LATER_MISSING, Scenario
 from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
@@ -30,7 +30,7 @@ from migbake.render.write import Origin, write_tree
 BootPath = Literal["packer", "cloud-init"]
 BASE_SCENARIOS: tuple[Scenario, ...] = ("ok", "fail-apply", "fail-assert")
 NEEDS_MIG_PARTED = (*NODE_SCENARIOS, *RESET_SCENARIOS)
-SCENARIO_CHOICES = (*BASE_SCENARIOS, PROVIDED_LATER_MISSING, *NEEDS_MIG_PARTED, "all")
+SCENARIO_CHOICES = (*BASE_SCENARIOS, PROVIDED_LATER_MISSING, NO_GPU, *NEEDS_MIG_PARTED, "all")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
     elif scenario == PROVIDED_LATER_MISSING:
         raise UsageError(f"--scenario {scenario} needs a profile whose image.provided_later lists "
                          f"nvidia-mig-parted; {profile.name}'s does not")
+    if scenario == NO_GPU:  # asked for by name only (two boots of its own; not part of all)
+        candidates.append(NO_GPU)
     if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
         candidates += [s for s in NODE_SCENARIOS if applies(s, profile)]
         candidates += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]

@@ -20,7 +20,9 @@ from migbake.exits import EXIT_INVALID
               show_default=True, help="Deliver the artifacts with a real Packer build, a NoCloud seed, or both.")
 @click.option("--scenario", type=click.Choice(SCENARIO_CHOICES), default="all", show_default=True,
               help="ok, a failing apply/assert, provided-later-missing (a profile whose image.provided_later "
-                   "lists nvidia-mig-parted, baked into an image without it), or a neighbour of the node "
+                   "lists nvidia-mig-parted, baked into an image without it), no-gpu (by name only: a boot "
+                   "with no NVIDIA GPU on the PCI bus starts kubelet and the restore says why, then a boot with "
+                   "a GPU and no driver keeps kubelet down), or a neighbour of the node "
                    "(driver-late, driver-too-late, gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] "
                    "on Ampere profiles: with --mig-parted only).")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
@@ -57,7 +59,9 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     closed) and CDI (cdi: the spec written last lists the MIG devices). The guest's kubelet is started as
     kubelet.layout says (kubeadm's packaged drop-in and the admin's file, or EKS AL2023's nodeadm with its
     drop-in directory, or kubespray's unit with --kubeadm-package kubespray): kubelet got the node labels
-    and the admin's own flags. Needs root.
+    and the admin's own flags. --scenario no-gpu (asked for by name): the restore decides from the PCI bus
+    that there is no GPU, logs why and kubelet starts; then a GPU arrives without its driver and kubelet
+    stays down. Needs root.
 
     Host tools, checked before any work (exit 2 names every missing one with its apt-get line): every run:
     qemu-system-x86_64, mkfs.ext4, debugfs, systemctl, cp, bash, find, debootstrap, apt-get, apt-cache,

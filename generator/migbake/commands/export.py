@@ -46,8 +46,9 @@ def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
                    "FIFO (written into); a socket or a link to a file is refused. With --ansible the directory "
                    "(required).")
 @click.option("--force", is_flag=True,
-              help="With --ansible: replace DIR even if it is not empty and migbake did not create it, or holds "
-                   "files its marker does not list, or the output of `migbake generate`.")
+              help="With --ansible: replace DIR even if it holds the output of `migbake generate`. Never a "
+                   "folder migbake did not create, one holding files its marker does not list, or a system "
+                   "directory.")
 def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output: Path | None, force: bool) -> None:
     """Print PROFILE's layout for use outside the image: the mig-parted config, or (--gpu-operator) a ConfigMap;
     or (--ansible) write one Ansible role for several node types.

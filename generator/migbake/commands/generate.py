@@ -40,8 +40,9 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 @click.option("-o", "--output", "out", required=True, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
 @click.option("--force", is_flag=True,
-              help="Replace OUT even if it is not empty and migbake did not create it, holds files its marker "
-                   "does not list, or was generated from another profile.")
+              help="Replace OUT even if migbake generated it from another profile. Never a folder migbake did "
+                   "not create, one holding files its marker does not list (they are named), or a system "
+                   "directory: choose an empty one.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
                    "the --user-data-* options OUT was generated with, unless given).")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from migbake.exits import printable
+from migbake.gpu.presence import FOREIGN
 from migbake.kubernetes.kubelet import unit_checked
 from migbake.kubernetes.labels import label_checks
 from migbake.migparted.config import entry_pci_ids
@@ -111,7 +112,7 @@ def _group(e: Expectation, gpus: tuple[Gpu, ...], selected: dict[int, Expectatio
                 selected[i] = e
     parts = []
     if wrong:
-        parts.append(f"{', '.join(wrong)}, not {e.expected}")
+        parts.append(f"{FOREIGN}: {', '.join(wrong)}, not {e.expected}")
     if missing:
         parts.append(f"GPU {_ids(missing)} not found (the node has {len(gpus)} GPU(s))")
     if parts:
@@ -258,8 +259,8 @@ def check_names(profile: NodeProfile) -> list[str]:
     reset = any(e.mode_persists for e in found)
     cdmm = ["cdmm"] if drivergates.driver_gate(profile).grace else []
     nvswitch = ["nvswitch"] if any(g.mig_enabled for g in profile.gpus) else []
-    return ["nvidia-smi", "driver", drivergates.CHECK, *cdmm, "gpu-count", *(e.check for e in found), "coverage",
-            "mig-state",
+    return ["nvidia-smi", "driver", "pci-gpus", drivergates.CHECK, *cdmm, "gpu-count", *(e.check for e in found),
+            "coverage", "mig-state",
             *(["mig-mode"] if reset else []), *nvswitch, "mig-parted", *(["gpu-reset"] if reset else []),
             *(["kubelet"] if profile.kubelet.present else []), *(["kubelet-unit"] if unit_checked(profile) else []),
             *(f"consumer/{c.unit}" for c in profile.consumers),

@@ -19,6 +19,7 @@ CdiRefresh = Literal["auto", "never"]
 KubeletLayout = Literal["generic", "kubeadm", "eks-al2023", "eks-al2"]
 Allocation = Literal["device-plugin", "dra", "dra-dynamic"]
 PlacementCheck = Literal["warn", "strict"]
+NoGpu = Literal["succeed", "fail"]
 
 
 
@@ -63,6 +64,7 @@ class Restore:
     cdi_refresh: CdiRefresh = "auto"
     metrics_textfile: str = ""  # empty: no metrics file
     placements: PlacementCheck = "warn"  # allocation dra: a placement other than the plan's fails the restore
+    no_gpu: NoGpu = "succeed"  # a machine without an NVIDIA GPU (PCI): nothing to restore, or a failure
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class Slurm:
 class OpenShift:
     """The ``openshift`` section: the MachineConfigPool the generated MachineConfig targets."""
 
-    role: str = "worker"
+    role: str = "gpu-mig"  # a pool of its own: worker and master reach every node of their pool (issue 41)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from migbake import __version__
 from migbake.gpu.placement import PlacedInstance
+from migbake.gpu.presence import GpuPresence, gpu_presence
 from migbake.kubernetes.dra import (
     DRIVER,
     STRANDED_LOG,
@@ -138,6 +139,7 @@ class RenderPlan:
     first_boot: FirstBoot
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
     eks: str  # eks-al2023 or eks-al2 when kubelet is started the EKS way (base AMI, Karpenter), else ""
+    presence: GpuPresence  # whether the machine has an NVIDIA GPU (sysfs): the profile's models, the words
     allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
     dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
     dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
@@ -313,4 +315,5 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
         download_mig_parted=bool(p.tools.nvidia_mig_parted_url),
         eks=eks_family(p),
+        presence=gpu_presence(p.restore.no_gpu, [g["pci_ids"] for g in groups]),
     )

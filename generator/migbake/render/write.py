@@ -2,8 +2,10 @@
 
 The tree is built in a temporary directory beside OUT and swapped in with one rename (Linux
 ``renameat2(RENAME_EXCHANGE)`` where available), so OUT is never half-written. A non-empty OUT that
-migbake did not create, or that holds files its marker does not list, is refused unless forced (judged
-again at the swap, on what is at OUT then); a symlink as OUT is always refused. The marker file
+migbake did not create, or that holds files its marker does not list, is refused, --force included
+(judged again at the swap, on what is at OUT then): migbake never deletes a file it did not write.
+--force replaces only migbake's own output of another profile. A symlink as OUT, and a system
+directory (``/``, ``/etc``, ``/usr``, the user's home...), are always refused. The marker file
 records where OUT came from (the profile's path, name and sha256, and the generate options), so that
 ``--check`` compares with the same options and OUT is not silently taken over by another profile.
 """
@@ -86,25 +88,44 @@ def _entries(tree: Path) -> list[str]:
     return sorted(found)
 
 
+# Folders an output tree never replaces, whatever they hold (the user's home is added at run time)
+SYSTEM_DIRECTORIES = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64",
+                                "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys",
+                                "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/bin",
+                                "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log", "/var/tmp"})
+EMPTY_ONE = "choose an empty or new directory"
+
+
+def system_directory(out: Path) -> bool:
+    """Whether ``out`` is ``/``, a top folder of the system or the user's home (spelled any way, or linked)."""
+    homes = {os.path.expanduser("~"), os.environ.get("HOME", "") or "/"}
+    forms = {os.path.normpath("/" + os.path.abspath(out).lstrip("/")), os.path.realpath(out)}
+    system = SYSTEM_DIRECTORIES | {os.path.realpath(h) for h in homes} | {os.path.normpath(h) for h in homes}
+    return bool(forms & system)
+
+
 def _refusal(tree: Path, out: Path, origin: Origin | None, paths: Collection[str] | None,
              force: bool) -> str | None:
-    """Why the tree at ``tree`` (OUT, or what was at OUT) may not be replaced without --force; None: it may.
+    """Why the tree at ``tree`` (OUT, or what was at OUT) may not be replaced; None: it may.
 
     It may when it is empty, or when its marker is migbake's (an empty marker proves nothing) and lists
     every file in it; a marker of an older migbake lists none: then the files about to be written at the
     same paths (``paths``; None: not judged yet) are the ones it may hold. --force (``force``) replaces
-    any folder, never a link or a file.
+    migbake's own output of another profile: never a file migbake did not write, a link, a file as OUT or
+    a system directory, whose messages say to choose an empty directory and never mention --force.
     """
+    if system_directory(out):
+        return f"{out} is a system directory, never an output directory; {EMPTY_ONE}"
     if tree.is_symlink():
         return f"{out} is a symbolic link; give the real directory (migbake never writes through a link)"
     if tree.exists() and not tree.is_dir():
-        return f"{out} exists and is not a directory"
-    if force or not tree.exists() or not any(tree.iterdir()):
+        return f"{out} exists and is not a directory; {EMPTY_ONE}"
+    if not tree.exists() or not any(tree.iterdir()):
         return None
     text = marker_text(tree)
     if text is None or not text.startswith(MARKER_TEXT):
-        return (f"{out} is not empty and was not created by migbake; choose an empty or new directory, or pass "
-                "--force to replace it")
+        return (f"{out} is not empty and was not created by migbake; {EMPTY_ONE} (migbake never deletes files "
+                "it did not write, --force included)")
     listed = listed_files(text)
     allowed = listed if listed is not None else paths
     if allowed is not None:
@@ -112,8 +133,10 @@ def _refusal(tree: Path, out: Path, origin: Origin | None, paths: Collection[str
         strays = [rel for rel in _entries(tree) if rel != OUTPUT_MARKER and rel not in allowed and rel not in folders]
         if strays:
             shown = ", ".join(strays[:3]) + (f" and {len(strays) - 3} more" if len(strays) > 3 else "")
-            return (f"{out} holds files migbake did not write there ({shown}); move them away, or pass --force "
-                    "to replace it")
+            return (f"{out} holds files migbake did not write there ({shown}); move them away, or {EMPTY_ONE} "
+                    "(migbake never deletes files it did not write, --force included)")
+    if force:
+        return None
     had = read_origin(tree)
     if had and origin and EXPORT_ORIGIN in (had.profile, origin.profile) and had.profile != origin.profile:
         return (f"{out} holds {_made_by(had, out)}, not {_made_by(origin, out)}; choose another directory, or pass "

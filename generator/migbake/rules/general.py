@@ -26,7 +26,7 @@ from migbake.rules.layouts import (
 )
 from migbake.rules.limits import rule_cluster_api_limits, rule_unit_lines
 from migbake.rules.nodepaths import rule_path_allowed, rule_paths
-from migbake.rules.platforms import rule_bottlerocket, rule_mig_parted_url
+from migbake.rules.platforms import rule_bottlerocket, rule_mig_parted_url, rule_openshift_role
 from migbake.rules.services import (
     rule_config_name_label,
     rule_consumers,
@@ -264,6 +264,7 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_paths, rule_path_allowed, rule_unit_ordering, rule_restore_unit_name,
                            rule_kubelet_args_env, rule_provided_later, rule_allocation, rule_placements,
                            rule_dra_driver_version, rule_slurm_node_name, rule_slurm_gpu_count, rule_mig_parted_url,
+                           rule_openshift_role,
                            rule_bottlerocket, rule_eks_al2, rule_config_name_label, rule_unit_lines,
                            rule_cluster_api_limits, rule_ignore)
 

@@ -13,6 +13,7 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
 from migbake.problems import Problem
+from migbake.profile.nodeprofile import OpenShift
 from migbake.profile.units import immutable_writable
 from migbake.rules.allocation import allocation_of
 from migbake.rules.layouts import model_of
@@ -30,7 +31,7 @@ def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -
                              "Ignition's own check: Go's net/url.Parse) refuses it or cannot fetch it; write the URL "
                              "with %XX escapes of two hex digits, a numeric port up to 65535 and a host",
                              "mig-parted-url-invalid")
-    role = as_mapping(as_mapping(data).get("openshift")).get("role", "worker")
+    role = as_mapping(as_mapping(data).get("openshift")).get("role", OpenShift.role)
     # coreos/butane:config/openshift/v4_22/validate.go@v0.29.0: "file contents source must be data URL in
     # this spec version"; a 4.14 config is refused the same way
     yield loaded.problem("/tools/nvidia_mig_parted_url", f"OUT/butane/openshift-{role}.bu cannot download it: "
@@ -44,6 +45,24 @@ def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -
                              "Ignition cannot write it there, so the Butane configs leave the download out; set "
                              "tools.nvidia_mig_parted: /opt/bin/nvidia-mig-parted (Flatcar's place for binaries, "
                              "writable on Fedora CoreOS too)", "mig-parted-path-read-only", severity="warning")
+
+
+# The cluster's own pools: every node of the pool gets a MachineConfig labelled with its role
+# (openshift/machine-config-operator:docs/custom-pools.md@1b3632de: a custom pool inherits worker's configs)
+SHARED_POOLS = {"worker": "every worker node of the cluster, CPU nodes included",
+                "master": "every control-plane node of the cluster"}
+
+
+def rule_openshift_role(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """openshift.role worker or master: the MachineConfig goes to every node of that pool, not the GPU nodes only."""
+    role = as_mapping(as_mapping(data).get("openshift")).get("role")
+    if not isinstance(role, str) or role not in SHARED_POOLS:
+        return
+    yield loaded.problem("/openshift/role", f"openshift.role: {role}: OUT/butane/openshift-{role}.yaml goes to "
+                         f"{SHARED_POOLS[role]}: each one gets the restore and is rebooted by the machine-config "
+                         f"daemon to take it; leave openshift.role out (a pool of its own, {OpenShift.role}, which "
+                         "migbake writes) or name another custom pool",
+                         "openshift-role-shared", severity="warning")
 
 
 def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:

@@ -124,6 +124,7 @@ _RULES = (
     ("mig-parted-url-invalid", "tools.nvidia_mig_parted_url that Ignition's URL parser (Go's net/url) refuses, "
                                "or that it cannot fetch (no host, a port above 65535)"),
     ("mig-parted-path-read-only", "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr"),
+    ("openshift-role-shared", "openshift.role worker or master: the MachineConfig goes to every node of that pool"),
     ("bottlerocket-inexpressible", "bottlerocket.required: a layout Bottlerocket cannot express (mixed, model)"),
     ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
     ("slurm-node-name", "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)"),
@@ -172,6 +173,7 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
                               "placements-without-dra": "warning", "placements-strict-model": "warning",
                               "slurm-gpu-count": "warning",
                               "openshift-binary-in-image": "warning", "mig-parted-path-read-only": "warning",
+                              "openshift-role-shared": "warning",
                               "bottlerocket-inexpressible": "warning",
                               "eks-al2-unpublished": "warning", "config-name-label": "warning"}),
     *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),

@@ -14,7 +14,7 @@ from typing import Literal
 
 from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.scenarios.node import FAILING, FAILURE_MARKERS, MANAGER
-from migbake.boottest.scenarios.scenario import Generation, Scenario
+from migbake.boottest.scenarios.scenario import NO_GPU, Generation, Scenario
 from migbake.boottest.simgpu.node import GpuState
 
 BootPath = Literal["packer", "cloud-init", "ansible"]  # ansible: tests/vm/test_fleet_vm.py, over SSH
@@ -68,7 +68,9 @@ def evaluate(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
                       f"{what}; console tail: {_tail(ctx.console)}")]
     checks: list[Callable[[GuestReport, BootContext], Claim]] = [_report_complete, _manager_never_ran,
                                                                  _restore_enabled, _files_installed]
-    if ctx.scenario not in FAILING:
+    if ctx.scenario == NO_GPU:  # its own claims, per boot (scenarios.presence)
+        pass
+    elif ctx.scenario not in FAILING:
         checks += [_call_order, _restore_active, _layout_applied]
         if ctx.expected is not None:
             checks += [_gpu_count, _exported_layout]

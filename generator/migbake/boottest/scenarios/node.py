@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migbake.boottest.hostrun import Log, no_log, run
-from migbake.boottest.scenarios.scenario import STUB_LOG, SYSTEM_UNITS, Scenario
+from migbake.boottest.scenarios.scenario import NO_GPU, STUB_LOG, SYSTEM_UNITS, Scenario
 from migbake.boottest.scenarios.scenario import _write as write_guest_file
 from migbake.boottest.simgpu.guest import KNOB_DIR, SIMGPU, STANDINS_UNIT
 from migbake.profile.nodeprofile import NodeProfile
@@ -162,8 +162,8 @@ def applies(scenario: Scenario, profile: NodeProfile) -> bool:
 
 
 def variant(profile: NodeProfile, scenario: Scenario) -> NodeProfile:
-    """The profile the scenario boots: ``driver-too-late`` waits only SHORT_WAIT_S for the driver."""
-    if scenario == "driver-too-late":
+    """The profile the scenario boots: ``driver-too-late`` and ``no-gpu`` wait only SHORT_WAIT_S for the driver."""
+    if scenario in ("driver-too-late", NO_GPU):
         return dataclasses.replace(profile, restore=dataclasses.replace(
             profile.restore, driver_wait_seconds=SHORT_WAIT_S))
     return profile
@@ -173,6 +173,8 @@ def boots_for(scenario: Scenario, path: str, boots: int) -> int:
     """``ok`` boots as asked; on cloud-init the upgrade happens during boot 1, so manager-reenabled boots twice."""
     if scenario == "ok":
         return boots
+    if scenario == NO_GPU:  # no GPU, then a GPU without its driver (scenarios.presence)
+        return 2
     return 2 if scenario == "manager-reenabled" and path == "cloud-init" else 1
 
 

@@ -13,6 +13,7 @@ from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.scenarios.claims import RESTORE, BootContext, Claim, _mono
 from migbake.boottest.scenarios.node import FAILING, GPU_CLIENT, MANAGER, SHORT_WAIT_S
 from migbake.boottest.scenarios.promtext import PromTextError, parse_text
+from migbake.boottest.scenarios.scenario import NO_GPU
 
 SUCCESS = "migbake_mig_restore_success"
 ALSO_WRITTEN = ("migbake_mig_restore_last_run_timestamp_seconds", "migbake_mig_restore_duration_seconds")
@@ -24,7 +25,7 @@ def node_claims(report: GuestReport | None, ctx: BootContext) -> list[Claim]:
     if report is None or not report.complete:
         return []
     checks: list[Callable[[GuestReport, BootContext], Claim]] = []
-    if ctx.metrics_path:
+    if ctx.metrics_path and ctx.scenario != NO_GPU:  # no-gpu's metrics: scenarios.presence
         checks.append(_metrics)
     if ctx.real_slurmd and ctx.scenario not in FAILING:
         checks.append(_slurmd_real)

@@ -5,6 +5,9 @@ What a boot-test image gets on top of the plain Debian rootfs:
   and log every call with a timestamp to /var/log/mig-stub.log;
 - an enabled fake ``kubelet.service`` and an enabled fake conflicting ``nvidia-mig-manager.service``;
 - ``test-report.service``: writes /var/log/test-report.txt and powers the VM off;
+- the simulated GPUs on a simulated PCI bus: a sysfs tree (vendor, device, class per GPU) that every unit
+  reads through MIGBAKE_SYSFS (systemd's DefaultEnvironment=), as the restore decides from it whether
+  the machine has an NVIDIA GPU at all (``gpu/presence.py``);
 - cloud-init NoCloud settings, and a masked serial getty (no udev in minbase: it would wait forever);
 - sshd and D-Bus masked: only ``enable_ssh`` (a guest that an SSH client drives, reboots and powers off,
   as a running node) unmasks them.
@@ -41,7 +44,13 @@ IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): 
              "reading of mig-parted by construction, not with NVIDIA's tool")
 Generation = Literal["hopper", "ampere"]
 Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too-late", "gpu-client",
-                   "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi", "provided-later-missing"]
+                   "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi", "provided-later-missing",
+                   "no-gpu"]
+NO_GPU: Final = "no-gpu"  # scenarios.presence: boot 1 without a GPU on the PCI bus, boot 2 with one and no driver
+# the simulated PCI bus (a sysfs tree), and the manager setting that points every unit at it
+SIMULATED_SYSFS = "/usr/lib/boottest/sys"
+SYSFS_DROP_IN = "/etc/systemd/system.conf.d/90-boottest-sysfs.conf"
+MELLANOX_NIC = ("0000:3b:00.0", "0x15b3", "0x101b", "0x020700")  # not a GPU: on every simulated bus
 # the base image lacks nvidia-mig-parted, which the output's image.provided_later leaves to a later
 # provisioner that never ran: the bake passes, the restore fails closed at boot naming it
 PROVIDED_LATER_MISSING: Final = "provided-later-missing"
@@ -187,6 +196,7 @@ def install_fixtures(
                                ("@MIG_CONFIG_FILE@", commands.config_file),
                                ("@MIG_CONFIG_NAME@", commands.config_name), ("@ACTOR@", actor)):
         report = report.replace(placeholder, shlex.quote(value))
+    simulated_pci_bus(rootfs, [gpu.device_id] * gpu.count)
     for unit in consumers:
         if not _UNIT_NAME.fullmatch(unit):
             raise BootTestError(f"unsupported consumer unit name {unit!r}")
@@ -210,6 +220,28 @@ def install_fixtures(
     systemctl = ["systemctl", "--quiet", f"--root={rootfs}"]
     run([*systemctl, "enable", *units], log=log)
     run([*systemctl, "mask", "serial-getty@ttyS0.service", *SSH_UNITS], log=log)
+
+
+def simulated_pci_bus(rootfs: Path, device_ids: list[str]) -> None:
+    """The guest's simulated PCI bus: one NVIDIA 3D controller per id (0x233010DE form), and a Mellanox NIC.
+
+    It replaces the bus written before (the simulated node may have other GPUs than the config suggests).
+    Every unit reads it through MIGBAKE_SYSFS, set as systemd's DefaultEnvironment= (systemd-system.conf).
+    """
+    devices = rootfs / SIMULATED_SYSFS.lstrip("/") / "bus/pci/devices"
+    if devices.exists():
+        shutil.rmtree(devices)
+    gpus = [(f"0000:{0x18 + 0x10 * i:02x}:00.0", "0x10de", "0x" + d[2:6].lower(), "0x030200")
+            for i, d in enumerate(device_ids)]
+    for address, vendor, device, klass in [*gpus, MELLANOX_NIC]:
+        for name, value in (("vendor", vendor), ("device", device), ("class", klass)):
+            _write(rootfs, f"{SIMULATED_SYSFS}/bus/pci/devices/{address}/{name}", value + "\n", 0o644)
+    _write(rootfs, SYSFS_DROP_IN, "# Test fixture for boot tests ONLY: the simulated PCI bus\n[Manager]\n"
+           f"DefaultEnvironment=MIGBAKE_SYSFS={SIMULATED_SYSFS}\n", 0o644)
+    # ... and an SSH session's commands (pam_env reads /etc/environment): the fleet test's verify runs there
+    env = rootfs / "etc/environment"
+    kept = [x for x in (env.read_text().splitlines() if env.is_file() else []) if not x.startswith("MIGBAKE_SYSFS=")]
+    _write(rootfs, "/etc/environment", "".join(f"{x}\n" for x in [*kept, f"MIGBAKE_SYSFS={SIMULATED_SYSFS}"]), 0o644)
 
 
 # Debian's openssh-server, D-Bus and systemd-logind (which schedules the reboot `shutdown -r 0` asks
@@ -282,7 +314,7 @@ def inject_fault(rootfs: Path, scenario: Scenario) -> None:
     """Make the simulated tool fail as ``scenario`` asks (``ok`` injects nothing)."""
     if scenario == "ok":
         return
-    if scenario == PROVIDED_LATER_MISSING:  # run.py removes the tool: a fault of the image, not of a tool
+    if scenario in (PROVIDED_LATER_MISSING, NO_GPU):  # run.py makes these: the image's, not a tool's
         return
     tool = scenario.removeprefix("fail-")
     if tool not in ("apply", "assert", "smi"):

@@ -6,7 +6,9 @@ and its drop-ins as ``systemd.units`` (Ignition writes them to /etc/systemd/syst
 manager masked or disabled, as the bake does. Versions (docs/immutable-os.md): fcos 1.6.0 (Ignition
 3.5.0), flatcar 1.1.0 (3.4.0), openshift 4.14.0 (3.4.0). Flatcar's restore also waits for
 ``nvidia.service``; with ``tools.nvidia_mig_parted_url`` Fedora CoreOS and Flatcar download the binary
-with Ignition's ``verification.hash``. Every value reaches YAML through a YAML emitter, JSON through json.
+with Ignition's ``verification.hash``. For a custom OpenShift pool (``openshift.role`` other than worker
+and master) the MachineConfigPool that selects the GPU nodes is written beside the MachineConfig. Every
+value reaches YAML through a YAML emitter, JSON through json.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from migbake.render.targets.ignition import ROLE_LABEL, ignition, machine_config
 from migbake.render.targets.rootfs import ROOTFS
 
 BUTANE = "butane"
+SHARED_POOLS = ("worker", "master")  # the cluster's own pools: no pool to write (rule openshift-role-shared)
+NODE_ROLE = "node-role.kubernetes.io/"  # the label a node of a custom pool carries (docs/custom-pools.md)
 VARIANTS = (("fcos", "1.6.0"), ("flatcar", "1.1.0"))
 OPENSHIFT = ("openshift", "4.14.0")
 SYSTEM_UNITS = "etc/systemd/system/"
@@ -47,7 +51,24 @@ def butane(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artif
     out.append(_yaml(plan, f"{BUTANE}/openshift-{role}.bu", config, f"butane --strict openshift-{role}.bu"))
     out.append(_yaml(plan, f"{BUTANE}/openshift-{role}.yaml", machine_config(config),
                      f"butane --strict openshift-{role}.bu (oc apply -f openshift-{role}.yaml)"))
+    if role not in SHARED_POOLS:
+        out.append(_yaml(plan, f"{BUTANE}/openshift-{role}-pool.yaml", machine_config_pool(role),
+                         f"migbake, for openshift.role {role} (oc apply -f openshift-{role}-pool.yaml, then oc "
+                         f"label node NODE node-role.kubernetes.io/{role}= for each GPU node)"))
     return out
+
+
+def machine_config_pool(role: str) -> dict[str, Any]:
+    """The custom pool of ``role``: worker's MachineConfigs and the role's own, on the nodes labelled with it.
+
+    As openshift/machine-config-operator:docs/custom-pools.md@1b3632de creates one; the fields are those of
+    openshift/api:machineconfiguration/v1 MachineConfigPool (tests/fixtures/crds/ORIGIN.md).
+    """
+    return {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": role},
+            "spec": {"machineConfigSelector": {"matchExpressions": [
+                        {"key": ROLE_LABEL, "operator": "In", "values": ["worker", role]}]},
+                     "nodeSelector": {"matchLabels": {f"{NODE_ROLE}{role}": ""}}}}
 
 
 def butane_config(plan: RenderPlan, rootfs: list[tuple[str, str, int]], variant: str,

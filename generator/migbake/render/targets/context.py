@@ -46,6 +46,7 @@ def shared_variables(plan: RenderPlan) -> dict[str, Any]:
         "verify_groups": list(plan.verify_groups),
         "placement_groups": list(plan.placement_groups),
         "placement_check": plan.placement_check,
+        "presence": plan.presence,
         "dropin_path": "/" + plan.dropin_rel,
         "dropin_paths": plan.dropin_paths,
         "unit_path": "/" + plan.unit_rel,

@@ -14,7 +14,8 @@
 # Prints a table CHECK / STATUS / DETAIL (PASS, WARN, NOTE, FAIL, SKIP), or JSON with --json.
 # Exit: 0 the node is ready (no check failed), 1 not ready, 2 bad usage.
 # Environment: MIGBAKE_PREFLIGHT_PROC (default /proc) and MIGBAKE_PREFLIGHT_RUN (default /run) say
-# where driver/nvidia/version, modules and nvidia/driver are looked for (tests point them elsewhere);
+# where driver/nvidia/version, modules and nvidia/driver are looked for, MIGBAKE_SYSFS (default /sys)
+# where the PCI devices are (tests point them elsewhere);
 # MIGBAKE_NODE_NAME names the Kubernetes node when it is not this host's name.
 # The same GPU checks run offline on captured output: migbake preflight PROFILE --nvidia-smi-xml FILE.
 set -euo pipefail
@@ -52,14 +53,48 @@ runs() { [ -f "$1" ] && [ -x "$1" ]; }
 some() { [ "$#" -gt 0 ]; }
 count() { printf '%s' "$#"; }
 
+# --- an NVIDIA GPU on the PCI bus? ---------------------------------------------------------------
+# An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
+# 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
+sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+no_gpu='succeed'
+profile_devices=' 0x20b2 0x20b5 0x20f3 0x20f5 '
+words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
+words_no_gpu_fail='no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run without one'
+words_no_driver='NVIDIA GPU(s) on this machine but no NVIDIA driver'
+words_foreign='NVIDIA GPU(s) on this machine that are not the profile'\''s models'
+# nvidia_gpus: "ADDRESS DEVICE" per NVIDIA GPU on the PCI bus
+nvidia_gpus() {
+  local d v c
+  for d in "$sysfs"/bus/pci/devices/*; do
+    v="$(cat "$d/vendor" 2>/dev/null)" || continue
+    c="$(cat "$d/class" 2>/dev/null)" || continue
+    case "${v,,}:${c,,}" in 0x10de:0x0300?? | 0x10de:0x0302??) ;; *) continue ;; esac
+    printf '%s %s\n' "${d##*/}" "$(tr A-F a-f <"$d/device" 2>/dev/null)"
+  done
+}
+# gpu_list all|foreign < nvidia_gpus: "ADDRESS (DEVICE), ..." of every GPU, or of those of no model of the profile
+gpu_list() {
+  local a d out=''
+  while read -r a d; do
+    if [ -n "$a" ] && { [ "$1" = all ] || [[ $profile_devices != *" $d "* ]]; }; then out="${out:+$out, }$a ($d)"; fi
+  done
+  printf '%s' "$out"
+}
+pci_gpus="$(nvidia_gpus)"
+skip_why="nvidia-smi did not answer"
+if [ -z "$pci_gpus" ]; then skip_why=$words_no_gpu; fi
+
 # --- nvidia-smi and the driver -----------------------------------------------------------------
 gpu_ids=()
 declare -A gpu_name=() gpu_pci=() gpu_mode=() selected=() own=() persists=()
 smi_ok=no
-if ! runs "$smi"; then
-  add nvidia-smi FAIL "$smi is missing or not executable (install the driver tools, or set tools.nvidia_smi)"
+if [ -z "$pci_gpus" ]; then
+  add nvidia-smi SKIP "$skip_why"
+elif ! runs "$smi"; then
+  add nvidia-smi FAIL "$words_no_driver: $smi is missing or not executable (install the driver tools, or set tools.nvidia_smi)"
 elif ! query="$("$smi" --query-gpu=index,name,pci.device_id,mig.mode.current --format=csv,noheader 2>&1)"; then
-  add nvidia-smi FAIL "$smi --query-gpu failed: ${query%%$'\n'*}"
+  add nvidia-smi FAIL "$words_no_driver: $smi --query-gpu failed: ${query%%$'\n'*}"
 else
   smi_ok=yes
   add nvidia-smi PASS "$smi answers"
@@ -76,13 +111,28 @@ else
   done <<<"$query"
 fi
 
-if [ -e "$run_dir/nvidia/driver" ]; then
+if [ -z "$pci_gpus" ]; then
+  add driver SKIP "$skip_why"
+elif [ -e "$run_dir/nvidia/driver" ]; then
   add driver FAIL "a driver container provides the driver ($run_dir/nvidia/driver exists): it needs kubelet running first, so MIG cannot be restored before kubelet; do not apply this boot order here (use the GPU Operator's mig-manager)"
 elif [ -r "$proc_dir/driver/nvidia/version" ]; then
   version="$(awk '/^NVRM version:/ { for (i = 3; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+/) { print $i; exit } }' "$proc_dir/driver/nvidia/version")"
   add driver PASS "host driver ${version:-of unknown version} ($proc_dir/driver/nvidia/version)"
 else
-  add driver FAIL "no NVIDIA kernel driver on the host: $proc_dir/driver/nvidia/version is missing"
+  add driver FAIL "$words_no_driver: no NVIDIA kernel driver on the host ($proc_dir/driver/nvidia/version is missing)"
+fi
+
+# --- the PCI bus: without nvidia-smi it still names the models (device ids); with it, gpus/N do -------
+foreign_pci=""
+if [ -n "$pci_gpus" ] && [ "$smi_ok" != yes ]; then foreign_pci="$(gpu_list foreign <<<"$pci_gpus")"; fi
+if [ -n "$foreign_pci" ]; then
+  add pci-gpus FAIL "$words_foreign: $foreign_pci on the PCI bus (the profile's device ids: $(trim "$profile_devices"))"
+elif [ -n "$pci_gpus" ]; then
+  add pci-gpus PASS "$(grep -c . <<<"$pci_gpus") NVIDIA GPU(s) on the PCI bus: $(gpu_list all <<<"$pci_gpus")"
+elif [ "$no_gpu" = fail ]; then
+  add pci-gpus FAIL "$words_no_gpu_fail (restore.no_gpu: fail): the restore fails at every boot"
+else
+  add pci-gpus PASS "$words_no_gpu (restore.no_gpu: succeed): the restore succeeds and kubelet.service start(s); the GPU checks are skipped"
 fi
 
 # --- the driver's version: the oldest with MIG per model, the 570 mixed-node bug (node/drivergates.py) ---
@@ -126,7 +176,7 @@ fi
 # --- GPU count and models ----------------------------------------------------------------------
 n="$(count "${gpu_ids[@]}")"
 if [ "$smi_ok" != yes ]; then
-  add gpu-count SKIP "nvidia-smi did not answer"
+  add gpu-count SKIP "$skip_why"
 elif [ "$n" -eq 0 ]; then
   add gpu-count FAIL "nvidia-smi lists no GPUs"
 elif [ -z "$gpu_count" ]; then
@@ -145,7 +195,7 @@ check_group() {
   local expected="$model (${3// /, })"
   local -a candidates=() ok=() wrong=() missing=() parts=()
   if [ "$smi_ok" != yes ]; then
-    add "$check" SKIP "nvidia-smi did not answer"
+    add "$check" SKIP "$skip_why"
     return 0
   fi
   if [ "$devices" = all ]; then candidates=("${gpu_ids[@]}"); else read -ra candidates <<<"$devices"; fi
@@ -164,7 +214,7 @@ check_group() {
       if [ "$filtered" = no ]; then selected[$i]=$want; persists[$i]=$persist; fi
     fi
   done
-  if some "${wrong[@]}"; then parts+=("$(joinby ', ' "${wrong[@]}"), not $expected"); fi
+  if some "${wrong[@]}"; then parts+=("$words_foreign: $(joinby ', ' "${wrong[@]}"), not $expected"); fi
   if some "${missing[@]}"; then
     parts+=("GPU $(ids "${missing[@]}") not found (the node has $n GPU(s))")
   fi
@@ -182,7 +232,7 @@ check_group 'gpus/1' 'a100-80gb' '0x20B210DE 0x20B510DE 0x20F310DE 0x20F510DE' '
 
 # mig-parted assert fails unless every GPU matches some entry ("not all GPUs match the specified config")
 if [ "$smi_ok" != yes ]; then
-  add coverage SKIP "nvidia-smi did not answer"
+  add coverage SKIP "$skip_why"
 else
   uncovered=()
   foreign=()
@@ -204,7 +254,7 @@ fi
 
 # --- the MIG state now (a NOTE: the next boot's restore replaces it) ----------------------------
 if [ "$smi_ok" != yes ]; then
-  add mig-state SKIP "nvidia-smi did not answer"
+  add mig-state SKIP "$skip_why"
 elif ! some "${!selected[@]}"; then
   add mig-state SKIP "no GPU of the profile on the node"
 elif ! listing="$("$smi" -L 2>&1)"; then
@@ -272,7 +322,7 @@ if [ "$smi_ok" = yes ]; then
     add mig-mode WARN "$(joinby '; ' "${parts[@]}"): on Ampere the change waits for a GPU reset, so the first restore reboots the node once to complete it (restore.on_reset_required: reboot-once)"
   fi
 else
-  add mig-mode SKIP "nvidia-smi did not answer"
+  add mig-mode SKIP "$skip_why"
 fi
 
 # --- NVSwitch: MIG instances get no NVLink (nor PCIe) peer access (NVIDIA/nccl#1716) -----------------
@@ -289,7 +339,9 @@ else
 fi
 
 # --- nvidia-mig-parted, kubelet, the conflicting manager ---------------------------------------
-if ! runs "$mig_parted"; then
+if [ -z "$pci_gpus" ]; then
+  add mig-parted SKIP "$skip_why"
+elif ! runs "$mig_parted"; then
   add mig-parted FAIL "$mig_parted is missing or not executable (install nvidia-mig-parted, or set tools.nvidia_mig_parted)"
 elif version="$("$mig_parted" --version 2>/dev/null)"; then
   add mig-parted PASS "$mig_parted runs: ${version%%$'\n'*}"

@@ -45,6 +45,42 @@ prop() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 
 printf 'migbake verify: profile %s, restore unit %s\n' 'h100-slurm' "$restore_unit"
 
+# An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
+# 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
+sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+no_gpu='succeed'
+profile_devices=' 0x2322 0x2324 0x2330 0x2331 '
+words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
+words_no_gpu_fail='no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run without one'
+words_no_driver='NVIDIA GPU(s) on this machine but no NVIDIA driver'
+words_foreign='NVIDIA GPU(s) on this machine that are not the profile'\''s models'
+# nvidia_gpus: "ADDRESS DEVICE" per NVIDIA GPU on the PCI bus
+nvidia_gpus() {
+  local d v c
+  for d in "$sysfs"/bus/pci/devices/*; do
+    v="$(cat "$d/vendor" 2>/dev/null)" || continue
+    c="$(cat "$d/class" 2>/dev/null)" || continue
+    case "${v,,}:${c,,}" in 0x10de:0x0300?? | 0x10de:0x0302??) ;; *) continue ;; esac
+    printf '%s %s\n' "${d##*/}" "$(tr A-F a-f <"$d/device" 2>/dev/null)"
+  done
+}
+# gpu_list all|foreign < nvidia_gpus: "ADDRESS (DEVICE), ..." of every GPU, or of those of no model of the profile
+gpu_list() {
+  local a d out=''
+  while read -r a d; do
+    if [ -n "$a" ] && { [ "$1" = all ] || [[ $profile_devices != *" $d "* ]]; }; then out="${out:+$out, }$a ($d)"; fi
+  done
+  printf '%s' "$out"
+}
+pci_gpus="$(nvidia_gpus)"
+if [ -n "$pci_gpus" ]; then
+  info "$(grep -c . <<<"$pci_gpus") NVIDIA GPU(s) on the PCI bus: $(gpu_list all <<<"$pci_gpus")"
+elif [ "$no_gpu" = fail ]; then
+  fail "$words_no_gpu_fail (restore.no_gpu: fail): the restore fails and slurmd.service stay(s) down"
+else
+  pass "$words_no_gpu (restore.no_gpu: succeed): the GPU checks are skipped"
+fi
+
 if [ "$(systemctl is-enabled "$restore_unit" 2>/dev/null)" = enabled ]; then
   pass "$restore_unit is enabled"
 else
@@ -52,7 +88,9 @@ else
 fi
 
 result="$(prop "$restore_unit" Result)"
-if [ "$(systemctl is-active "$restore_unit" 2>/dev/null)" = active ]; then
+if [ "$(systemctl is-active "$restore_unit" 2>/dev/null)" = active ] && [ -z "$pci_gpus" ]; then
+  pass "$restore_unit is active ($words_no_gpu)"
+elif [ "$(systemctl is-active "$restore_unit" 2>/dev/null)" = active ]; then
   pass "$restore_unit is active (apply and assert succeeded this boot)"
 else
   fail "$restore_unit is not active (result: ${result:-unknown}); see: journalctl -b -u $restore_unit"
@@ -66,7 +104,9 @@ else
   fail "config $config is missing"
 fi
 
-if [ "$config_ok" != yes ]; then
+if [ -z "$pci_gpus" ]; then
+  info "nvidia-mig-parted assert not run: $words_no_gpu"
+elif [ "$config_ok" != yes ]; then
   info "nvidia-mig-parted assert not run: there is no $config to assert"
 elif "$mig_parted" assert -f "$config" -c "$config_name" >/dev/null 2>&1; then
   pass "nvidia-mig-parted assert: the GPUs have config '$config_name' now"
@@ -74,12 +114,14 @@ else
   fail "nvidia-mig-parted assert: the GPUs do not match config '$config_name' of $config (a GPU the profile does not cover also fails here)"
 fi
 
-if devices="$("$smi" -L 2>/dev/null)"; then
+if [ -z "$pci_gpus" ]; then
+  :  # no GPU to list
+elif devices="$("$smi" -L 2>/dev/null)"; then
   gpus="$(grep -c '^GPU ' <<<"$devices" || true)"
   migs="$(grep -c '^  MIG ' <<<"$devices" || true)"
   info "nvidia-smi -L: $gpus GPU(s), $migs MIG device(s); the profile asks for $expected_per_gpu per GPU"
 else
-  fail "$smi -L failed: is the driver loaded?"
+  fail "$words_no_driver: $smi -L failed (is the driver loaded?)"
 fi
 
 # Each GPU against the config's entries, matched as mig-parted does it (device-filter by PCI id, then
@@ -98,7 +140,7 @@ declare -A want=()
 seen=0
 unmatched=()
 foreign=()
-if query="$("$smi" --query-gpu=index,pci.device_id --format=csv,noheader 2>/dev/null)"; then
+if [ -n "$pci_gpus" ] && query="$("$smi" --query-gpu=index,pci.device_id --format=csv,noheader 2>/dev/null)"; then
   while IFS=', ' read -r idx pci _; do
     case "$idx" in '' | *[!0-9]*) continue ;; esac
     pci="${pci^^}"
@@ -119,12 +161,14 @@ if query="$("$smi" --query-gpu=index,pci.device_id --format=csv,noheader 2>/dev/
     if [ "$hit" = no ]; then unmatched+=("GPU $idx ($pci)"); fi
   done <<<"$query"
 fi
-if [ "$seen" -eq 0 ]; then
+if [ -z "$pci_gpus" ]; then
+  :  # no GPU to match
+elif [ "$seen" -eq 0 ]; then
   info "cannot read the GPUs' PCI ids ($smi --query-gpu=index,pci.device_id): GPU-to-entry check skipped"
 elif [ -n "${unmatched[*]}" ]; then
-  fail "${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: slurmd.service stay(s) down"
+  fail "$words_foreign: ${unmatched[*]}: no entry of config '$config_name' matches (this image serves h100-80gb); assert fails with 'not all GPUs match the specified config' and the restore fails closed: slurmd.service stay(s) down"
 elif [ -n "${foreign[*]}" ]; then
-  fail "${foreign[*]}: the entry has no device-filter, so apply tries that model's MIG profiles on it and fails"
+  fail "$words_foreign: ${foreign[*]}: the entry has no device-filter, so apply tries that model's MIG profiles on it and fails"
 elif [ "$config_ok" != yes ]; then  # no PASS about a config that is not there
   info "each of the $seen GPU(s) matches an entry of the config '$config_name' this script was generated with ($config itself is missing)"
 else

@@ -5,6 +5,8 @@
 #
 # restore.sh: run by nvidia-mig-restore.service (ExecStart=/bin/bash /etc/nvidia-mig/restore.sh) at every boot,
 # before kubelet.service. Restores the MIG layout of profile a100-80gb-mixed:
+# -1. reads the PCI devices in sysfs: without an NVIDIA GPU on the machine there is nothing to restore,
+#     it says so and succeeds (restore.no_gpu: succeed), so the consumers start;
 #  1. waits until nvidia-smi answers, at most 120 s (restore.driver_wait_seconds),
 #     and logs it when the driver is older than the oldest with MIG on a model (then apply fails);
 #  2. nvidia-mig-parted apply -f CONFIG -c NAME;
@@ -32,6 +34,7 @@ metrics=''
 
 start="$(date +%s)"
 success=0
+pci_gpu_count=-1  # not read yet
 log() { printf '%s: %s\n' "$unit" "$*"; }
 fail() { printf '%s: FAILED: %s\n' "$unit" "$*" >&2; exit 1; }
 
@@ -52,7 +55,7 @@ write_metrics() {
     return 0
   fi
   if {
-    printf '# HELP migbake_mig_restore_success 1 if the last MIG restore attempt applied and asserted the layout, else 0.\n'
+    printf '# HELP migbake_mig_restore_success 1 if the last MIG restore attempt applied and asserted the layout (or found no NVIDIA GPU to restore), else 0.\n'
     printf '# TYPE migbake_mig_restore_success gauge\n'
     printf '%s\n' "migbake_mig_restore_success{$labels} $success"
     printf '# HELP migbake_mig_restore_last_run_timestamp_seconds When the last MIG restore attempt ended (Unix time).\n'
@@ -64,6 +67,11 @@ write_metrics() {
     printf '# HELP migbake_mig_restore_reboot_marker 1 while the marker of a reboot for a pending MIG mode change exists.\n'
     printf '# TYPE migbake_mig_restore_reboot_marker gauge\n'
     printf '%s\n' "migbake_mig_restore_reboot_marker{$labels} $reboot"
+    if [ "$pci_gpu_count" -ge 0 ]; then
+      printf '# HELP migbake_mig_restore_nvidia_gpus NVIDIA GPUs on the PCI bus (vendor 0x10de, display VGA or 3D class) at the last attempt; 0: nothing to restore.\n'
+      printf '# TYPE migbake_mig_restore_nvidia_gpus gauge\n'
+      printf '%s\n' "migbake_mig_restore_nvidia_gpus{$labels} $pci_gpu_count"
+    fi
   } >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$metrics"; then
     return 0
   fi
@@ -72,10 +80,56 @@ write_metrics() {
 }
 trap write_metrics EXIT
 
+# --- -1. an NVIDIA GPU here? -------------------------------------------------------------------
+# An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
+# 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
+sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+no_gpu='succeed'
+profile_devices=' 0x20b2 0x20b5 0x20f3 0x20f5 '
+words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
+words_no_gpu_fail='no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run without one'
+words_no_driver='NVIDIA GPU(s) on this machine but no NVIDIA driver'
+words_foreign='NVIDIA GPU(s) on this machine that are not the profile'\''s models'
+# nvidia_gpus: "ADDRESS DEVICE" per NVIDIA GPU on the PCI bus
+nvidia_gpus() {
+  local d v c
+  for d in "$sysfs"/bus/pci/devices/*; do
+    v="$(cat "$d/vendor" 2>/dev/null)" || continue
+    c="$(cat "$d/class" 2>/dev/null)" || continue
+    case "${v,,}:${c,,}" in 0x10de:0x0300?? | 0x10de:0x0302??) ;; *) continue ;; esac
+    printf '%s %s\n' "${d##*/}" "$(tr A-F a-f <"$d/device" 2>/dev/null)"
+  done
+}
+# gpu_list all|foreign < nvidia_gpus: "ADDRESS (DEVICE), ..." of every GPU, or of those of no model of the profile
+gpu_list() {
+  local a d out=''
+  while read -r a d; do
+    if [ -n "$a" ] && { [ "$1" = all ] || [[ $profile_devices != *" $d "* ]]; }; then out="${out:+$out, }$a ($d)"; fi
+  done
+  printf '%s' "$out"
+}
+pci_gpus="$(nvidia_gpus)"
+pci_gpu_count="$(grep -c . <<<"$pci_gpus")"
+if [ "$pci_gpu_count" -eq 0 ]; then
+  if [ "$no_gpu" = fail ]; then
+    fail "$words_no_gpu_fail (no PCI device of vendor 0x10de and class display VGA or 3D in $sysfs/bus/pci/devices)"
+  fi
+  success=1
+  log "$words_no_gpu (no PCI device of vendor 0x10de and class display VGA or 3D in $sysfs/bus/pci/devices; restore.no_gpu: succeed)"
+  exit 0
+fi
+log "$pci_gpu_count NVIDIA GPU(s) on the PCI bus: $(gpu_list all <<<"$pci_gpus")"
+# a failure of apply or assert names the GPUs of another model
+why_foreign() {
+  local f
+  f="$(gpu_list foreign <<<"$pci_gpus")"
+  if [ -n "$f" ]; then printf '; %s: %s' "$words_foreign" "$f"; fi
+}
+
 # --- 1. the driver ------------------------------------------------------------------------------
 until out="$("$smi" 2>&1)"; do
   if [ $(($(date +%s) - start)) -ge "$driver_wait" ]; then
-    fail "the NVIDIA driver did not answer within $driver_wait s ($smi: ${out%%$'\n'*})"
+    fail "$words_no_driver: the NVIDIA driver did not answer within $driver_wait s ($smi: ${out%%$'\n'*})"
   fi
   sleep 1
 done
@@ -133,12 +187,12 @@ if [ "$reset_path" != none ]; then
   fi
 fi
 if [ "$applied" != yes ]; then
-  fail "nvidia-mig-parted apply -f $config -c $config_name failed"
+  fail "nvidia-mig-parted apply -f $config -c $config_name failed$(why_foreign)"
 fi
 
 # --- 4. assert ----------------------------------------------------------------------------------
 if ! "$mig_parted" assert -f "$config" -c "$config_name"; then
-  fail "nvidia-mig-parted assert -f $config -c $config_name: the GPUs do not have the layout"
+  fail "nvidia-mig-parted assert -f $config -c $config_name: the GPUs do not have the layout$(why_foreign)"
 fi
 if [ -e "$marker" ]; then
   rm -f "$marker"
