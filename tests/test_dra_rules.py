@@ -42,20 +42,28 @@ def test_compute_instances_under_dra(allocation: str, layout: str, rules: list[s
     assert _rules(allocation, layout) == rules
 
 
-@pytest.mark.parametrize(("allocation", "rules"), [("dra", ["dra-device-name"]), ("device-plugin", [])])
-def test_a_profile_without_a_gi_profile_id(allocation: str, rules: list[str]) -> None:
-    """The RTX PRO 6000's 4g.96gb has no nvidia-smi id in the catalog: under dra its name cannot be told."""
-    assert _rules(allocation, "{4g.96gb: 1}", "rtx-pro-6000-blackwell-96gb") == rules
-
-
 def test_no_question_mark_ever_reaches_a_device_name(tmp_path: Path) -> None:
-    """Issue 42: show printed gpu-0-mig-4g96gb-?-0; now the profile is refused, located."""
+    """Issue 42: show printed gpu-0-mig-4g96gb-?-0. The packaged RTX PRO 6000 now has the driver's GI profile
+    ids (issue 43), and a catalog file's profile without one is refused, located, never named with a ``?``."""
     path = tmp_path / "p.yaml"
     path.write_text(H200.format(allocation="dra", layout="{4g.96gb: 1}", model="rtx-pro-6000-blackwell-96gb",
                                 extra=""))
     result = CliRunner().invoke(main, ["show", str(path)])
-    assert result.exit_code == 1 and "?" not in result.output.replace("?)", "")
+    assert result.exit_code == 0 and "gpu-0-mig-4g96gb-0-0" in result.output, result.output
+    raw = json.loads(catalog_text())
+    gpu = copy.deepcopy(next(g for g in raw["gpus"] if g["key"] == "rtx-pro-6000-blackwell-96gb"))
+    gpu.update(key="rtx-pro-6000-noid", names=["RTX NOID"], aliases=[], alias_notes={},
+               nvidia_smi_names=[{"name": "NVIDIA RTX NOID", "pci_device_id": "0x2FFE10DE", "source": "test"}],
+               pci_device_ids=[{"id": "0x2FFE10DE", "pci_ids_name": None}])
+    for profile in gpu["profiles"]:
+        profile.pop("nvidia_smi_gi_profile_id", None)
+    catalog = tmp_path / "c.json"
+    catalog.write_text(json.dumps({"gpus": [gpu]}))
+    path.write_text(H200.format(allocation="dra", layout="{4g.96gb: 1}", model="RTX NOID", extra=""))
+    result = CliRunner().invoke(main, ["--catalog", str(catalog), "show", str(path)])
+    assert result.exit_code == 1 and "?" not in result.output.replace("?)", ""), result.output
     assert "p.yaml:7:29: error: /gpus/0/mig/layout/4g.96gb:" in result.output, result.output
+    assert "[dra-device-name]" in result.output
 
 
 def test_a_device_name_longer_than_a_dns_label_is_refused(tmp_path: Path) -> None:

@@ -176,7 +176,7 @@ def sarif_report(results: Sequence[FileResult]) -> str:
 
 def junit_report(results: Sequence[FileResult]) -> str:
     """JUnit XML: one test case per file, failing when the file has errors; one skipped test case per ignored
-    warning (classname ``migbake.validate.ignored``, the skip's message says why)."""
+    warning (JUnit classname "migbake.validate.ignored", the skip's message says why)."""
     from xml.etree import ElementTree as ET  # only this format needs XML: start-up does not pay for it
 
     ignored = sum(len(r.ignored) for r in results)
