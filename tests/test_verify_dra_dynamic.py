@@ -61,7 +61,7 @@ def verify(tmp_path: Path, modes: str = IN_USE, config_text: str | None = None) 
     tools, config = root / "opt/nvidia", root / "etc/nvidia-mig/config.yaml"
     state, bin_dir = root / "state", root / "bin"
     assert PATH_OK.match(str(root)), root
-    out = generate(_profile(config, tools), tmp_path / "out")
+    out = generate(_profile(config, tools), tmp_path / "out", node_root=True)
     config.parent.mkdir(parents=True)
     generated = (out / "rootfs" / config.relative_to("/")).read_text()
     config.write_text(generated if config_text is None else config_text)

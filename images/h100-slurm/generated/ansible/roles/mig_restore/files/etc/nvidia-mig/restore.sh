@@ -144,7 +144,8 @@ if [[ $out =~ Driver\ Version:\ *([0-9]+(\.[0-9]+)+) ]]; then
     for n in 0 1 2 3; do o+="$(printf '%04d' "$((10#${f[$n]:-0}))")"; done
     printf '%s' "$o"
   }
-  for pair in 'h100-80gb=525.85.12'; do
+  minimums=('h100-80gb=525.85.12')
+  for pair in "${minimums[@]}"; do
     if [[ $(vkey "$driver_version") < $(vkey "${pair#*=}") ]]; then
       log "driver $driver_version is older than the oldest with MIG on ${pair%%=*}: ${pair#*=} (MIG User Guide, Deployment Considerations); apply will fail"
     fi
