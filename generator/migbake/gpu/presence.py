@@ -29,7 +29,7 @@ NO_DRIVER: Final = "NVIDIA GPU(s) on this machine but no NVIDIA driver"
 FOREIGN: Final = "NVIDIA GPU(s) on this machine that are not the profile's models"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GpuPresence:
     """What the scripts need to tell the three cases apart, and their words."""
 
