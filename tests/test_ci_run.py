@@ -16,7 +16,7 @@ CI_RUN = REPO / ".ci/run"
 
 @pytest.mark.realtool
 def test_ci_run_is_shellcheck_clean() -> None:
-    ran = run([require("shellcheck"), str(CI_RUN)])
+    ran = run([require("shellcheck"), str(CI_RUN), str(REPO / ".ci/suite")])
     assert ran.rc == 0, ran.text
 
 
@@ -25,7 +25,8 @@ def test_ci_run_uses_its_own_venv_and_the_system_python() -> None:
     # sudo resets PATH and an activated venv is lost: never `python3 -m pip` of whatever python3 is first
     assert "/usr/bin/python3 -m venv" in text
     assert re.search(r'"\$VENV/bin/python" -m pip install .* -e', text)
-    assert re.search(r'"\$VENV/bin/python" -m pytest', text)
+    assert re.search(r'"\$VENV/bin/python" -m pytest', (REPO / ".ci/suite").read_text())
+    assert 'exec bash .ci/suite "$VENV"' in text
     assert "python3 -m pip" not in text.replace('"$VENV/bin/python" -m pip', "")
     for package in ("python3-venv", "python3-pip", "packer", "openssh-client"):
         assert re.search(rf"\b{re.escape(package)}\b", text.split("APT_PACKAGES=(")[1].split(")")[0]), package
