@@ -10,6 +10,7 @@ models or one of the profile's derivations raises, and the rendered bytes must e
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from support import CASES_ROOT, IMAGES
 
 from migbake.problems import RenderError
+from migbake.render import tree
 from migbake.render.artifact import Artifact
 from migbake.render.plan import MimePart, UserDataForms, make_plan
 from migbake.render.tree import OUTPUT_NAMES, TARGETS, Target, check_order, render_plan
@@ -99,7 +101,10 @@ def test_each_target_writes_its_declared_folders_when_it_applies(path: Path) -> 
 def test_the_targets_are_declared_once_each_and_in_an_order_that_runs() -> None:
     names = [t.name for t in TARGETS]
     assert len(names) == len(set(names))
-    check_order(TARGETS)  # what importing migbake.render.tree did
+    check_order(TARGETS)
+    # importing migbake.render.tree runs the same check, at module level, right after the declarations
+    source = inspect.getsource(tree)
+    assert source.index("\ncheck_order(TARGETS)\n") > source.index("\nTARGETS: tuple[Target, ...] = (")
     assert tuple(dict.fromkeys(f for t in TARGETS for f in t.folders)) == OUTPUT_NAMES
 
 
