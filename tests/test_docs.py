@@ -1,6 +1,6 @@
 """The docs stay true to the tree: a short README, links that resolve, the module map of CONTRIBUTING.md,
-the two generated references (every profile key, every rule id) up to date, and docs/output-tree.md's
-tree the one `generate` writes."""
+the two generated references (every profile key, every rule id) up to date, docs/output-tree.md's
+tree the one `generate` writes, and README's list of outputs and that tree's folders the declared targets'."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from support import IMAGES, REPO, cli
+
+from migbake.render.tree import TARGETS, Target, always
 
 PACKAGE = REPO / "generator" / "migbake"
 PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -164,6 +166,61 @@ def test_the_output_tree_check_notices_drift(tmp_path: Path) -> None:
     assert absent == ["packer/plugins/required-plugins.pkr.hcl"], absent
     assert "slurm/gres.conf" in undocumented and "rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml" in undocumented
     assert "packer/plugins/amazon/required-plugins.pkr.hcl" in undocumented
+
+
+def readme_outputs(text: str) -> tuple[set[str], set[str]]:
+    """The output folders README's usage says ``generate`` writes: those every profile gets, and those it
+    writes as the profile asks (``write the output tree (A, B, and as the profile asks C, D)``)."""
+    block = text.split("## Usage", 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    start = next(i for i, line in enumerate(block) if line.startswith("migbake generate PROFILE -o OUT "))
+    right = " ".join(line[38:] for line in block[start:start + 4])
+    listed = right.split("write the output tree (", 1)[1].split(")", 1)[0]
+    every, _, asked = listed.partition("and as the profile asks")
+    return set(re.findall(r"[a-z][a-z-]*", every)), set(re.findall(r"[a-z][a-z-]*", asked))
+
+
+def outputs_drift(readme: str, tree: str, targets: tuple[Target, ...]) -> list[str]:
+    """Where README's list of outputs or docs/output-tree.md's top folders disagree with the declared targets."""
+    every = {f for t in targets if t.applies is always for f in t.folders}
+    asked = {f for t in targets for f in t.folders} - every
+    said_every, said_asked = readme_outputs(readme)
+    top = {path.split("/")[0] for path, _ in documented_tree(tree)} - {".migbake-output"}
+    drift = [f"README.md: {f}/ is declared (render/tree.py) and not in generate's list" for f in
+             sorted((every | asked) - said_every - said_asked)]
+    drift += [f"README.md: {f} is in generate's list and no declared target writes it" for f in
+              sorted((said_every | said_asked) - every - asked)]
+    drift += [f"README.md: {f}/ is written for every profile: list it before 'and as the profile asks'" for f in
+              sorted(every & said_asked)]
+    drift += [f"README.md: {f}/ is written only as the profile asks: list it after 'and as the profile asks'"
+              for f in sorted(asked & said_every)]
+    drift += [f"docs/output-tree.md: {f}/ is declared and not documented" for f in sorted((every | asked) - top)]
+    drift += [f"docs/output-tree.md: {f} is documented and no declared target writes it" for f in
+              sorted(top - every - asked)]
+    return drift
+
+
+def test_readme_and_the_output_tree_name_the_declared_targets() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    tree = (REPO / "docs" / "output-tree.md").read_text(encoding="utf-8")
+    assert outputs_drift(readme, tree, TARGETS) == []
+
+
+def test_the_declared_outputs_check_notices_drift() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    tree = (REPO / "docs" / "output-tree.md").read_text(encoding="utf-8")
+    new = Target("example-new", ("example-new",), TARGETS[0].render, doc="a target declared and not documented")
+    assert outputs_drift(readme, tree, (*TARGETS, new)) == [
+        "README.md: example-new/ is declared (render/tree.py) and not in generate's list",
+        "docs/output-tree.md: example-new/ is declared and not documented"]
+    gone = tuple(t for t in TARGETS if t.name != "bottlerocket")
+    assert outputs_drift(readme, tree, gone) == [
+        "README.md: bottlerocket is in generate's list and no declared target writes it",
+        "docs/output-tree.md: bottlerocket is documented and no declared target writes it"]
+    moved = readme.replace("kickstart, butane, and as the profile asks slurm,", "kickstart, and as the profile "
+                           "asks butane, slurm,")
+    assert moved != readme
+    assert outputs_drift(moved, tree, TARGETS) == [
+        "README.md: butane/ is written for every profile: list it before 'and as the profile asks'"]
 
 
 def test_the_pages_on_cdi_say_the_order_the_unit_has() -> None:

@@ -31,7 +31,10 @@ def _top(out: Path) -> set[str]:
 
 def test_the_schema_names_exactly_the_targets() -> None:
     schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text())
-    assert tuple(schema["properties"]["outputs"]["items"]["enum"]) == OUTPUT_NAMES
+    items = schema["properties"]["outputs"]["items"]
+    assert tuple(items["enum"]) == OUTPUT_NAMES
+    # the item's description names them too, in the same order
+    assert items["description"] == f"An output folder: {', '.join(OUTPUT_NAMES[:-1])} or {OUTPUT_NAMES[-1]}."
 
 
 @pytest.mark.parametrize("image", IMAGES, ids=[i.name for i in IMAGES])

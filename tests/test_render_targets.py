@@ -1,6 +1,7 @@
 """Every output target reads only the render plan: run on a plan whose profile hides its GPUs and derivations.
 
-tests/test_architecture.py holds the targets' imports; this holds what they read at run time. The plan
+tests/test_architecture.py holds the targets' imports; this holds what they read at run time, and the
+declarations of ``render.tree.TARGETS``: the folders each writes, when it applies, what it reads, their order. The plan
 is made as usual, then its ``profile`` is replaced by a view that answers only the profile's own settings
 (name, paths, units, timeouts, labels, consumers): a target that reaches for the GPUs, their catalog
 models or one of the profile's derivations raises, and the rendered bytes must equal a normal render.
@@ -9,14 +10,18 @@ models or one of the profile's derivations raises, and the rendered bytes must e
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import CASES_ROOT, IMAGES
 
-from migbake.render.plan import make_plan
-from migbake.render.tree import TARGETS, render_plan
+from migbake.problems import RenderError
+from migbake.render import tree
+from migbake.render.artifact import Artifact
+from migbake.render.plan import MimePart, UserDataForms, make_plan
+from migbake.render.tree import OUTPUT_NAMES, TARGETS, Target, check_order, render_plan
 from migbake.rules.validate import check_file
 
 # what the NodeProfile offers that only make_plan may use: the GPUs and the catalog behind them, and
@@ -48,7 +53,7 @@ def _plan(path: Path) -> Any:
 
 @pytest.mark.parametrize("path", PROFILES, ids=[p.parent.name for p in PROFILES])
 def test_the_targets_render_from_the_plan_alone(path: Path) -> None:
-    plan = _plan(path)
+    plan = dataclasses.replace(_plan(path), user_data=FORMS)  # every target that can apply, user-data too
     hidden = dataclasses.replace(plan, profile=SettingsOnly(plan.profile))
     assert [(a.path, a.data, a.mode) for a in render_plan(hidden)] == \
         [(a.path, a.data, a.mode) for a in render_plan(plan)]
@@ -61,15 +66,101 @@ def test_a_target_that_reads_the_gpus_is_caught() -> None:
         _ = hidden.profile.models[0].key  # what the old Slurm writer did
 
 
-def test_each_target_is_listed_once_and_writes_its_own_folder() -> None:
-    names = [name for name, _ in TARGETS]
+FORMS = UserDataForms(gzip=True, mime=MimePart("#!/bin/sh\necho hi\n", "part.sh"))
+
+
+def _recorded(plan: Any, targets: tuple[Target, ...] = TARGETS) -> dict[str, list[str]]:
+    """The paths each target wrote when ``plan`` is rendered (a target that does not apply is absent)."""
+    wrote: dict[str, list[str]] = {}
+
+    def record(t: Target) -> Target:
+        def run(*args: Any) -> list[Artifact]:
+            files = t.render(*args)
+            wrote[t.name] = [a.path for a in files]
+            return files
+        return dataclasses.replace(t, render=run)
+
+    render_plan(plan, tuple(record(t) for t in targets))
+    return wrote
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.parent.name for p in PROFILES])
+def test_each_target_writes_its_declared_folders_when_it_applies(path: Path) -> None:
+    # the folders a profile gets are the declared folders of the targets that apply to its plan, and
+    # each target that applies writes into every folder it declares
+    plan = dataclasses.replace(_plan(path), user_data=FORMS)
+    wrote = _recorded(plan)
+    assert sorted(wrote) == sorted(t.name for t in TARGETS if t.applies(plan))
+    for t in TARGETS:
+        if t.name in wrote:
+            assert {p.split("/")[0] for p in wrote[t.name]} == set(t.folders), t.name
+    assert {a.path.split("/")[0] for a in render_plan(plan)} == {f for t in TARGETS if t.applies(plan)
+                                                                   for f in t.folders}
+
+
+def test_the_targets_are_declared_once_each_and_in_an_order_that_runs() -> None:
+    names = [t.name for t in TARGETS]
     assert len(names) == len(set(names))
-    plan = _plan(IMAGES[0] / "node-profile.yaml")
-    folders = {a.path.split("/")[0] for a in render_plan(plan)}
-    assert folders == {"rootfs", "cloud-init", "packer", "scripts", "ansible", "kickstart", "butane"} | (
-        {"slurm"} if plan.slurm else set()) | ({"bottlerocket"} if plan.bottlerocket else set()) | (
-        {"karpenter"} if plan.eks == "eks-al2023" else set()) | (  # Karpenter for eks-al2023, Cluster API for kubeadm
-        {"cluster-api"} if plan.profile.kubelet.layout == "kubeadm" and plan.profile.kubelet.present else set())
+    check_order(TARGETS)
+    # importing migbake.render.tree runs the same check, at module level, right after the declarations
+    source = inspect.getsource(tree)
+    assert source.index("\ncheck_order(TARGETS)\n") > source.index("\nTARGETS: tuple[Target, ...] = (")
+    assert tuple(dict.fromkeys(f for t in TARGETS for f in t.folders)) == OUTPUT_NAMES
+
+
+def _declared(name: str) -> Target:
+    return next(t for t in TARGETS if t.name == name)
+
+
+@pytest.mark.parametrize(("targets", "message"), [
+    (("rootfs", "ansible", "scripts"), r"'ansible' reads the files of 'scripts', which comes after it in TARGETS"),
+    (("cloud-init", "rootfs"), r"'cloud-init' reads the files of 'rootfs', which comes after it"),
+    (("rootfs", "cloud-init", "rootfs"), r"'rootfs' is declared twice"),
+    (("rootfs", "kickstart"), r"'kickstart' reads the files of 'packer', which is no declared target"),
+], ids=["reader-before-read", "rootfs-after-its-reader", "twice", "undeclared"])
+def test_a_misordered_declaration_is_refused(targets: tuple[str, ...], message: str) -> None:
+    with pytest.raises(RenderError, match=message):
+        check_order(tuple(_declared(n) for n in targets))
+
+
+def test_a_folder_is_one_targets_and_its_readers() -> None:
+    rootfs, cloud_init, user_data = (_declared(n) for n in ("rootfs", "cloud-init", "user-data"))
+    check_order((rootfs, cloud_init, user_data))  # user-data adds to cloud-init/, whose files it reads
+    with pytest.raises(RenderError, match=r"'cloud-init' and 'user-data' both write cloud-init/"):
+        check_order((rootfs, cloud_init, dataclasses.replace(user_data, reads=("rootfs",))))
+    with pytest.raises(RenderError, match=r"its doc must be one line"):
+        check_order((dataclasses.replace(rootfs, doc=""),))
+    with pytest.raises(RenderError, match=r"folders \('Rootfs/',\)"):
+        check_order((dataclasses.replace(rootfs, folders=("Rootfs/",)),))
+
+
+def test_a_target_sees_only_the_files_of_the_targets_it_reads() -> None:
+    plan = _plan(PROFILES[0])
+    normal = {a.path: a.text for a in render_plan(plan)}
+    assert "/etc/nvidia-mig/restore.sh" in normal["cloud-init/user-data"]
+    blind = tuple(dataclasses.replace(t, reads=()) if t.name == "cloud-init" else t for t in TARGETS)
+    alone = {a.path: a.text for a in render_plan(plan, blind)}
+    assert "/etc/nvidia-mig/restore.sh" not in alone["cloud-init/user-data"]
+    with pytest.raises(KeyError):  # Ansible's role carries two scripts: without reading scripts it has none
+        render_plan(plan, tuple(dataclasses.replace(t, reads=("rootfs",)) if t.name == "ansible" else t
+                                for t in TARGETS))
+
+
+def test_a_target_writing_outside_its_folders_is_refused() -> None:
+    plan = _plan(PROFILES[0])
+    stray = tuple(dataclasses.replace(t, folders=("slurm-extra",)) if t.name == "scripts" else t for t in TARGETS)
+    with pytest.raises(RenderError, match=r"target 'scripts' wrote 'scripts/verify-mig-restore.sh', outside its "
+                                          r"folders \(slurm-extra\)"):
+        render_plan(plan, stray)
+
+
+def test_the_user_data_target_applies_only_when_a_form_is_asked_for() -> None:
+    plan = _plan(PROFILES[0])
+    assert "user-data" not in _recorded(plan)
+    gz = _recorded(dataclasses.replace(plan, user_data=UserDataForms(gzip=True)))["user-data"]
+    assert gz == ["cloud-init/user-data.gz"]
+    assert _recorded(dataclasses.replace(plan, user_data=FORMS))["user-data"] == [
+        "cloud-init/user-data.gz", "cloud-init/user-data.mime", "cloud-init/user-data.mime.gz"]
 
 
 def test_the_plan_places_every_instance_once() -> None:

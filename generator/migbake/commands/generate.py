@@ -14,11 +14,11 @@ import yaml
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.kubernetes.kubelet import eks_family, labels_apply, nodeconfig_part
 from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
+from migbake.render.plan import MimePart, UserDataForms
 from migbake.render.targets.karpenter import EC2NODECLASS
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
@@ -97,15 +97,11 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
 def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact]:
     """Every file of OUT for ``prof``: the output folders ``origin`` names (all when none), with the user-data
     forms it asks for (which need cloud-init among them: a usage error otherwise)."""
-    artifacts = render(prof)
     if origin.outputs and "cloud-init" not in origin.outputs and (origin.user_data_gzip or origin.user_data_mime):
         raise UsageError("--user-data-gzip and --user-data-mime write into cloud-init/, which the outputs leave out "
                          f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
-    # eks-al2023 with node labels: the MIME form also carries them as a NodeConfig part (userdata.py)
-    eks_labels = eks_family(prof) == "eks-al2023" and labels_apply(prof)
-    forms = _user_data_forms(artifacts, origin.user_data_gzip, origin.mime_argument(out) or None,
-                             nodeconfig_part(prof) if eks_labels else "")
-    return only_outputs(artifacts, origin.outputs) + forms
+    forms = UserDataForms(origin.user_data_gzip, _mime_part(origin.mime_argument(out) or None))
+    return only_outputs(render(prof, forms), origin.outputs)
 
 
 def report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) -> bool:
@@ -129,30 +125,23 @@ def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
     return shlex.join(args)
 
 
-def _user_data_forms(artifacts: list[Artifact], gzipped: bool, mime_part: str | None,
-                     nodeconfig: str = "") -> list[Artifact]:
-    text = next(str(a.content) for a in artifacts if a.path == "cloud-init/user-data")
-    extra = []
-    if gzipped:
-        extra.append(Artifact("cloud-init/user-data.gz", userdata.gzip_user_data(text), 0o644))
-    if mime_part:
-        if any(c < " " or c == "\x7f" for c in mime_part):  # CR/LF would end a MIME header: refused, not cleaned
-            raise click.BadParameter(f"{mime_part!r} holds a control character (CR, LF, ...)",
-                                     param_hint="--user-data-mime")
-        src, kind = Path(mime_part), ""
-        if not src.is_file() and ":" in mime_part:
-            path, kind = mime_part.rsplit(":", 1)
-            src = Path(path)
-        data = read_bounded(src, userdata.MAX_PART_BYTES, UsageError)  # /dev/zero too: never unbounded
-        try:
-            theirs = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
-        mime = userdata.mime_user_data(text, theirs, src.name, kind or None, nodeconfig=nodeconfig)
-        extra.append(Artifact("cloud-init/user-data.mime", mime, 0o644))
-        if gzipped:
-            extra.append(Artifact("cloud-init/user-data.mime.gz", userdata.gzip_user_data(mime), 0o644))
-    return extra
+def _mime_part(mime_part: str | None) -> MimePart | None:
+    """The user's own part ``--user-data-mime FILE[:TYPE]`` names, read (the ``user-data`` target makes the forms)."""
+    if not mime_part:
+        return None
+    if any(c < " " or c == "\x7f" for c in mime_part):  # CR/LF would end a MIME header: refused, not cleaned
+        raise click.BadParameter(f"{mime_part!r} holds a control character (CR, LF, ...)",
+                                 param_hint="--user-data-mime")
+    src, kind = Path(mime_part), ""
+    if not src.is_file() and ":" in mime_part:
+        path, kind = mime_part.rsplit(":", 1)
+        src = Path(path)
+    data = read_bounded(src, userdata.MAX_PART_BYTES, UsageError)  # /dev/zero too: never unbounded
+    try:
+        theirs = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
+    return MimePart(theirs, src.name, kind or None)
 
 
 def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:

@@ -1,5 +1,5 @@
 """Render: a validated node profile into the output tree, in memory: one plan (``plan``) derived once, one
-module per output target reading only that plan (``targets/``), the list of targets and the path checks
+module per output target reading only that plan (``targets/``), the declared targets and the path checks
 (``tree``), the template environment (``environment``), quoting per language (``quoting``) and the check
 every printed value passes (``guard``), the first boot's commands (``firstboot``), user-data delivery forms
 (``userdata``), and the atomic writer with ``--check`` (``write``).

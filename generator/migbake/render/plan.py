@@ -64,8 +64,8 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "NodeKind",
-           "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "make_plan"]
+__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "MimePart",
+           "NodeKind", "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "UserDataForms", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"
@@ -93,6 +93,26 @@ class FirstBoot:
 
     bootcmd: tuple[tuple[str, ...], ...]
     runcmd: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class MimePart:
+    """The user's own part of a multi-part user-data (``generate --user-data-mime FILE[:TYPE]``)."""
+
+    text: str
+    name: str  # the file's name, the part's filename
+    kind: str | None = None  # TYPE, when given
+
+
+@dataclass(frozen=True)
+class UserDataForms:
+    """The forms of the user-data ``generate`` is asked for besides cloud-init/user-data (the ``user-data`` target)."""
+
+    gzip: bool = False
+    mime: MimePart | None = None
+
+
+NO_FORMS = UserDataForms()
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,7 @@ class RenderPlan:
     restore_script: str = RESTORE_SCRIPT
     reboot_marker: str = REBOOT_MARKER
     unit_dirs: tuple[str, ...] = UNIT_DIRS  # systemd's unit folders, the node's first
+    user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
 
     @property
     def dropin_rel(self) -> str:

@@ -1,19 +1,25 @@
-"""Render a validated node profile into the output tree, in memory: the list of targets, and the path checks.
+"""Render a validated node profile into the output tree, in memory: the declared targets, and the path checks.
 
-One plan (``plan.make_plan``) is derived from the profile; each target (``targets/``) turns it into its
-files, in the order below (a later target may carry what an earlier one wrote: cloud-init, Packer,
-Ansible and Kickstart carry the rootfs files, Ansible the scripts, Kickstart the Packer scripts).
+One plan (``plan.make_plan``) is derived from the profile; each target turns it into its files. A target is
+one declaration in ``TARGETS`` (``Target``): its name, the output folders it writes, its function, the
+targets whose files it reads (cloud-init, Packer, Ansible and Kickstart carry the rootfs files, Ansible the
+scripts, Kickstart the Packer scripts), when it applies, and one line saying what it is. ``check_order``
+holds the declarations at import: a target runs after every target it reads, and a folder belongs to one
+target (and to those that read it). At render time a target sees only the files of the targets it reads,
+and may write only into its own folders.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import RenderPlan, make_plan
+from migbake.render.plan import NO_FORMS, RenderPlan, UserDataForms, make_plan
 from migbake.render.targets.ansible import ansible
 from migbake.render.targets.bottlerocket import bottlerocket
 from migbake.render.targets.butane import butane
@@ -27,29 +33,94 @@ from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
 from migbake.render.targets.slurm import slurm
+from migbake.render.userdata import user_data_forms
 
-__all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "in_order", "only_outputs", "render", "render_plan"]
+__all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "Target", "always", "check_order", "in_order", "only_outputs",
+           "render", "render_plan"]
 
-Target = Callable[[RenderPlan, Rendered, Templates], "list[Artifact]"]
+_FOLDER = re.compile(r"[a-z][a-z0-9-]*")
 
-# every output target, in the order they run
-TARGETS: tuple[tuple[str, Target], ...] = (
-    ("rootfs", rootfs),
-    ("cloud-init", cloud_init),
-    ("packer", packer),
-    ("scripts", scripts),
-    ("slurm", slurm),
-    ("kubernetes", kubernetes),
-    ("ansible", ansible),
-    ("kickstart", kickstart),
-    ("butane", butane),
-    ("bottlerocket", bottlerocket),
-    ("karpenter", karpenter),
-    ("cluster-api", cluster_api),
+
+def always(plan: RenderPlan) -> bool:
+    """A target every profile gets."""
+    return True
+
+
+@dataclass(frozen=True)
+class Target:
+    """One output target: what it writes, from what, and when."""
+
+    name: str
+    folders: tuple[str, ...]  # the folders of OUT it writes (``outputs:`` and ``--outputs`` name them)
+    render: Callable[[RenderPlan, Rendered, Templates], list[Artifact]]  # (plan, what it reads, templates)
+    reads: tuple[str, ...] = ()  # the targets whose files it carries: it runs after them and sees only theirs
+    applies: Callable[[RenderPlan], bool] = always  # whether the profile gets it at all
+    doc: str = ""  # one line: what it is for
+
+
+# every output target; each runs after the targets it reads (check_order holds this)
+TARGETS: tuple[Target, ...] = (
+    Target("rootfs", ("rootfs",), rootfs,
+           doc="the node's own files: the mig-parted config, restore.sh, the restore unit and its drop-ins"),
+    Target("cloud-init", ("cloud-init",), cloud_init, reads=("rootfs",),
+           doc="the first boot's #cloud-config: the rootfs files, bootcmd's hold and runcmd's restore"),
+    Target("user-data", ("cloud-init",), user_data_forms, reads=("cloud-init",),
+           applies=lambda plan: plan.user_data != NO_FORMS,
+           doc="the user-data's delivery forms generate's options ask for: gzipped, multi-part MIME"),
+    Target("packer", ("packer",), packer, reads=("rootfs",),
+           doc="the Packer templates, one plugin folder per builder, and the provisioner scripts"),
+    Target("scripts", ("scripts",), scripts,
+           doc="what a person runs on a node: preflight, verify, uninstall, capture"),
+    Target("slurm", ("slurm",), slurm, applies=lambda plan: plan.slurm is not None,
+           doc="gres.conf and the node's Gres= line, with a slurm: section or slurmd among the consumers"),
+    Target("kubernetes", ("kubernetes",), kubernetes, applies=lambda plan: bool(plan.claim_templates),
+           doc="ResourceClaimTemplates for kubernetes.allocation dra"),
+    Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
+           doc="a role and its playbooks for day 2 on running nodes"),
+    Target("kickstart", ("kickstart",), kickstart, reads=("rootfs", "packer"),
+           doc="a %post for Anaconda that runs the Packer provisioner scripts"),
+    Target("butane", ("butane",), butane, reads=("rootfs",),
+           doc="Butane configs and their Ignition for Fedora CoreOS, Flatcar and OpenShift"),
+    Target("bottlerocket", ("bottlerocket",), bottlerocket, applies=lambda plan: bool(plan.bottlerocket),
+           doc="Bottlerocket settings, when it can say the layout (one profile per GPU model)"),
+    Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",), applies=lambda plan: plan.eks == "eks-al2023",
+           doc="an EC2NodeClass whose userData carries the restore and the labels (kubelet.layout eks-al2023)"),
+    Target("cluster-api", ("cluster-api",), cluster_api, reads=("rootfs",),
+           applies=lambda plan: plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm",
+           doc="KubeadmConfigTemplates carrying the rootfs files (kubelet.layout kubeadm)"),
 )
 
-# the output folders, each named as its target (``outputs:`` and ``generate --outputs`` choose among them)
-OUTPUT_NAMES = tuple(name for name, _ in TARGETS)
+
+def check_order(targets: tuple[Target, ...]) -> None:
+    """RenderError unless ``targets`` can run in their order: names once, a doc line each, each read target
+    declared before its reader, and each folder written by one target (and by targets that read it)."""
+    seen: dict[str, Target] = {}
+    for t in targets:
+        if t.name in seen:
+            raise RenderError(f"target {t.name!r} is declared twice")
+        if not t.doc or "\n" in t.doc:
+            raise RenderError(f"target {t.name!r}: its doc must be one line saying what it is for")
+        if not t.folders or not all(_FOLDER.fullmatch(f) for f in t.folders):
+            raise RenderError(f"target {t.name!r}: folders {t.folders!r}: one or more names of OUT's top "
+                              "folders (lower-case letters, digits and -)")
+        for name in t.reads:
+            if name not in seen:
+                later = any(o.name == name for o in targets)
+                raise RenderError(f"target {t.name!r} reads the files of {name!r}, which " + (
+                    "comes after it in TARGETS: declare it after the targets it reads" if later else
+                    "is no declared target"))
+        for folder in t.folders:
+            owners = [o.name for o in seen.values() if folder in o.folders and o.name not in t.reads]
+            if owners:
+                raise RenderError(f"targets {owners[0]!r} and {t.name!r} both write {folder}/: a target may "
+                                  "add to another's folder only when it reads that target")
+        seen[t.name] = t
+
+
+check_order(TARGETS)
+
+# the output folders, in the order of the targets that write them (``outputs:`` and ``generate --outputs``)
+OUTPUT_NAMES = tuple(dict.fromkeys(f for t in TARGETS for f in t.folders))
 
 
 def in_order(outputs: tuple[str, ...]) -> tuple[str, ...]:
@@ -69,18 +140,25 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile) -> list[Artifact]:
-    """Every file of the output tree for ``profile``, sorted by path."""
-    return render_plan(make_plan(profile))
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS) -> list[Artifact]:
+    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path."""
+    return render_plan(replace(make_plan(profile), user_data=user_data))
 
 
-def render_plan(plan: RenderPlan) -> list[Artifact]:
-    """Every file of the output tree a plan describes, sorted by path (the targets read only the plan)."""
+def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:
+    """Every file of the output tree a plan describes, sorted by path (the targets read only the plan, and
+    the files of the targets they declare they read)."""
     templates = Templates(shared_variables(plan))
-    done = Rendered()
-    for _, target in TARGETS:
-        done.add(target(plan, done, templates))
-    out = done.all()
+    wrote: dict[str, list[Artifact]] = {}
+    for t in targets:
+        if not t.applies(plan):
+            continue
+        files = t.render(plan, Rendered([a for name in t.reads for a in wrote.get(name, ())]), templates)
+        stray = [a.path for a in files if a.path.split("/", 1)[0] not in t.folders]
+        if stray:
+            raise RenderError(f"target {t.name!r} wrote {stray[0]!r}, outside its folders ({', '.join(t.folders)})")
+        wrote[t.name] = files
+    out = [a for files in wrote.values() for a in files]
     check_paths(out)
     return sorted(out, key=lambda a: a.path)
 

@@ -1,5 +1,9 @@
 """Deliver the user-data: size against the EC2 limit, a gzip form, and a MIME multi-part form.
 
+The forms are the ``user-data`` target (``user_data_forms``, declared in ``render.tree``): it reads the
+cloud-init target's user-data and writes beside it what ``generate --user-data-gzip / --user-data-mime`` ask
+for (``plan.user_data``).
+
 With gzip the MIME form is gzipped too; the size check is on the form that would be sent (the last,
 most complete one: the MIME bundle when there is one, gzipped when asked for).
 
@@ -30,8 +34,10 @@ import yaml
 
 from migbake.kubernetes.kubelet import NODECONFIG_API_VERSION, NODECONFIG_KIND, NODECONFIG_MEDIA_TYPE
 from migbake.problems import RenderError, UsageError
-from migbake.render.artifact import gzip_bytes
+from migbake.render.artifact import Artifact, Rendered, gzip_bytes
+from migbake.render.environment import Templates
 from migbake.render.guard import mime_header_value
+from migbake.render.plan import RenderPlan
 
 EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
 MAX_PART_BYTES = 4 * 1024 * 1024  # a user's own part (--user-data-mime FILE): far above any cloud's limit
@@ -51,6 +57,26 @@ PART_TYPES = {
     "#part-handler": "part-handler",
     "## template: jinja": "jinja2",
 }
+
+
+USER_DATA = "cloud-init/user-data"
+
+
+def user_data_forms(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
+    """``user-data.gz``, ``user-data.mime`` and ``user-data.mime.gz`` beside the user-data, as ``plan.user_data``
+    asks (eks-al2023 with node labels: the MIME form also carries them as a NodeConfig part)."""
+    text = str(done[USER_DATA].text)
+    forms = plan.user_data
+    out = []
+    if forms.gzip:
+        out.append(Artifact(USER_DATA + ".gz", gzip_user_data(text), 0o644))
+    if forms.mime is not None:
+        part = forms.mime
+        mime = mime_user_data(text, part.text, part.name, part.kind, nodeconfig=plan.kubelet.nodeconfig_part)
+        out.append(Artifact(USER_DATA + ".mime", mime, 0o644))
+        if forms.gzip:
+            out.append(Artifact(USER_DATA + ".mime.gz", gzip_user_data(mime), 0o644))
+    return out
 
 
 def too_big_for_ec2(data: bytes) -> bool:

@@ -1,6 +1,7 @@
 """The output targets, one module each: a function from the render plan to the files of that target.
 
-A target reads only the plan (``render.plan``), the files earlier targets wrote (``render.artifact``), the
+Each is declared in ``render.tree.TARGETS`` (its folders, what it reads, when it applies). A target reads only
+the plan (``render.plan``), the files of the targets it declares it reads (``render.artifact``), the
 quoting and guard helpers (``render.quoting``, ``render.guard``) and the template environment
 (``render.environment``, with the variables every target shares from ``context``). It never imports the
 profile, the catalog, ``kubernetes``, ``migparted``, ``node`` or ``slurm``: when a target needs a value

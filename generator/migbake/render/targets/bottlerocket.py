@@ -21,9 +21,7 @@ SETTINGS = "settings.kubelet-device-plugins.nvidia"
 
 
 def bottlerocket(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """settings.toml, or nothing when Bottlerocket cannot express the layout."""
-    if not plan.bottlerocket:
-        return []
+    """settings.toml (declared to apply only when Bottlerocket can express the layout: ``plan.bottlerocket``)."""
     lines = [
         plan.header,
         "#",

@@ -38,9 +38,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9_./=:@%+-]+")  # a shell word that needs no quot
 
 
 def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """Both versions of the KubeadmConfigTemplate, for a kubeadm-started kubelet."""
-    if not (plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm"):
-        return []
+    """Both versions of the KubeadmConfigTemplate (declared to apply for a kubeadm-started kubelet)."""
     files = [file_entry(rel, a.data, a.mode) for rel, a in done.under(ROOTFS)]
     commands = [" ".join(w if _PLAIN.fullmatch(w) else sh_quote(w) for w in argv) for argv in plan.first_boot.runcmd]
     for command in commands:  # preKubeadmCommands items: maxLength 10240 in both versions (tests/fixtures/crds)

@@ -43,9 +43,7 @@ ROOT_VOLUME_SIZE = "100Gi"
 
 
 def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """The EC2NodeClass, for a kubelet started by nodeadm (eks-al2023)."""
-    if plan.eks != "eks-al2023":
-        return []
+    """The EC2NodeClass (declared to apply for a kubelet started by nodeadm: eks-al2023)."""
     # each file gzipped in the cloud-config: Karpenter's parts cannot be compressed as a whole, and EC2 takes
     # at most 16 KB of user data
     parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]

@@ -17,9 +17,7 @@ CLAIM_TEMPLATES = "kubernetes/resource-claim-templates.yaml"
 
 
 def kubernetes(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """``kubernetes/resource-claim-templates.yaml`` when the profile's allocation is ``dra``."""
-    if not plan.claim_templates:
-        return []
+    """``kubernetes/resource-claim-templates.yaml`` (declared to apply when the profile's allocation is ``dra``)."""
     lines = [plan.header,
              "# One ResourceClaimTemplate per MIG profile of the layout, and per GPU model with MIG off (a whole",
              "# GPU, device class gpu.nvidia.com) (kubernetes.allocation: dra): reference",

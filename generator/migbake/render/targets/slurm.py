@@ -7,6 +7,7 @@ without ``NodeName=`` to its node, and stops when some lines are typed and other
 
 from __future__ import annotations
 
+from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan, SlurmNode, SlurmPlan
@@ -16,12 +17,12 @@ NODE_CONF = "slurm/slurm.conf.node"
 
 
 def slurm(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """Both files, when the profile has a ``slurm`` section or a slurmd consumer."""
-    if plan.slurm is None:
-        return []
-    return [*(Artifact(path, gres_conf(plan.slurm, node, plan.header), 0o644)
-              for path, node in gres_files(plan.slurm)),
-            Artifact(NODE_CONF, node_conf(plan.slurm, plan.header), 0o644)]
+    """Both files (declared to apply when the profile has a ``slurm`` section or a slurmd consumer)."""
+    s = plan.slurm
+    if s is None:  # the declaration's applies says it never is
+        raise RenderError("the slurm target ran on a plan without plan.slurm")
+    return [*(Artifact(path, gres_conf(s, node, plan.header), 0o644) for path, node in gres_files(s)),
+            Artifact(NODE_CONF, node_conf(s, plan.header), 0o644)]
 
 
 def gres_files(s: SlurmPlan) -> list[tuple[str, SlurmNode | None]]:
