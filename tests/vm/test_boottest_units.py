@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from vm_support import SAMPLE_OUT, unavailable
 
+from migbake.boottest.errors import BootTestError
 from migbake.boottest.guestreport import parse_report
+from migbake.boottest.run import boot_timeout
 from migbake.boottest.scenarios.claims import BootContext, evaluate
 from migbake.boottest.scenarios.scenario import (
     GUEST,
@@ -160,3 +162,18 @@ def test_real_mig_parted_claims(walked: list[int], export: str, count: int, fail
     ctx = BootContext("packer", "ok", "hopper", 1, "", expected=(GpuState(True, {"1g.18gb": 7}),) * 2)
     ids = {c.id for c in evaluate(parse_report(real_report(walked, export, count)), ctx) if not c.passed}
     assert ids == failing
+
+
+@pytest.mark.parametrize(("given", "env", "expected"), [
+    (None, "", 300.0), (None, "900", 900.0), (45.0, "900", 45.0), (None, "0.5", 0.5)])
+def test_the_boot_timeout_comes_from_the_caller_then_the_environment(
+        given: float | None, env: str, expected: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIGBAKE_BOOT_TIMEOUT", env)
+    assert boot_timeout(given) == expected
+
+
+@pytest.mark.parametrize("env", ["0", "-5", "ten", "nan", "1e9"])
+def test_a_boot_timeout_that_is_not_seconds_is_refused(env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIGBAKE_BOOT_TIMEOUT", env)
+    with pytest.raises(BootTestError, match="MIGBAKE_BOOT_TIMEOUT"):
+        boot_timeout(None)

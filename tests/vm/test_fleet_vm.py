@@ -36,7 +36,7 @@ import pytest
 
 from migbake.boottest import BootAssets
 from migbake.boottest.guestreport import parse_report
-from migbake.boottest.run import RESTORE_UNIT
+from migbake.boottest.run import RESTORE_UNIT, boot_timeout
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
@@ -58,7 +58,8 @@ pytestmark = pytest.mark.vm
 IMAGE = REPO / "images/h200-inference"
 OUT = IMAGE / "generated"
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
-BOOT_TIMEOUT_S = 420  # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower
+# a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower; $MIGBAKE_BOOT_TIMEOUT raises it
+BOOT_TIMEOUT_S = max(420.0, boot_timeout(None))
 
 
 class Node:
