@@ -16,12 +16,10 @@ from migbake.boottest.scenarios.node import discover_promises
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
 from support import REPO, generate
+from vm_support import OK_CLAIMS, booted_with_the_real_tool
 
 pytestmark = pytest.mark.vm
 
-OK_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed", "call-order",
-             "restore-before-kubelet", "restore-active", "kubelet-active", "kubelet-started-once",
-             "layout-applied", "manual-stop-refused", "metrics-success"}
 # the guest's kubelet started as the output's kubelet.layout has it records its argv (boottest.scenarios.kubelet)
 LAYOUT_CLAIMS = {"kubelet-labels"}
 FAIL_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed",
@@ -47,6 +45,7 @@ def passing_run(out_dir: Path, **kwargs: Any) -> BootTestResult:
 
 
 def test_packer_ok_restores_before_kubelet_on_every_boot(out_dir: Path, boot_assets: BootAssets) -> None:
+    booted_with_the_real_tool()
     result = passing_run(out_dir, path="packer", scenario="ok", boots=2, gpu_generation="hopper",
                          assets=boot_assets)
     assert claim_ids(result, 1) == OK_CLAIMS
@@ -54,12 +53,14 @@ def test_packer_ok_restores_before_kubelet_on_every_boot(out_dir: Path, boot_ass
 
 
 def test_packer_fail_apply_keeps_kubelet_down(out_dir: Path, boot_assets: BootAssets) -> None:
+    booted_with_the_real_tool()
     result = passing_run(out_dir, path="packer", scenario="fail-apply", boots=1, gpu_generation="hopper",
                          assets=boot_assets)
     assert claim_ids(result, 1) == FAIL_CLAIMS
 
 
 def test_cloud_init_hold_two_boots(out_dir: Path, boot_assets: BootAssets) -> None:
+    booted_with_the_real_tool()
     result = passing_run(out_dir, path="cloud-init", scenario="ok", boots=2, gpu_generation="ampere",
                          assets=boot_assets)
     assert claim_ids(result, 1) == OK_CLAIMS | {"cloud-init-done"}
