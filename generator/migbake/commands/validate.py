@@ -9,7 +9,7 @@ from migbake.exits import color_wanted
 from migbake.gpu.catalog import CatalogChoice
 from migbake.problems import Suppression, set_aside
 from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
-from migbake.rules.ignore import why_not_ignorable
+from migbake.rules.registry import why_not_ignorable
 from migbake.rules.validate import file_findings, profile_files
 
 
