@@ -1,6 +1,6 @@
 """Rules about the GPU an entry names: a GPU without MIG keeps MIG off, and an entry's exact PCI ids.
 
-Split from ``rules`` (which registers them) because they read the catalog's PCI ids and its list of
+Split from ``rules.general`` because they read the catalog's PCI ids and its list of
 GPUs without MIG rather than MIG layouts.
 """
 

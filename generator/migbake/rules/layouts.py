@@ -5,7 +5,7 @@ Also the readers of an entry's model and layout that the other rules (``rules``)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +114,7 @@ def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) 
 
 
 def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], model: GpuModel,
-                     problems_so_far: list[Problem]) -> dict[str, int] | None:
+                     problems_so_far: Sequence[Problem]) -> dict[str, int] | None:
     layout_ptr = f"{ptr}/mig/layout"
     if any(p.pointer.startswith(layout_ptr) for p in problems_so_far):
         return None
@@ -131,7 +131,7 @@ def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], mod
 @rule("compute-slices", "error", "the layout needs more compute slices than the GPU has")
 @rule("placement", "error", "the instances cannot be placed on the GPU's memory slices without overlap", late=True)
 def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
-                     earlier: list[Problem]) -> Iterator[Problem]:
+                     earlier: Sequence[Problem]) -> Iterator[Problem]:
     """A layout fits its GPU: one media-extension instance at most, compute and memory slices, exact placement."""
     for ptr, group in gpu_entries(data):
         model = model_of(group, catalog)

@@ -122,7 +122,7 @@ def rule_ignore(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterat
         yield loaded.problem(f"{ptr}/rule", why, "ignore-unknown-rule" if rule_id not in RULES else "ignore-error-rule")
 
 
-def _checks(modules: Iterable[ModuleType]) -> tuple[Check, ...]:
+def checks_of(modules: Iterable[ModuleType]) -> tuple[Check, ...]:
     """The checks each module defines (not those it imports), in the order it writes them."""
     found: list[Check] = []
     for module in modules:
@@ -131,10 +131,11 @@ def _checks(modules: Iterable[ModuleType]) -> tuple[Check, ...]:
     return tuple(found)
 
 
-CHECKS: tuple[Check, ...] = (*_checks(CHECK_MODULES), rule_ignore)
+CHECKS: tuple[Check, ...] = (*checks_of(CHECK_MODULES), rule_ignore)
 
 
-def _table(rules: Iterable[Rule]) -> dict[str, Rule]:
+def rule_table(rules: Iterable[Rule]) -> dict[str, Rule]:
+    """Every rule by id; an id declared twice raises ValueError (a rule is declared once)."""
     table: dict[str, Rule] = {}
     for r in rules:
         if r.id in table:
@@ -143,10 +144,10 @@ def _table(rules: Iterable[Rule]) -> dict[str, Rule]:
     return table
 
 
-RULES: dict[str, Rule] = _table((*_declared("yaml", _YAML), *_declared("schema", _SCHEMA),
-                                 *(r for check in CHECKS for r in check.rules),
-                                 *_declared("catalog", _CATALOG), *_declared("import", _IMPORT),
-                                 *_declared("capture", _CAPTURE)))
+RULES: dict[str, Rule] = rule_table((*_declared("yaml", _YAML), *_declared("schema", _SCHEMA),
+                                     *(r for check in CHECKS for r in check.rules),
+                                     *_declared("catalog", _CATALOG), *_declared("import", _IMPORT),
+                                     *_declared("capture", _CAPTURE)))
 # the rule ids a suppression may name: those that only ever warn
 IGNORABLE = tuple(sorted(r.id for r in RULES.values() if r.severity == "warning"))
 

@@ -1,7 +1,7 @@
 """Semantic rules about the restore's neighbours: its timing, the services that wait for it, kubelet's labels.
 
 Like ``rules.general`` these read the raw data defensively (the schema may have failed elsewhere) and
-yield problems with a rule id; ``rules.general.RULES`` runs them with the others.
+yield problems with a rule id; ``rules.registry.CHECKS`` runs them with the others.
 """
 
 from __future__ import annotations

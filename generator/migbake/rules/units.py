@@ -1,7 +1,7 @@
 """Semantic rules on what the profile makes of the node: its unit names and kubelet's environment.
 
 The paths a profile names are judged in ``rules.nodepaths``. Like ``rules.general`` these read the raw data
-defensively and yield problems with a rule id; ``rules.general.RULES`` runs them with the others.
+defensively and yield problems with a rule id; ``rules.registry.CHECKS`` runs them with the others.
 """
 
 from __future__ import annotations
