@@ -23,7 +23,7 @@ from migbake.document.loader import LoadedProfile
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
 from migbake.rules.declare import Check, Rule, UndeclaredRule, rule
-from migbake.rules.registry import CHECKS, RULES, checks_of, rule_table
+from migbake.rules.registry import CHECKS, IGNORABLE, RULES, checks_of, rule_table, why_not_ignorable
 
 CASES = REPO / "tests" / "cases"
 # ids no profile can reach today; each says why it stays registered
@@ -168,3 +168,15 @@ def test_every_rule_id_a_doc_page_names_is_declared() -> None:
     assert sorted(found - set(RULES)) == [], "rule ids the docs name that no declaration has"
     bad = "x.yaml:1:1: warning: /gpus: m [empty-layot]\n$ migbake validate --ignore empty-layout,no-such p.yaml\n"
     assert named([bad]) - set(RULES) == {"empty-layot", "no-such"}
+
+
+def test_the_ignore_messages_list_every_warning_rule_and_only_those() -> None:
+    # the case corpus pins these messages up to the list (a new warning rule changes no case of another rule)
+    listed = r"\((?:warnings that can be ignored: )?([a-z0-9, -]+)\)$"
+    for rule_id in ("count-above-max", "empty-layuot"):
+        why = why_not_ignorable(rule_id)
+        assert why is not None
+        found = re.search(listed, why)
+        assert found and found[1].split(", ") == list(IGNORABLE), why
+    assert sorted(IGNORABLE) == sorted(r.id for r in RULES.values() if r.severity == "warning")
+    assert "empty-layout" in IGNORABLE and "placement" not in IGNORABLE and why_not_ignorable("empty-layout") is None
