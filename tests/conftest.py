@@ -38,7 +38,11 @@ def _machine_with_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 def _registered_problems_only() -> None:
     """Every Problem any test makes carries a rule id of the registry (rules/registry.py): a new rule id
-    without an entry fails the test that first reports it (tests/test_rule_registry.py shows this)."""
+    without a declaration fails the test that first reports it (tests/test_rule_registry.py shows this).
+
+    And its declared severity: a check gives its problems theirs (``rules.declare.Check``; until then a problem is
+    made an error), so a warning of an error rule, or any other severity than the declared one for a rule found
+    outside a check (the loader, the schema, catalog files, import, captures), fails the test that makes it."""
     from migbake.problems import Problem
     from migbake.rules.registry import RULES
 
@@ -46,8 +50,13 @@ def _registered_problems_only() -> None:
 
     def checked(self: Problem, *args: object, **kwargs: object) -> None:
         made(self, *args, **kwargs)  # type: ignore[arg-type]
-        if self.rule not in RULES and not self.rule.startswith("schema-"):
+        declared = RULES.get(self.rule)
+        if declared is None and not self.rule.startswith("schema-"):
             raise AssertionError(f"rule id {self.rule!r} is not in generator/migbake/rules/registry.py")
+        if declared is not None and self.severity != declared.severity and (
+                declared.stage != "rules" or self.severity == "warning"):
+            raise AssertionError(f"a problem of {self.rule!r} made as {self.severity}: it is declared "
+                                 f"{declared.severity} (a raise site does not restate a severity)")
 
     Problem.__init__ = checked  # type: ignore[method-assign]
 

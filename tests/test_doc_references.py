@@ -7,7 +7,7 @@ a test or benchmark module, or on a doc page (README, CONTRIBUTING, docs/):
   of the repository ends with exactly those path components;
 - a dotted name that starts with one of the package's own modules (``render.quoting.yaml_block``,
   ``migbake.gpu.driverplacement.placements_of``) and goes on with a module of it or a Python-cased name
-  (``rules.general.RULES``): the longest importable prefix is a module of the package and the rest are
+  (``rules.registry.RULES``): the longest importable prefix is a module of the package and the rest are
   attributes of it. A profile key (``kubernetes.allocation``, by the schema), a domain or a file name
   that happens to start with a module's name (``gpu.nvidia.com``, ``slurm.conf``) is not a reference.
 A reference to another project's file carries its repository (``repo:path@tag``) and is not ours.

@@ -19,6 +19,7 @@ from realtools import IN_CI, cloud_init_schema, require, run
 from support import IMAGES, REPO, cli
 
 from migbake.render import userdata
+from migbake.rules.registry import RULES
 
 BAD = "version: 1\nname: x\ngpus:\n  - model: h200\n    mig: {layout: {1g.18gb: 8}}\nkubelet: {presnt: true}\n"
 WARN = "version: 1\nname: w\ngpus:\n  - model: h200\n    mig: {enabled: true}\n"
@@ -78,6 +79,10 @@ def test_sarif_validates_against_the_published_schema(files: list[str]) -> None:
     assert [r["level"] for r in results] == ["error", "error", "warning"]
     loc = results[0]["locations"][0]["physicalLocation"]
     assert loc["region"] == {"startLine": 5, "startColumn": 29}
+    # each rule says what it means: its declaration's summary
+    described = {r["id"]: r["shortDescription"]["text"] for r in log["runs"][0]["tool"]["driver"]["rules"]}
+    assert described["count-above-max"] == "more instances of a profile than the GPU model allows"
+    assert all(text == RULES[rule].summary for rule, text in described.items() if rule in RULES)
     # a broken log must not validate, or the check above proves nothing
     del log["runs"][0]["tool"]
     with pytest.raises(jsonschema.ValidationError):

@@ -9,7 +9,7 @@ JUnit a skipped test case.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from migbake import __version__
@@ -148,10 +148,12 @@ def _sarif_suppression(ignored: Ignored, index: int) -> dict[str, object]:
             "location": _sarif_location(ignored.problem, index, s.line, s.col)}
 
 
-def sarif_report(results: Sequence[FileResult]) -> str:
+def sarif_report(results: Sequence[FileResult], summaries: Mapping[str, str] | None = None) -> str:
     """A SARIF 2.1.0 log with one run of migbake; an ignored warning is a result with ``suppressions`` (§3.27.23):
     kind ``inSource`` (the profile's ``validation.ignore``, its reason the justification, its place the
-    location) or ``external`` (``--ignore``)."""
+    location) or ``external`` (``--ignore``). ``summaries``: each rule id's one line (its declaration's), the
+    ``shortDescription`` of the rule (§3.49.9)."""
+    said = summaries or {}
     rules = sorted({p.rule for r in results for p in [*r.problems, *(i.problem for i in r.ignored)]})
     index = {rule: i for i, rule in enumerate(rules)}
     sarif = {
@@ -161,7 +163,7 @@ def sarif_report(results: Sequence[FileResult]) -> str:
             "tool": {"driver": {
                 "name": "migbake", "version": __version__, "informationUri": INFO_URI,
                 "rules": [{"id": rule, "name": rule,
-                           "shortDescription": {"text": f"migbake rule {rule}"},
+                           "shortDescription": {"text": said.get(rule, f"migbake rule {rule}")},
                            "helpUri": f"{INFO_URI}#validation-output"} for rule in rules],
             }},
             "artifacts": [{"location": {"uri": r.file}} for r in results],
@@ -205,10 +207,12 @@ def junit_report(results: Sequence[FileResult]) -> str:
 
 
 def render_report(fmt: str, results: Sequence[FileResult], *, color: bool = False,
-                  with_summary: bool = True, strict: bool = False) -> str:
-    """The report in format ``fmt`` (one of FORMATS)."""
+                  with_summary: bool = True, strict: bool = False, summaries: Mapping[str, str] | None = None) -> str:
+    """The report in format ``fmt`` (one of FORMATS); ``summaries``: each rule id's one line, for SARIF's rules."""
     if fmt == "text":
         return text_report(results, color=color, with_summary=with_summary, strict=strict)
+    if fmt == "sarif":
+        return sarif_report(results, summaries)
     return REPORTERS[fmt](results)
 
 

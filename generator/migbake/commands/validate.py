@@ -9,7 +9,7 @@ from migbake.exits import color_wanted
 from migbake.gpu.catalog import CatalogChoice
 from migbake.problems import Suppression, set_aside
 from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
-from migbake.rules.ignore import why_not_ignorable
+from migbake.rules.registry import RULES, why_not_ignorable
 from migbake.rules.validate import file_findings, profile_files
 
 
@@ -56,8 +56,9 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool, ign
         kept, also = set_aside(problems, flag)
         results.append(FileResult(profile_name(f), kept, sorted([*ignored, *also], key=lambda i: i.problem.sort_key())))
     color = fmt == "text" and color_wanted()
-    click.echo(render_report(fmt, results, color=color, with_summary=not quiet, strict=strict), nl=False,
-               color=color)
+    summaries = {r.id: r.summary for r in RULES.values()}
+    click.echo(render_report(fmt, results, color=color, with_summary=not quiet, strict=strict, summaries=summaries),
+               nl=False, color=color)
     if fmt == "github" and not quiet:
         click.echo(summary(results, strict=strict), err=True)
     return exit_code(results, strict=strict)

@@ -94,12 +94,11 @@ class LoadedProfile:
                 return (1, 1)
             p = p.rsplit("/", 1)[0]
 
-    def problem(self, pointer: str, message: str, rule: str, *, key: bool = False,
-                severity: str = "error") -> Problem:
-        """A problem located at ``pointer`` in this file."""
+    def problem(self, pointer: str, message: str, rule: str, *, key: bool = False) -> Problem:
+        """A problem of ``rule`` located at ``pointer`` in this file; its severity is the rule's declaration's (a
+        check of ``rules`` gives it, ``rules.declare``; a rule of the loader or the schema is an error)."""
         line, col = self.where(pointer, key=key)
-        return Problem(self.file, line, col, pointer, message, rule,
-                       "warning" if severity == "warning" else "error")
+        return Problem(self.file, line, col, pointer, message, rule)
 
 
 class _Builder:

@@ -28,6 +28,7 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog, GpuModel
 from migbake.kubernetes.dra import DNS_LABEL, VERSION, canonical_profile, naming
 from migbake.problems import Problem
+from migbake.rules.declare import rule
 from migbake.rules.layouts import layout_entries, model_of
 
 
@@ -37,6 +38,16 @@ def allocation_of(data: object) -> str:
     return value if isinstance(value, str) else "device-plugin"
 
 
+@rule("dra-stranded-gpu", "error",
+      "allocation dra: a MIG GPU with no instances (the DRA driver publishes nothing of it)")
+@rule("dra-dynamic-layout", "error",
+      "kubernetes.allocation dra-dynamic with a layout (DynamicMIG destroys it at start)")
+@rule("dra-device-plugin-setting", "warning",
+      "a device-plugin setting (mig_strategy) under a DRA allocation: it does not apply")
+@rule("dra-compute-instance", "error",
+      "allocation dra: a compute-instance profile (the DRA driver knows whole GIs only)")
+@rule("dra-device-name", "error",
+      "allocation dra: a profile whose device name cannot be told (no GI id) or is no DNS label")
 def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """dra: a MIG GPU needs instances (else it is stranded); dra-dynamic: no layout; neither: no mig_strategy."""
     allocation = allocation_of(data)
@@ -66,7 +77,7 @@ def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
         yield loaded.problem("/kubernetes/mig_strategy", f"mig_strategy does not apply under kubernetes.allocation "
                              f"{allocation}: the device plugin's strategy and its nvidia.com/mig-<profile> "
                              "resources are not used; the DRA driver publishes MIG devices under the device "
-                             "class mig.nvidia.com", "dra-device-plugin-setting", severity="warning")
+                             "class mig.nvidia.com", "dra-device-plugin-setting")
 
 
 def _dra_layout(loaded: LoadedProfile, ptr: str, group: dict[str, object], model: GpuModel) -> Iterator[Problem]:
@@ -99,6 +110,8 @@ def _dra_layout(loaded: LoadedProfile, ptr: str, group: dict[str, object], model
                                  "dra-device-name")
 
 
+@rule("dra-driver-version", "error",
+      "kubernetes.dra_driver_version: a release whose device names migbake does not know")
 def rule_dra_driver_version(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """kubernetes.dra_driver_version names a release of NVIDIA's DRA driver whose device names migbake knows."""
     version = as_mapping(as_mapping(data).get("kubernetes")).get("dra_driver_version")
@@ -109,13 +122,15 @@ def rule_dra_driver_version(loaded: LoadedProfile, data: object, catalog: Catalo
                              "names differ", "dra-driver-version")
 
 
+@rule("placements-without-dra", "warning", "restore.placements without kubernetes.allocation dra: ignored")
+@rule("placements-strict-model", "warning", "restore.placements strict: fails on migbake's placement model, not a fact")
 def rule_placements(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """restore.placements: only under allocation dra; ``strict`` enforces migbake's model, not a documented fact."""
     restore = as_mapping(as_mapping(data).get("restore"))
     if "placements" in restore and allocation_of(data) != "dra":
         yield loaded.problem("/restore/placements", "restore.placements applies only with kubernetes.allocation "
                              "dra (DRA device names encode each instance's placement); it is ignored here",
-                             "placements-without-dra", severity="warning")
+                             "placements-without-dra")
     elif restore.get("placements") == "strict":
         yield loaded.problem("/restore/placements", "restore.placements strict fails the restore, and so keeps "
                              "kubelet down, when a GPU instance is not at the placement migbake predicted (migbake "
@@ -123,4 +138,4 @@ def rule_placements(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
                              "created without a placement, which NVIDIA does not document (docs/dra.md); a driver "
                              "that places otherwise fails every node of a rollout. Claims that select by profile "
                              "do not depend on it; use warn unless something relies on the device names",
-                             "placements-strict-model", severity="warning")
+                             "placements-strict-model")

@@ -1,45 +1,28 @@
-"""Semantic rules: what the schema cannot say. Each rule is a small function that yields problems.
+"""Semantic rules: what the schema cannot say, on the profile's GPU entries as a whole (devices, coverage, strategy).
 
-Rules read the raw profile data defensively (the schema may have failed elsewhere in the same
-file), so that one run reports every problem of a profile, shape and meaning alike. The rules on
-GPU models and layouts live in ``rules.layouts``; this module holds the others and runs them all.
+Each check is a small function that yields problems, its rules declared above it (``@rule``, ``rules.declare``).
+Checks read the raw profile data defensively (the schema may have failed elsewhere in the same file), so that one
+run reports every problem of a profile, shape and meaning alike. The rules on GPU models and layouts live in
+``rules.layouts``; ``rules.registry`` runs every check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
-from migbake.rules.allocation import allocation_of, rule_allocation, rule_dra_driver_version, rule_placements
-from migbake.rules.gpus import rule_no_mig, rule_pci_device_ids
-from migbake.rules.ignore import rule_ignore
-from migbake.rules.layouts import (
-    layout_entries,
-    model_of,
-    rule_known_model,
-    rule_layout_fits,
-    rule_layout_profiles,
-)
-from migbake.rules.limits import rule_cluster_api_limits, rule_unit_lines
-from migbake.rules.nodepaths import rule_path_allowed, rule_paths
-from migbake.rules.platforms import rule_bottlerocket, rule_mig_parted_url, rule_openshift_role
-from migbake.rules.services import (
-    rule_config_name_label,
-    rule_consumers,
-    rule_driver_wait,
-    rule_eks_al2,
-    rule_node_labels,
-    rule_provided_later,
-)
-from migbake.rules.slurm import rule_slurm_gpu_count, rule_slurm_node_name
-from migbake.rules.units import rule_kubelet_args_env, rule_restore_unit_name, rule_unit_ordering
+from migbake.rules.allocation import allocation_of
+from migbake.rules.declare import rule
+from migbake.rules.layouts import layout_entries, model_of
 from migbake.wording import article, gpus, index_list, instances
 
 
+@rule("empty-layout", "warning", "MIG on with no instances: the device plugin fails on such a GPU")
+@rule("layout-without-mig", "error", "a layout on an entry with MIG off")
 def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """MIG on needs instances (warning; under a DRA allocation rule_allocation says it), MIG off must have none."""
     device_plugin = allocation_of(data) == "device-plugin"
@@ -50,14 +33,13 @@ def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
         if not isinstance(mig, dict):
             if "mig" not in group and device_plugin:
                 yield loaded.problem(ptr, "no mig: section: MIG will be enabled with no instances; the device "
-                                     "plugin fails on a MIG GPU without instances", "empty-layout",
-                                     severity="warning")
+                                     "plugin fails on a MIG GPU without instances", "empty-layout")
             continue
         enabled = mig.get("enabled", True)
         layout = mig.get("layout", {})
         if enabled is True and isinstance(layout, dict) and not layout and device_plugin:
             yield loaded.problem(f"{ptr}/mig", "MIG is enabled with an empty layout: the GPU will have no MIG "
-                                 "devices and the device plugin fails on it", "empty-layout", severity="warning")
+                                 "devices and the device plugin fails on it", "empty-layout")
         if enabled is False and isinstance(layout, dict) and layout:
             yield loaded.problem(f"{ptr}/mig/layout", "a layout is given but mig.enabled is false; mig-parted "
                                  "rejects MIG devices on a GPU with MIG off", "layout-without-mig")
@@ -84,6 +66,7 @@ def _filtered(data: object, catalog: Catalog) -> bool:
     return writes_device_filter(str(mode), (_model_key(g, catalog) for _, g in gpu_entries(data)), exact)
 
 
+@rule("devices-without-gpu-count", "warning", "explicit devices without gpu_count: coverage cannot be checked")
 def rule_devices_need_gpu_count(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Explicit device indices without gpu_count: warn once, a node with more GPUs fails at every boot."""
     if "gpu_count" in as_mapping(data):
@@ -94,10 +77,12 @@ def rule_devices_need_gpu_count(loaded: LoadedProfile, data: object, catalog: Ca
                                  "with more GPUs than the entries cover, assert fails at every boot ('not all "
                                  "GPUs match the specified config') and the restore fails closed; set gpu_count "
                                  "to the node's number of GPUs so that validation checks every GPU is covered",
-                                 "devices-without-gpu-count", severity="warning")
+                                 "devices-without-gpu-count")
             return
 
 
+@rule("device-overlap", "error", "two gpus entries name the same GPU index")
+@rule("device-out-of-range", "error", "a GPU index beyond gpu_count")
 def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """GPU indices never repeat across entries of the same model and stay below gpu_count."""
     groups = gpu_entries(data)
@@ -127,6 +112,7 @@ def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Itera
                                      "device-overlap")
 
 
+@rule("driver-container", "error", "driver: container (the GPU Operator's driver) cannot be restored before kubelet")
 def rule_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The driver must be the host's: a driver container needs kubelet first, the opposite boot order."""
     if as_mapping(data).get("driver") == "container":
@@ -136,6 +122,7 @@ def rule_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterat
                              "driver-container")
 
 
+@rule("unit-name-clash", "error", "two of the restore's units, or a unit and a consumer, share a name")
 def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The restore unit, kubelet and the conflicting manager are three different units."""
     d = as_mapping(data)
@@ -167,6 +154,8 @@ def _covered(groups: list[tuple[str, dict[str, Any]]], every: set[int]) -> set[i
     return out
 
 
+@rule("device-uncovered", "error", "with gpu_count: a GPU that no entry covers")
+@rule("model-uncovered", "error", "with a device-filter: a model whose entries leave GPUs out")
 def rule_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """With gpu_count, every GPU is in an entry; with a device-filter, in an entry of each model."""
     gpu_count = as_mapping(data).get("gpu_count")
@@ -235,6 +224,7 @@ def _single_problem(ptr: str, group: dict[str, Any], node: str) -> tuple[str, st
     return None
 
 
+@rule("mig-strategy-single", "error", "kubernetes.mig_strategy single with more than one MIG device type")
 def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """mig_strategy single: per node, MIG on for every GPU, one identical layout of one profile type."""
     if as_mapping(as_mapping(data).get("kubernetes")).get("mig_strategy") != "single":
@@ -255,24 +245,3 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
                 yield loaded.problem(f"{ptr}/mig/layout", f"{instances(layout)} differs from {first[0]} "
                                      f"({instances(first[1])}): every MIG GPU{node} needs the same layout; "
                                      f"{_ONE_TYPE}", _SINGLE)
-
-
-Rule = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
-RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enabled, rule_devices,
-                           rule_devices_need_gpu_count, rule_coverage, rule_mig_strategy, rule_driver, rule_units,
-                           rule_no_mig, rule_pci_device_ids, rule_driver_wait, rule_consumers, rule_node_labels,
-                           rule_paths, rule_path_allowed, rule_unit_ordering, rule_restore_unit_name,
-                           rule_kubelet_args_env, rule_provided_later, rule_allocation, rule_placements,
-                           rule_dra_driver_version, rule_slurm_node_name, rule_slurm_gpu_count, rule_mig_parted_url,
-                           rule_openshift_role,
-                           rule_bottlerocket, rule_eks_al2, rule_config_name_label, rule_unit_lines,
-                           rule_cluster_api_limits, rule_ignore)
-
-
-def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:
-    """Every semantic problem of a loaded profile, its GPU models looked up in ``catalog``."""
-    found: list[Problem] = []
-    for rule in RULES:
-        found.extend(rule(loaded, loaded.data, catalog))
-    found.extend(rule_layout_fits(loaded, loaded.data, catalog, found))
-    return found

@@ -1,6 +1,6 @@
 """Rules about the GPU an entry names: a GPU without MIG keeps MIG off, and an entry's exact PCI ids.
 
-Split from ``rules`` (which registers them) because they read the catalog's PCI ids and its list of
+Split from ``rules.general`` because they read the catalog's PCI ids and its list of
 GPUs without MIG rather than MIG layouts.
 """
 
@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog, canonical_pci_id
 from migbake.problems import Problem
+from migbake.rules.declare import rule
 
 
+@rule("no-mig", "error", "a GPU without MIG (L40S, L4, A10, T4) that does not say mig: {enabled: false}")
 def rule_no_mig(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """A GPU without MIG (a display GPU, an L40S, ...) is listed only with ``mig: {enabled: false}``."""
     for ptr, group in gpu_entries(data):
@@ -36,6 +38,8 @@ def rule_no_mig(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterat
                                  "{enabled: false}", "no-mig")
 
 
+@rule("pci-device-id", "error", "pci_device_ids not of the entry's own GPU model")
+@rule("pci-ids-unfiltered", "error", "pci_device_ids on a config without a device-filter that would carry them")
 def rule_pci_device_ids(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """An entry's ``pci_device_ids`` are distinct PCI ids of its own model, and reach a device-filter."""
     never = as_mapping(data).get("device_filter") == "never"

@@ -5,7 +5,7 @@ Also the readers of an entry's model and layout that the other rules (``rules``)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from migbake.gpu.catalog import PROFILE_NAME_RE, Catalog, GpuModel
 from migbake.gpu.placement import fit
 from migbake.gpu.suggestions import flow, nearest_layouts
 from migbake.problems import Problem
+from migbake.rules.declare import rule
 from migbake.wording import article
 
 
@@ -56,6 +57,8 @@ def _ci_allowed(c: int, g: int) -> bool:
     return c <= g and (c == g or 2 * c <= g + 1)
 
 
+@rule("unknown-model", "error", "a GPU model the catalog does not know (with 'did you mean')")
+@rule("ambiguous-model", "error", "a name that covers catalog models with different MIG profiles (H100, GH200, ...)")
 def rule_known_model(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Every GPU model names one catalog model: not several, not a GPU without MIG, not an unknown one."""
     for ptr, group in gpu_entries(data):
@@ -70,6 +73,10 @@ def _owners(catalog: Catalog, name: str, model: GpuModel) -> str:
     return f"; {name!r} is a profile of {', '.join(others)}" if others else ""
 
 
+@rule("unknown-profile", "error", "a MIG profile the GPU model does not have")
+@rule("non-canonical-profile", "error", "a profile name mig-parted would not match literally (7c.7g.40gb)")
+@rule("count-not-positive", "error", "a layout count of zero or less")
+@rule("count-above-max", "error", "more instances of a profile than the GPU model allows")
 def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Each layout entry names a canonical profile of its GPU model, with a count from 1 to its maximum."""
     for ptr, group in gpu_entries(data):
@@ -107,7 +114,7 @@ def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) 
 
 
 def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], model: GpuModel,
-                     problems_so_far: list[Problem]) -> dict[str, int] | None:
+                     problems_so_far: Sequence[Problem]) -> dict[str, int] | None:
     layout_ptr = f"{ptr}/mig/layout"
     if any(p.pointer.startswith(layout_ptr) for p in problems_so_far):
         return None
@@ -120,8 +127,11 @@ def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], mod
     return {k: int(str(v)) for k, v in layout.items()}
 
 
+@rule("media-extension", "error", "more than one +me instance on a GPU")
+@rule("compute-slices", "error", "the layout needs more compute slices than the GPU has")
+@rule("placement", "error", "the instances cannot be placed on the GPU's memory slices without overlap", late=True)
 def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
-                     earlier: list[Problem]) -> Iterator[Problem]:
+                     earlier: Sequence[Problem]) -> Iterator[Problem]:
     """A layout fits its GPU: one media-extension instance at most, compute and memory slices, exact placement."""
     for ptr, group in gpu_entries(data):
         model = model_of(group, catalog)

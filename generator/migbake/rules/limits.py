@@ -24,6 +24,7 @@ from typing import Any
 from migbake.document.loader import LoadedProfile, as_mapping
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
+from migbake.rules.declare import rule
 
 SYSTEMD_LINE_MAX = 2048  # go-systemd: a line of this many bytes or more is refused
 CAPI_ARG_VALUE_MAX = 1024  # cluster-api v1beta2 KubeadmConfigTemplate: kubeletExtraArgs[].value maxLength
@@ -63,6 +64,9 @@ def labels_line(d: dict[str, Any]) -> str:
     return f"Environment={var}={flag}" if flag and var else ""
 
 
+@rule("unit-line-too-long", "error",
+      "consumers or node labels that make a unit line of 2048 bytes or more (Ignition, butane: go-systemd's unit "
+      "parser refuses it)")
 def rule_unit_lines(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """No line of a unit or drop-in migbake writes reaches Ignition's 2048-byte limit (go-systemd)."""
     d = as_mapping(data)
@@ -76,6 +80,8 @@ def rule_unit_lines(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
                                  "use fewer or shorter names", "unit-line-too-long")
 
 
+@rule("cluster-api-limit", "error",
+      "node labels longer than Cluster API's kubeletExtraArgs value limit (1024, v1beta2 CRD)")
 def rule_cluster_api_limits(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The node labels fit Cluster API's kubeletExtraArgs value limit (1024 characters, v1beta2)."""
     d = as_mapping(data)

@@ -29,6 +29,7 @@ from migbake.profile.units import (
     in_systemd_tree,
     normal_path,
 )
+from migbake.rules.declare import rule
 
 MANAGED_CONFIG = "/etc/nvidia-mig-manager/config.yaml"
 DEFAULT_CONFIG = "/etc/nvidia-mig/config.yaml"
@@ -116,6 +117,11 @@ def named_paths(d: dict[str, Any]) -> list[tuple[str, str, bool, bool]]:
             for where, path, written in out if isinstance(path, str)]
 
 
+@rule("managed-config-path", "error", "restore.config_path is the GPU Operator's managed config file")
+@rule("config-path-in-systemd", "error", "restore.config_path inside a systemd unit directory")
+@rule("output-path-clash", "error",
+      "two paths of the node at one file (two outputs, or a tool and an output), or a file where another needs a "
+      "folder")
 def rule_paths(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The config is outside systemd's unit trees and is not the packaged manager's; no two outputs share a path."""
     d = as_mapping(data)
@@ -160,6 +166,9 @@ def _clashes(loaded: LoadedProfile, paths: list[tuple[str, str, bool, bool]]) ->
                                  "output-path-clash")
 
 
+@rule("output-path-not-allowed", "error",
+      "a file migbake writes outside its own folders (restore.config_path: /etc/nvidia-mig/ or /etc/migbake/; "
+      "restore.metrics_textfile: the textfile collector's; the downloaded nvidia-mig-parted: /opt/)")
 def rule_path_allowed(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Each file migbake writes at a path the profile names lies in that path's own folders (``ALLOWED``)."""
     d = as_mapping(data)

@@ -16,9 +16,17 @@ from migbake.problems import Problem
 from migbake.profile.nodeprofile import OpenShift
 from migbake.profile.units import immutable_writable
 from migbake.rules.allocation import allocation_of
+from migbake.rules.declare import rule
 from migbake.rules.layouts import model_of
 
 
+@rule("openshift-binary-in-image", "warning",
+      "a download of nvidia-mig-parted: the OpenShift MachineConfig takes data: URLs only")
+@rule("mig-parted-url-invalid", "error",
+      "tools.nvidia_mig_parted_url that Ignition's URL parser (Go's net/url) refuses, or that it cannot fetch (no "
+      "host, a port above 65535)")
+@rule("mig-parted-path-read-only", "warning",
+      "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr")
 def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """A download of nvidia-mig-parted: a URL Ignition takes, not on OpenShift, not into a read-only /usr."""
     tools = as_mapping(as_mapping(data).get("tools"))
@@ -37,14 +45,14 @@ def rule_mig_parted_url(loaded: LoadedProfile, data: object, catalog: Catalog) -
     yield loaded.problem("/tools/nvidia_mig_parted_url", f"OUT/butane/openshift-{role}.bu cannot download it: "
                          "butane's openshift variant accepts only data: URLs, so the MachineConfig leaves the "
                          "download out and the OpenShift nodes' base image must hold tools.nvidia_mig_parted "
-                         "(fcos.bu and flatcar.bu download it)", "openshift-binary-in-image", severity="warning")
+                         "(fcos.bu and flatcar.bu download it)", "openshift-binary-in-image")
     path = tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted")
     if isinstance(path, str) and not immutable_writable(path):
         where = "/tools/nvidia_mig_parted" if "nvidia_mig_parted" in tools else "/tools/nvidia_mig_parted_url"
         yield loaded.problem(where, f"{path} is on the read-only /usr of Flatcar, Fedora CoreOS and RHCOS: "
                              "Ignition cannot write it there, so the Butane configs leave the download out; set "
                              "tools.nvidia_mig_parted: /opt/bin/nvidia-mig-parted (Flatcar's place for binaries, "
-                             "writable on Fedora CoreOS too)", "mig-parted-path-read-only", severity="warning")
+                             "writable on Fedora CoreOS too)", "mig-parted-path-read-only")
 
 
 # The cluster's own pools: every node of the pool gets a MachineConfig labelled with its role
@@ -53,6 +61,8 @@ SHARED_POOLS = {"worker": "every worker node of the cluster, CPU nodes included"
                 "master": "every control-plane node of the cluster"}
 
 
+@rule("openshift-role-shared", "warning",
+      "openshift.role worker or master: the MachineConfig goes to every node of that pool")
 def rule_openshift_role(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """openshift.role worker or master: the MachineConfig goes to every node of that pool, not the GPU nodes only."""
     role = as_mapping(as_mapping(data).get("openshift")).get("role")
@@ -62,9 +72,13 @@ def rule_openshift_role(loaded: LoadedProfile, data: object, catalog: Catalog) -
                          f"{SHARED_POOLS[role]}: each one gets the restore and is rebooted by the machine-config "
                          f"daemon to take it; leave openshift.role out (a pool of its own, {OpenShift.role}, which "
                          "migbake writes) or name another custom pool",
-                         "openshift-role-shared", severity="warning")
+                         "openshift-role-shared")
 
 
+@rule("bottlerocket-dra", "error",
+      "bottlerocket.required under a DRA allocation: its MIG settings are the device plugin's")
+@rule("bottlerocket-inexpressible", "warning",
+      "bottlerocket.required: a layout Bottlerocket cannot express (mixed, model)")
 def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """bottlerocket.required: a layout Bottlerocket cannot express (mixed, unknown model) is a warning; under a
     DRA allocation Bottlerocket's MIG settings (the device plugin's) are refused (``bottlerocket-dra``)."""
@@ -92,4 +106,4 @@ def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
     for v in verdicts("bottlerocket", entries):
         if not v.native:
             yield loaded.problem(v.pointer, f"{v.reason}; OUT/bottlerocket/settings.toml is not written",
-                                 "bottlerocket-inexpressible", severity="warning")
+                                 "bottlerocket-inexpressible")

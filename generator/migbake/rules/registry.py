@@ -1,34 +1,38 @@
-"""Every rule id migbake reports, in one table: its id, its severity, the stage that finds it, and one line.
+"""Every rule id migbake reports, in one table (``RULES``), and every check, in the order they run (``CHECKS``).
 
-A problem's ``rule`` is one of these ids (``tests/test_rule_registry.py`` checks every id the case corpus
-and the code report is here, and every id here has a case); the rule reference in
-``docs/reference/rules.md`` is generated from this table and the corpus. The checks themselves live
-where their stage runs: ``document.loader`` (the YAML), ``document.schema_messages`` (the shape),
-``gpu.catalogfile`` (catalog files), ``node.importer`` (``migbake import``: a mig-parted config that a
-profile cannot represent), ``node.driveroffer`` (generate-config captures) and the rule modules beside this one.
+A rule is declared once. The rules of a check (``rules.general``, ``rules.layouts``, ... the modules of
+``CHECK_MODULES``) are declared by ``@rule`` above it (``rules.declare``); the rules raised outside a check are
+declared here, one line each, by the stage that finds them: ``document.loader`` (the YAML),
+``document.schema_messages`` (the shape), ``gpu.catalogfile`` (catalog files), ``node.importer`` (``migbake
+import``: a mig-parted config that a profile cannot represent) and ``node.driveroffer`` (generate-config
+captures); those are all errors. The rule reference ``docs/reference/rules.md`` is generated from ``RULES``
+(``docs/reference/generate.py``), and ``tests/test_rule_registry.py`` checks that every id the case corpus and the
+code report is here with its severity, every id here has a case, and the reference lists exactly these ids.
+
+Also the one check that reads this table: a ``validation.ignore`` entry names a warning rule of it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import difflib
+from collections.abc import Iterable, Iterator
+from types import ModuleType
+from typing import Any
 
-Stage = Literal["yaml", "schema", "rules", "catalog", "import", "capture"]
+from migbake.document.loader import LoadedProfile, as_mapping
+from migbake.gpu.catalog import Catalog
+from migbake.problems import Problem
+from migbake.rules import allocation, general, gpus, layouts, limits, nodepaths, platforms, services, slurm, units
+from migbake.rules.declare import Check, Rule, Stage, rule
+
+# the modules whose checks run, in this order (within one, in the order they are written); a check of a new
+# module runs once its module is here
+CHECK_MODULES: tuple[ModuleType, ...] = (layouts, general, gpus, services, nodepaths, units, allocation, slurm,
+                                         platforms, limits)
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One rule id: what a problem with it means."""
-
-    id: str
-    stage: Stage
-    summary: str
-    severity: Literal["error", "warning"] = "error"
-
-
-def _table(stage: Stage, rows: tuple[tuple[str, str], ...], severity: dict[str, str] | None = None) -> list[Rule]:
-    warn = severity or {}
-    return [Rule(rule_id, stage, summary, "warning" if warn.get(rule_id) else "error") for rule_id, summary in rows]
+def _declared(stage: Stage, rows: tuple[tuple[str, str], ...]) -> list[Rule]:
+    return [Rule(rule_id, stage, summary) for rule_id, summary in rows]
 
 
 _YAML = (
@@ -65,74 +69,6 @@ _SCHEMA = (
     ("schema-unique", "a list whose items must be unique repeats one"),
     ("mig-parted-config", "an nvidia-mig-parted config given where a node profile is read: migbake import makes one"),
 )
-_RULES = (
-    ("unknown-model", "a GPU model the catalog does not know (with 'did you mean')"),
-    ("ambiguous-model", "a name that covers catalog models with different MIG profiles (H100, GH200, ...)"),
-    ("no-mig", "a GPU without MIG (L40S, L4, A10, T4) that does not say mig: {enabled: false}"),
-    ("unknown-profile", "a MIG profile the GPU model does not have"),
-    ("non-canonical-profile", "a profile name mig-parted would not match literally (7c.7g.40gb)"),
-    ("count-not-positive", "a layout count of zero or less"),
-    ("count-above-max", "more instances of a profile than the GPU model allows"),
-    ("media-extension", "more than one +me instance on a GPU"),
-    ("compute-slices", "the layout needs more compute slices than the GPU has"),
-    ("placement", "the instances cannot be placed on the GPU's memory slices without overlap"),
-    ("empty-layout", "MIG on with no instances: the device plugin fails on such a GPU"),
-    ("layout-without-mig", "a layout on an entry with MIG off"),
-    ("device-overlap", "two gpus entries name the same GPU index"),
-    ("device-out-of-range", "a GPU index beyond gpu_count"),
-    ("devices-without-gpu-count", "explicit devices without gpu_count: coverage cannot be checked"),
-    ("device-uncovered", "with gpu_count: a GPU that no entry covers"),
-    ("model-uncovered", "with a device-filter: a model whose entries leave GPUs out"),
-    ("mig-strategy-single", "kubernetes.mig_strategy single with more than one MIG device type"),
-    ("driver-container", "driver: container (the GPU Operator's driver) cannot be restored before kubelet"),
-    ("unit-name-clash", "two of the restore's units, or a unit and a consumer, share a name"),
-    ("managed-config-path", "restore.config_path is the GPU Operator's managed config file"),
-    ("config-path-in-systemd", "restore.config_path inside a systemd unit directory"),
-    ("pci-device-id", "pci_device_ids not of the entry's own GPU model"),
-    ("pci-ids-unfiltered", "pci_device_ids on a config without a device-filter that would carry them"),
-    ("driver-wait-timeout", "restore.driver_wait_seconds not below restore.timeout_seconds"),
-    ("consumer-clash", "a consumer that is kubelet, the restore itself, or listed twice"),
-    ("provided-later-unknown", "an image.provided_later unit that is neither kubelet's nor a fail-closed consumer's"),
-    ("node-labels-no-args-env", "kubernetes.node_labels with kubelet.layout generic and no kubelet_args_env"),
-    ("node-labels-env-file", "kubelet.layout generic: an EnvironmentFile= of kubelet may override kubelet_args_env"),
-    ("args-env-with-layout", "kubernetes.kubelet_args_env with a kubelet.layout other than generic"),
-    ("node-labels-no-kubelet", "kubernetes.node_labels with kubelet.present: false"),
-    ("node-label-restricted", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)"),
-    ("node-label-mig-owner", "a node label that hands MIG to the GPU Operator's mig-manager"),
-    ("config-name-label", "restore.config_name no label value can carry (a trailing - . _): nvidia.com/mig.config "
-                          "cannot select it"),
-    ("output-path-clash", "two paths of the node at one file (two outputs, or a tool and an output), or a file "
-                          "where another needs a folder"),
-    ("output-path-not-allowed", "a file migbake writes outside its own folders (restore.config_path: /etc/nvidia-mig/"
-                                " or /etc/migbake/; restore.metrics_textfile: the textfile collector's; the "
-                                "downloaded nvidia-mig-parted: /opt/)"),
-    ("restore-ordering-cycle", "a consumer or kubelet that the restore unit is itself ordered after"),
-    ("restore-unit-shadows", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)"),
-    ("dra-stranded-gpu", "allocation dra: a MIG GPU with no instances (the DRA driver publishes nothing of it)"),
-    ("dra-dynamic-layout", "kubernetes.allocation dra-dynamic with a layout (DynamicMIG destroys it at start)"),
-    ("dra-device-plugin-setting", "a device-plugin setting (mig_strategy) under a DRA allocation: it does not apply"),
-    ("placements-without-dra", "restore.placements without kubernetes.allocation dra: ignored"),
-    ("placements-strict-model", "restore.placements strict: fails on migbake's placement model, not a fact"),
-    ("dra-compute-instance", "allocation dra: a compute-instance profile (the DRA driver knows whole GIs only)"),
-    ("dra-device-name", "allocation dra: a profile whose device name cannot be told (no GI id) or is no DNS label"),
-    ("dra-driver-version", "kubernetes.dra_driver_version: a release whose device names migbake does not know"),
-    ("bottlerocket-dra", "bottlerocket.required under a DRA allocation: its MIG settings are the device plugin's"),
-    ("openshift-binary-in-image", "a download of nvidia-mig-parted: the OpenShift MachineConfig takes data: URLs only"),
-    ("unit-line-too-long", "consumers or node labels that make a unit line of 2048 bytes or more (Ignition, "
-                           "butane: go-systemd's unit parser refuses it)"),
-    ("cluster-api-limit", "node labels longer than Cluster API's kubeletExtraArgs value limit (1024, v1beta2 CRD)"),
-    ("mig-parted-url-invalid", "tools.nvidia_mig_parted_url that Ignition's URL parser (Go's net/url) refuses, "
-                               "or that it cannot fetch (no host, a port above 65535)"),
-    ("mig-parted-path-read-only", "tools.nvidia_mig_parted_url with tools.nvidia_mig_parted on the read-only /usr"),
-    ("openshift-role-shared", "openshift.role worker or master: the MachineConfig goes to every node of that pool"),
-    ("bottlerocket-inexpressible", "bottlerocket.required: a layout Bottlerocket cannot express (mixed, model)"),
-    ("kubelet-args-env-unsafe", "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)"),
-    ("slurm-node-name", "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)"),
-    ("slurm-gpu-count", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'"),
-    ("eks-al2-unpublished", "kubelet.layout eks-al2: EKS no longer publishes Amazon Linux 2 AMIs"),
-    ("ignore-unknown-rule", "validation.ignore names a rule id migbake does not report"),
-    ("ignore-error-rule", "validation.ignore names an error rule: only warnings can be ignored"),
-)
 _CATALOG = (
     ("catalog-json", "a catalog file that is not valid JSON"),
     ("catalog-duplicate-id", "two models of a catalog file share an id"),
@@ -166,15 +102,78 @@ _CAPTURE = (
     ("gc-filter", "a device-filter that is not 0xDDDDVVVV PCI device ids"),
 )
 
-RULES: dict[str, Rule] = {rule.id: rule for rule in (
-    *_table("yaml", _YAML), *_table("schema", _SCHEMA),
-    *_table("rules", _RULES, {"empty-layout": "warning", "devices-without-gpu-count": "warning",
-                              "node-labels-env-file": "warning", "dra-device-plugin-setting": "warning",
-                              "placements-without-dra": "warning", "placements-strict-model": "warning",
-                              "slurm-gpu-count": "warning",
-                              "openshift-binary-in-image": "warning", "mig-parted-path-read-only": "warning",
-                              "openshift-role-shared": "warning",
-                              "bottlerocket-inexpressible": "warning",
-                              "eks-al2-unpublished": "warning", "config-name-label": "warning"}),
-    *_table("catalog", _CATALOG), *_table("import", _IMPORT), *_table("capture", _CAPTURE),
-)}
+
+def ignore_entries(data: object) -> list[tuple[str, dict[str, Any]]]:
+    """The entries of a profile's ``validation.ignore`` that are mappings, with their pointers."""
+    listed = as_mapping(as_mapping(data).get("validation")).get("ignore")
+    if not isinstance(listed, list):
+        return []
+    return [(f"/validation/ignore/{i}", e) for i, e in enumerate(listed) if isinstance(e, dict)]
+
+
+@rule("ignore-unknown-rule", "error", "validation.ignore names a rule id migbake does not report")
+@rule("ignore-error-rule", "error", "validation.ignore names an error rule: only warnings can be ignored")
+def rule_ignore(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Each ``validation.ignore`` names a rule migbake reports that warns: an error cannot be ignored."""
+    for ptr, entry in ignore_entries(data):
+        rule_id = entry.get("rule")
+        if not isinstance(rule_id, str) or (why := why_not_ignorable(rule_id)) is None:
+            continue  # the schema reports a rule that is not a string
+        yield loaded.problem(f"{ptr}/rule", why, "ignore-unknown-rule" if rule_id not in RULES else "ignore-error-rule")
+
+
+def checks_of(modules: Iterable[ModuleType]) -> tuple[Check, ...]:
+    """The checks each module defines (not those it imports), in the order it writes them."""
+    found: list[Check] = []
+    for module in modules:
+        found += [v for v in vars(module).values()
+                  if isinstance(v, Check) and v.function.__module__ == module.__name__ and v not in found]
+    return tuple(found)
+
+
+CHECKS: tuple[Check, ...] = (*checks_of(CHECK_MODULES), rule_ignore)
+
+
+def rule_table(rules: Iterable[Rule]) -> dict[str, Rule]:
+    """Every rule by id; an id declared twice raises ValueError (a rule is declared once)."""
+    table: dict[str, Rule] = {}
+    for r in rules:
+        if r.id in table:
+            raise ValueError(f"rule id {r.id!r} is declared twice: a rule is declared once")
+        table[r.id] = r
+    return table
+
+
+RULES: dict[str, Rule] = rule_table((*_declared("yaml", _YAML), *_declared("schema", _SCHEMA),
+                                     *(r for check in CHECKS for r in check.rules),
+                                     *_declared("catalog", _CATALOG), *_declared("import", _IMPORT),
+                                     *_declared("capture", _CAPTURE)))
+# the rule ids a suppression may name: those that only ever warn
+IGNORABLE = tuple(sorted(r.id for r in RULES.values() if r.severity == "warning"))
+
+
+def why_not_ignorable(rule_id: str) -> str | None:
+    """Why ``rule_id`` cannot be ignored (an id migbake does not report, or an error rule); None: it can."""
+    known = RULES.get(rule_id)
+    if known is None:
+        close = difflib.get_close_matches(rule_id, list(RULES), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return (f"{rule_id!r} is not a rule id migbake reports{hint} (warnings that can be ignored: "
+                f"{', '.join(IGNORABLE)})")
+    if known.severity == "error":
+        return (f"{rule_id!r} is an error rule ({known.summary}): errors cannot be ignored, only warnings "
+                f"({', '.join(IGNORABLE)})")
+    return None
+
+
+def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:
+    """Every semantic problem of a loaded profile, its GPU models looked up in ``catalog``: every check, then the
+    late ones (``@rule(..., late=True)``) with what the others found."""
+    found: list[Problem] = []
+    for check in CHECKS:
+        if not check.late:
+            found.extend(check(loaded, loaded.data, catalog))
+    for check in CHECKS:
+        if check.late:
+            found.extend(check(loaded, loaded.data, catalog, found))
+    return found

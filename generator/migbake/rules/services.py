@@ -1,7 +1,7 @@
 """Semantic rules about the restore's neighbours: its timing, the services that wait for it, kubelet's labels.
 
 Like ``rules.general`` these read the raw data defensively (the schema may have failed elsewhere) and
-yield problems with a rule id; ``rules.general.RULES`` runs them with the others.
+yield problems with a rule id; ``rules.registry.CHECKS`` runs them with the others.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from migbake.document.patterns import whole
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL, config_label_problem
 from migbake.problems import Problem
+from migbake.rules.declare import rule
 from migbake.rules.units import unsafe_env
 
 # label namespaces kubelet may set on its own node (NodeRestriction admission plugin); any other key
@@ -36,6 +37,7 @@ def _int(value: object, default: int) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+@rule("driver-wait-timeout", "error", "restore.driver_wait_seconds not below restore.timeout_seconds")
 def rule_driver_wait(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The driver wait ends before systemd's start timeout kills the restore."""
     restore = _mapping(_mapping(data).get("restore"))
@@ -50,6 +52,7 @@ def rule_driver_wait(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
                          "driver-wait-timeout")
 
 
+@rule("consumer-clash", "error", "a consumer that is kubelet, the restore itself, or listed twice")
 def rule_consumers(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Each consumer is listed once and is none of the restore, the manager or the built-in kubelet."""
     d = _mapping(data)
@@ -80,6 +83,8 @@ def rule_consumers(loaded: LoadedProfile, data: object, catalog: Catalog) -> Ite
             seen[unit] = i
 
 
+@rule("provided-later-unknown", "error",
+      "an image.provided_later unit that is neither kubelet's nor a fail-closed consumer's")
 def rule_provided_later(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Each unit of image.provided_later is one the bake checks: kubelet's (if present), a fail-closed consumer's."""
     d = _mapping(data)
@@ -111,6 +116,8 @@ def _kubelet_may_set(key: str) -> bool:
 _CONFIG_NAME_CHARACTERS = whole(r"^[A-Za-z0-9_.-]{1,63}$")
 
 
+@rule("config-name-label", "warning",
+      "restore.config_name no label value can carry (a trailing - . _): nvidia.com/mig.config cannot select it")
 def rule_config_name_label(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Where kubelet runs, restore.config_name can be a label value: nvidia.com/mig.config=<name> selects it."""
     d = _mapping(data)
@@ -122,9 +129,16 @@ def rule_config_name_label(loaded: LoadedProfile, data: object, catalog: Catalog
     why = config_label_problem(name)
     if why:
         yield loaded.problem("/restore/config_name", why + " (migbake export --gpu-operator refuses it)",
-                             "config-name-label", severity="warning")
+                             "config-name-label")
 
 
+@rule("node-labels-no-args-env", "error", "kubernetes.node_labels with kubelet.layout generic and no kubelet_args_env")
+@rule("node-labels-env-file", "warning",
+      "kubelet.layout generic: an EnvironmentFile= of kubelet may override kubelet_args_env")
+@rule("args-env-with-layout", "error", "kubernetes.kubelet_args_env with a kubelet.layout other than generic")
+@rule("node-labels-no-kubelet", "error", "kubernetes.node_labels with kubelet.present: false")
+@rule("node-label-restricted", "error", "a node label kubelet may not set on itself (kubernetes.io/ and k8s.io/)")
+@rule("node-label-mig-owner", "error", "a node label that hands MIG to the GPU Operator's mig-manager")
 def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """node_labels can be expressed: kubelet runs, says how it takes extra arguments, and may set each label."""
     d = _mapping(data)
@@ -151,7 +165,7 @@ def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
                                  "last), and the labels are lost: kubeadm's 10-kubeadm.conf reads /etc/default/kubelet "
                                  "or /etc/sysconfig/kubelet, where admins set KUBELET_EXTRA_ARGS; set kubelet.layout "
                                  "(kubeadm, eks-al2023, eks-al2) when the node is one of those, or name a variable no "
-                                 "such file sets", "node-labels-env-file", severity="warning")
+                                 "such file sets", "node-labels-env-file")
     elif isinstance(env, str):
         yield loaded.problem("/kubernetes/kubelet_args_env", f"kubelet_args_env applies to kubelet.layout generic "
                              f"only; with layout {layout} migbake passes the labels its own way: remove it",
@@ -180,10 +194,11 @@ AL2_END = ("Amazon EKS stopped publishing EKS-optimized Amazon Linux 2 (AL2) AMI
            "(awslabs/amazon-eks-ami README)")
 
 
+@rule("eks-al2-unpublished", "warning", "kubelet.layout eks-al2: EKS no longer publishes Amazon Linux 2 AMIs")
 def rule_eks_al2(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """kubelet.layout eks-al2: its AMIs are no longer published; eks-al2023 is the layout of today's EKS AMIs."""
     kubelet = _mapping(_mapping(data).get("kubelet"))
     if kubelet.get("layout") == "eks-al2" and kubelet.get("present", True) is not False:
         yield loaded.problem("/kubelet/layout", f"{AL2_END}: a new node of this layout has no current base AMI "
                              "and gets no more fixes; use kubelet.layout eks-al2023 (the AL2023 NVIDIA AMIs, "
-                             "nodeadm)", "eks-al2-unpublished", severity="warning")
+                             "nodeadm)", "eks-al2-unpublished")

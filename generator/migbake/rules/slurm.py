@@ -27,6 +27,7 @@ from typing import Union
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
+from migbake.rules.declare import rule
 
 MAX_HOSTS = 64 * 1024  # hostlist.c MAX_RANGE: "max host range: anything larger will be assumed to be an error"
 _ULONG_MAX = 2**64 - 1  # strtoul on a 64-bit slurmd
@@ -140,6 +141,8 @@ def hostlist_problem(text: str) -> str | None:
 _NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,\[\]-]*\Z")  # the schema's pattern: it reports the rest
 
 
+@rule("slurm-node-name", "error",
+      "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)")
 def rule_slurm_node_name(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """slurm.node_name is a hostlist slurmd expands to the nodes it says (no stray bracket, no range x-y or 9-1)."""
     name = as_mapping(as_mapping(data).get("slurm")).get("node_name")
@@ -151,6 +154,7 @@ def rule_slurm_node_name(loaded: LoadedProfile, data: object, catalog: Catalog) 
                              f"{why}; {_FORM} (SchedMD/slurm src/common/hostlist.c)", "slurm-node-name")
 
 
+@rule("slurm-gpu-count", "warning", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'")
 def rule_slurm_gpu_count(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """slurm.autodetect false lists every device: without gpu_count a 'devices: all' entry gets no lines."""
     d = as_mapping(data)
@@ -161,4 +165,4 @@ def rule_slurm_gpu_count(loaded: LoadedProfile, data: object, catalog: Catalog) 
                              "cannot tell how many GPUs 'devices: all' covers, so slurm/gres.conf lists no "
                              "devices for them and slurm.conf.node has no Gres= (slurmd finds no GPU); set "
                              "gpu_count to the node's number of GPUs, or keep AutoDetect=nvml",
-                             "slurm-gpu-count", severity="warning")
+                             "slurm-gpu-count")

@@ -1,7 +1,7 @@
 """Semantic rules on what the profile makes of the node: its unit names and kubelet's environment.
 
 The paths a profile names are judged in ``rules.nodepaths``. Like ``rules.general`` these read the raw data
-defensively and yield problems with a rule id; ``rules.general.RULES`` runs them with the others.
+defensively and yield problems with a rule id; ``rules.registry.CHECKS`` runs them with the others.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from migbake.document.loader import LoadedProfile
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
 from migbake.profile.units import RESTORE_AFTER, is_node_unit
+from migbake.rules.declare import rule
 
 # variables the dynamic loader, a shell, an interpreter or systemd's service protocol reads: kubelet's
 # drop-in would set one of them to "--node-labels=..." for kubelet and everything it runs
@@ -33,6 +34,7 @@ def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+@rule("restore-ordering-cycle", "error", "a consumer or kubelet that the restore unit is itself ordered after")
 def rule_unit_ordering(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """Nothing that starts after the restore is a unit the restore itself starts after (an ordering cycle)."""
     d = _mapping(data)
@@ -50,6 +52,7 @@ def rule_unit_ordering(loaded: LoadedProfile, data: object, catalog: Catalog) ->
                                  "breaks by dropping a job at boot", "restore-ordering-cycle")
 
 
+@rule("restore-unit-shadows", "error", "restore.unit named like a unit the node already has (NVIDIA, systemd, kubelet)")
 def rule_restore_unit_name(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The restore unit is a new unit: not named like one the node already has (it would replace it)."""
     d = _mapping(data)
@@ -69,6 +72,8 @@ def unsafe_env(name: str) -> bool:
     return upper in UNSAFE_ENV or upper.startswith(UNSAFE_ENV_PREFIXES)
 
 
+@rule("kubelet-args-env-unsafe", "error",
+      "kubelet_args_env names a variable the loader, a shell or systemd reads (PATH, LD_*)")
 def rule_kubelet_args_env(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """kubernetes.kubelet_args_env is not a variable the loader, a shell, an interpreter or systemd reads."""
     name = _mapping(_mapping(data).get("kubernetes")).get("kubelet_args_env")

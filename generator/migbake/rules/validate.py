@@ -18,8 +18,8 @@ from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice
 from migbake.problems import STDIN_NAME, Ignored, Problem, UsageError, has_errors, set_aside, sort_problems
 from migbake.profile.schema import schema_problems
-from migbake.rules.general import rule_problems
 from migbake.rules.ignore import profile_suppressions
+from migbake.rules.registry import rule_problems
 
 if TYPE_CHECKING:
     from migbake.profile.nodeprofile import NodeProfile
