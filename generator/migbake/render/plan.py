@@ -125,6 +125,7 @@ class RenderPlan:
     reset_path: str  # restore.on_reset_required when a model needs a reset for a mode change, else ``none``
     after_reset: str  # what the first restore does after a MIG mode change waits for a reset (preflight's words)
     per_gpu: str  # the layouts, one text (``1g.18gb: 7``), or ``MIG off``
+    layout_names: tuple[str, ...]  # mig.layouts' names (configs of the same names; restore.layout chooses one)
     node_label_flag: str  # ``--node-labels=k=v,...`` for kubelet, or "" when no label is set
     kubelet: KubeletPlan
     unselectable_config: str  # the mig-config WARN when no nvidia.com/mig.config label could name our config
@@ -255,12 +256,17 @@ def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
 
 
+def _per_gpu(p: NodeProfile, name: str) -> str:
+    """The distinct layouts of the MIG GPUs (of layout ``name``; "": the unnamed ones) as one text."""
+    layouts = {tuple(sorted(g.layout_named(name) if name else g.layout)) for g in p.gpus if g.mig_enabled}
+    return "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
+                            for lay in layouts)) or "MIG off"
+
+
 def make_plan(profile: NodeProfile) -> RenderPlan:
     """The plan of ``profile``'s output tree: every derived value, computed once."""
     p = profile
-    layouts = {tuple(sorted(g.layout)) for g in p.gpus if g.mig_enabled}
-    per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
-                               for lay in layouts)) or "MIG off"
+    per_gpu = "; ".join(f"{name}: {_per_gpu(p, name)}" for name in p.layout_names) or _per_gpu(p, "")
     flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says
     filtered = uses_device_filter(p)
     config = mig_parted_config(p, with_filter=filtered)
@@ -287,6 +293,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         reset_path=p.restore.on_reset_required if reset_models else "none",
         after_reset=AFTER_RESET.get(p.restore.on_reset_required, ""),  # another value: the guard stops it
         per_gpu=per_gpu,
+        layout_names=p.layout_names,
         node_label_flag=flag,
         kubelet=_kubelet(p, flag, head),
         unselectable_config=unselectable_config(p.restore.config_name),

@@ -17,6 +17,7 @@ from migbake.problems import Problem
 from migbake.rules.allocation import allocation_of, rule_allocation, rule_dra_driver_version, rule_placements
 from migbake.rules.gpus import rule_no_mig, rule_pci_device_ids
 from migbake.rules.ignore import rule_ignore
+from migbake.rules.layoutnames import LAYOUT_NAME_RULES
 from migbake.rules.layouts import (
     layout_entries,
     model_of,
@@ -55,6 +56,8 @@ def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
             continue
         enabled = mig.get("enabled", True)
         layout = mig.get("layout", {})
+        if "layouts" in mig:  # named layouts: rules.layoutnames
+            continue
         if enabled is True and isinstance(layout, dict) and not layout and device_plugin:
             yield loaded.problem(f"{ptr}/mig", "MIG is enabled with an empty layout: the GPU will have no MIG "
                                  "devices and the device plugin fails on it", "empty-layout", severity="warning")
@@ -266,7 +269,7 @@ RULES: tuple[Rule, ...] = (rule_known_model, rule_layout_profiles, rule_mig_enab
                            rule_dra_driver_version, rule_slurm_node_name, rule_slurm_gpu_count, rule_mig_parted_url,
                            rule_openshift_role,
                            rule_bottlerocket, rule_eks_al2, rule_config_name_label, rule_unit_lines,
-                           rule_cluster_api_limits, rule_ignore)
+                           rule_cluster_api_limits, *LAYOUT_NAME_RULES, rule_ignore)
 
 
 def rule_problems(loaded: LoadedProfile, catalog: Catalog) -> list[Problem]:

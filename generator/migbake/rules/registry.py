@@ -130,6 +130,16 @@ _RULES = (
     ("slurm-node-name", "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)"),
     ("slurm-gpu-count", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'"),
     ("eks-al2-unpublished", "kubelet.layout eks-al2: EKS no longer publishes Amazon Linux 2 AMIs"),
+    ("layouts-with-layout", "mig.layout and mig.layouts in one gpus entry"),
+    ("layout-name-missing", "mig.layouts: an entry with MIG on that lacks a name another entry gives (coverage)"),
+    ("layouts-without-source", "mig.layouts without restore.layout: the node cannot tell which name to apply"),
+    ("layout-source-without-layouts", "restore.layout without mig.layouts: there is no name to choose"),
+    ("layout-default-unknown", "restore.layout.default is not one of the mig.layouts names"),
+    ("layouts-config-name", "restore.config_name with mig.layouts: the config names are the layout names"),
+    ("layout-source-unsupported", "restore.layout.from names a source the restore does not read yet "
+                                  "(gce-metadata, ec2-tag)"),
+    ("layouts-not-yet-supported", "mig.layouts with an output that does not follow the names yet (DRA, Slurm, "
+                                  "Bottlerocket, mig_strategy single)"),
     ("ignore-unknown-rule", "validation.ignore names a rule id migbake does not report"),
     ("ignore-error-rule", "validation.ignore names an error rule: only warnings can be ignored"),
 )

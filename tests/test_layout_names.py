@@ -1,0 +1,115 @@
+"""Named layouts (issue 40): ``mig.layouts`` and ``restore.layout`` validated, and one mig-parted config per name.
+
+The rules are a table of good and bad profiles (rules.layoutnames); the generated config holds one config per
+layout name, and NVIDIA's parser (``nvidia-mig-parted assert --valid-config -c NAME``) accepts each, while a
+name the profile does not have is refused by that same parser.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from realtools import assert_mig_parted_accepts, mig_parted_valid
+from support import generate
+
+from migbake.rules.validate import check_bytes
+
+TWO_MODELS = """version: 1
+name: two-models
+gpus:
+  - model: h100-80gb
+    mig:
+      layouts:
+        infer: {1g.10gb: 7}
+        train: {7g.80gb: 1}
+        'yes': {3g.40gb: 2}
+  - model: h200-141gb
+    mig:
+      layouts:
+        infer: {1g.18gb: 7}
+        train: {7g.141gb: 1}
+        'yes': {3g.71gb: 2}
+  - model: l40s
+    devices: all
+    mig: {enabled: false}
+restore:
+  layout: {from: [file, kubelet-labels, credential], default: infer}
+"""
+
+
+def _rules(text: str) -> list[tuple[str, str]]:
+    checked = check_bytes(text.encode(), "p.yaml")
+    return [(p.rule, p.pointer) for p in checked.problems]
+
+
+CASES = {
+    "two models, every name": (TWO_MODELS, []),
+    "one model, no default": (TWO_MODELS.split("  - model: h200")[0] + "restore:\n  layout: {from: [credential]}\n",
+                              []),
+    "gap in the matrix": (TWO_MODELS.replace("        train: {7g.141gb: 1}\n", ""),
+                          [("layout-name-missing", "/gpus/1/mig/layouts")]),
+    "unknown default": (TWO_MODELS.replace("default: infer", "default: inference"),
+                        [("layout-default-unknown", "/restore/layout/default")]),
+    "a layout that does not fit": (TWO_MODELS.replace("train: {7g.80gb: 1}", "train: {7g.80gb: 2}"),
+                                   [("count-above-max", "/gpus/0/mig/layouts/train/7g.80gb")]),
+    "a profile of another model": (TWO_MODELS.replace("infer: {1g.18gb: 7}", "infer: {1g.10gb: 7}"),
+                                   [("unknown-profile", "/gpus/1/mig/layouts/infer/1g.10gb")]),
+    "a name with a newline": (TWO_MODELS.replace("        train: {7g.80gb: 1}\n",
+                                                 "        \"train\\n\": {7g.80gb: 1}\n"),
+                              [("schema-pattern", "/gpus/0/mig/layouts")]),
+    "network source": (TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,"),
+                       [("layout-source-unsupported", "/restore/layout/from/0")]),
+    "names without a source": (TWO_MODELS.split("restore:")[0], [("layouts-without-source", "/gpus/0/mig/layouts")]),
+    "layouts on MIG off": (TWO_MODELS.replace("mig: {enabled: false}", "mig: {enabled: false, layouts: {a: {}}}"),
+                           [("layout-without-mig", "/gpus/2/mig/layouts")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES), ids=sorted(CASES))
+def test_rules_table(name: str) -> None:
+    text, want = CASES[name]
+    got = _rules(text)
+    for item in want:
+        assert item in got, got
+    if not want:
+        assert got == [], got
+    else:
+        assert {r for r, _ in got} <= {r for r, _ in want} | {"layout-name-missing"}, got
+
+
+def test_the_model_carries_every_name_and_the_choice() -> None:
+    profile = check_bytes(TWO_MODELS.encode(), "p.yaml").profile
+    assert profile is not None
+    assert profile.layout_names == ("infer", "train", "yes")
+    assert profile.config_names == ("infer", "train", "yes")
+    assert profile.restore.layout_from == ("file", "kubelet-labels", "credential")
+    assert profile.restore.layout_default == "infer"
+    assert profile.gpus[1].layout_named("train") == (("7g.141gb", 1),)
+    assert profile.gpus[2].layout_named("train") == ()  # MIG off: the same entry under every name
+
+
+def test_one_config_per_name_that_nvidia_s_parser_accepts(tmp_path: Path) -> None:
+    out = generate(TWO_MODELS, tmp_path / "out")
+    text = (out / "rootfs/etc/nvidia-mig/config.yaml").read_text()
+    configs = yaml.safe_load(text)["mig-configs"]
+    # PyYAML (YAML 1.1) reads an unquoted yes as True: the emitter must have quoted it
+    assert sorted(configs) == ["infer", "train", "yes"], text
+    assert configs["train"][1]["mig-devices"] == {"7g.141gb": 1}
+    assert configs["infer"][0]["mig-devices"] == {"1g.10gb": 7}
+    assert configs["infer"][2] == configs["train"][2] and configs["train"][2]["mig-enabled"] is False
+    assert "current" not in configs  # restore.config_name is not used with named layouts
+    assert_mig_parted_accepts(text, ["infer", "train", "yes"], tmp_path / "config.yaml")
+
+
+def test_nvidia_s_parser_refuses_a_name_the_config_does_not_have(tmp_path: Path) -> None:
+    out = generate(TWO_MODELS, tmp_path / "out")
+    ran = mig_parted_valid(out / "rootfs/etc/nvidia-mig/config.yaml", "inference")
+    assert ran.rc != 0, ran.text
+
+
+def test_a_profile_without_names_keeps_its_one_config(tmp_path: Path) -> None:
+    one = "version: 1\nname: one\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
+    out = generate(one, tmp_path / "out")
+    assert list(yaml.safe_load((out / "rootfs/etc/nvidia-mig/config.yaml").read_text())["mig-configs"]) == ["current"]
