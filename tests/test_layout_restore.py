@@ -172,3 +172,71 @@ def test_a_huge_file_is_read_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ran = node.run()
     assert ran.rc == 1 and len(ran.err) < 2000, ran.err[:300]
     assert _parted(node) == []
+
+
+# --- verify and preflight: a layout line naming the layout and its source --------------------------
+
+LAYOUTS_MIG = "layouts: {infer: {1g.18gb: 7}, train: {7g.141gb: 1}}"
+
+
+def test_verify_names_the_layout_and_asserts_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_generated_scripts import good_node
+
+    node, verify = good_node(tmp_path, restore_extra="  layout: {from: [file, credential]}\n", mig=LAYOUTS_MIG)
+    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    (node.root / "etc/migbake").mkdir(parents=True)
+    (node.root / "etc/migbake/layout").write_text("train\n")
+    ran = node.run(verify)
+    assert "PASS  layout train, from file (sources tried: file)" in ran.out, ran.text
+    assert [c for c in node.calls("mig-parted") if c.startswith("assert")] == [f"assert -f {node.config} -c train"]
+    assert "PASS  nvidia-mig-parted assert: the GPUs have config 'train' now" in ran.out
+    # the restore unit's credential, read where systemd keeps it for an active unit
+    (node.root / "etc/migbake/layout").unlink()
+    cred = node.root / "run/credentials/nvidia-mig-restore.service/migbake.layout"
+    cred.parent.mkdir(parents=True)
+    cred.write_text("infer\n")
+    ran = node.run(verify)
+    assert "PASS  layout infer, from credential (sources tried: file, credential)" in ran.out, ran.text
+    cred.unlink()
+    ran = node.run(verify)
+    assert ran.rc == 1
+    assert ("FAIL  layout: no source gave a layout name (tried: file, credential) and restore.layout has no "
+            "default: the restore fails closed and kubelet.service stay(s) down") in ran.out, ran.text
+    assert "INFO  nvidia-mig-parted assert not run: no layout name (see the layout line)" in ran.out
+
+
+@pytest.mark.parametrize("given,status,detail", [
+    ("train", "PASS", "layout train, from file (sources tried: file)"),
+    ("", "FAIL", "no source gave a layout name (tried: file) and restore.layout has no default: the restore "
+                 "fails at every boot and kubelet.service stay(s) down"),
+    ("bogus", "FAIL", "source file gives layout bogus, which this image does not have (it has: infer train)"),
+], ids=["found", "missing", "unknown"])
+def test_preflight_names_the_layout_or_what_was_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      given: str, status: str, detail: str) -> None:
+    from test_preflight import SimNode
+    from test_preflight_script import preflight_node
+
+    layout_root = tmp_path / "layout-root"
+    (layout_root / "etc/migbake").mkdir(parents=True)
+    if given:
+        (layout_root / "etc/migbake/layout").write_text(given + "\n")
+    monkeypatch.setenv("MIGBAKE_ROOT", str(layout_root))
+    gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
+    ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file]}\n")
+    assert ran.status["layout"] == status, ran.report
+    assert ran.detail["layout"].startswith(detail), ran.detail["layout"]
+    if status == "FAIL":
+        assert ran.rc == 1 and ran.report["ready"] is False
+
+
+def test_preflight_cannot_read_the_credential_so_it_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_preflight import SimNode
+    from test_preflight_script import preflight_node
+
+    monkeypatch.setenv("MIGBAKE_ROOT", str(tmp_path / "empty-root"))
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
+    ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file, credential]}\n")
+    assert ran.status["layout"] == "WARN", ran.report
+    assert "the credential migbake.layout reaches the restore unit only at boot" in ran.detail["layout"]
