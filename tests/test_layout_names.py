@@ -113,3 +113,16 @@ def test_a_profile_without_names_keeps_its_one_config(tmp_path: Path) -> None:
     one = "version: 1\nname: one\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
     out = generate(one, tmp_path / "out")
     assert list(yaml.safe_load((out / "rootfs/etc/nvidia-mig/config.yaml").read_text())["mig-configs"]) == ["current"]
+
+
+def test_offline_preflight_names_every_layout_the_node_may_get(tmp_path: Path) -> None:
+    from support import cli
+    from test_preflight import fixtures
+
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text("version: 1\nname: real-h200\ngpu_count: 1\ngpus:\n  - model: h200-141gb\n"
+                       "    mig: {layouts: {train: {7g.141gb: 1}, infer: {1g.18gb: 7}}}\n"
+                       "restore:\n  layout: {from: [file]}\n")
+    code, out, err = cli("preflight", str(profile), "--nvidia-smi-xml", str(fixtures() / "nvidia-smi-q.xml"))
+    assert ("(profile: MIG Enabled, 1x 7g.141gb (train) or MIG Enabled, 7x 1g.18gb (infer)); the next boot's "
+            "restore replaces this") in out, out + err

@@ -228,6 +228,10 @@ def test_preflight_names_the_layout_or_what_was_tried(tmp_path: Path, monkeypatc
     assert ran.detail["layout"].startswith(detail), ran.detail["layout"]
     if status == "FAIL":
         assert ran.rc == 1 and ran.report["ready"] is False
+    # the MIG state the restore will set: the found layout's, else every name's
+    state = ("(profile: MIG Enabled, 1x 7g.141gb)" if given == "train" else
+             "(profile: MIG Enabled, 7x 1g.18gb (infer) or MIG Enabled, 1x 7g.141gb (train))")
+    assert state in ran.detail["mig-state"], ran.detail["mig-state"]
 
 
 def test_preflight_cannot_read_the_credential_so_it_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

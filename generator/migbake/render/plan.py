@@ -252,6 +252,8 @@ def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none. Its MIG
     settings are its device plugin's: a profile whose GPUs the DRA driver allocates gets none (``bottlerocket-dra``).
     """
+    if p.layout_names:  # Bottlerocket's settings say one profile per model: one layout, not a choice at boot
+        return ()
     found = verdicts("bottlerocket", entries_of(p.gpus)) \
         if p.kubelet.present and p.kubernetes.allocation == "device-plugin" else []
     return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
