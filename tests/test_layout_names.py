@@ -123,6 +123,6 @@ def test_offline_preflight_names_every_layout_the_node_may_get(tmp_path: Path) -
     profile.write_text("version: 1\nname: real-h200\ngpu_count: 1\ngpus:\n  - model: h200-141gb\n"
                        "    mig: {layouts: {train: {7g.141gb: 1}, infer: {1g.18gb: 7}}}\n"
                        "restore:\n  layout: {from: [file]}\n")
-    code, out, err = cli("preflight", str(profile), "--nvidia-smi-xml", str(fixtures() / "nvidia-smi-q.xml"))
+    _, out, err = cli("preflight", str(profile), "--nvidia-smi-xml", str(fixtures() / "nvidia-smi-q.xml"))
     assert ("(profile: MIG Enabled, 1x 7g.141gb (train) or MIG Enabled, 7x 1g.18gb (infer)); the next boot's "
             "restore replaces this") in out, out + err
