@@ -126,3 +126,21 @@ def test_offline_preflight_names_every_layout_the_node_may_get(tmp_path: Path) -
     _, out, err = cli("preflight", str(profile), "--nvidia-smi-xml", str(fixtures() / "nvidia-smi-q.xml"))
     assert ("(profile: MIG Enabled, 1x 7g.141gb (train) or MIG Enabled, 7x 1g.18gb (infer)); the next boot's "
             "restore replaces this") in out, out + err
+
+
+def test_show_lists_each_layout_by_name(tmp_path: Path) -> None:
+    from support import cli
+
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(TWO_MODELS)
+    code, out, err = cli("show", str(profile))
+    assert code == 0, err
+    assert ("Layouts: infer, train, yes; a node learns its name at boot from file, kubelet-labels, credential (in "
+            "that order), else takes infer; an unknown name fails closed") in out
+    parts = out.split("\n=== layout ")
+    assert [p.split(" ", 1)[0] for p in parts[1:]] == ["infer", "train", "yes"]
+    train = parts[2]
+    assert train.startswith("train (nvidia.com/mig.config=train) ===")
+    assert "  7g.80gb x1" in train and "  7g.141gb x1" in train and "1g.10gb" not in train
+    assert "nvidia.com/mig-7g.141gb: 1 each" in train
+    assert "no file: named layouts, chosen at boot" in train

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from migbake.gpu.catalog import Catalog, GpuModel, canonical_pci_id, load_catalog
@@ -203,6 +203,10 @@ class NodeProfile:
     def layout_names(self) -> tuple[str, ...]:
         """The names of ``mig.layouts`` in the order the entries first give them (empty: one unnamed layout)."""
         return tuple(dict.fromkeys(name for g in self.gpus for name, _ in g.layouts))
+
+    def named(self, name: str) -> NodeProfile:
+        """The profile as a node of layout ``name`` sees it: each entry with that one layout (``show`` per name)."""
+        return replace(self, gpus=tuple(replace(g, layout=g.layout_named(name), layouts=()) for g in self.gpus))
 
     @property
     def config_names(self) -> tuple[str, ...]:
