@@ -144,3 +144,14 @@ def test_show_lists_each_layout_by_name(tmp_path: Path) -> None:
     assert "  7g.80gb x1" in train and "  7g.141gb x1" in train and "1g.10gb" not in train
     assert "nvidia.com/mig-7g.141gb: 1 each" in train
     assert "no file: named layouts, chosen at boot" in train
+
+
+@pytest.mark.parametrize("name", ["1e3", "null", "on", "0x1F", "08", "2026-12-03", "a.b_c-d"])
+def test_names_yaml_readers_disagree_on_reach_nvidia_s_parser_as_written(tmp_path: Path, name: str) -> None:
+    text = TWO_MODELS.replace("'yes'", f"'{name}'").replace("        train: {7g.80gb: 1}\n", "").replace(
+        "        train: {7g.141gb: 1}\n", "")
+    out = generate(text, tmp_path / "out")
+    config = (out / "rootfs/etc/nvidia-mig/config.yaml").read_text()
+    assert_mig_parted_accepts(config, ["infer", name], tmp_path / "config.yaml")
+    script = (out / "rootfs/etc/nvidia-mig/restore.sh").read_text()
+    assert f"layout_names=('infer' '{name}')" in script

@@ -113,6 +113,23 @@ def test_the_unit_loads_the_credential_only_when_it_is_a_source(tmp_path: Path) 
     assert "LoadCredential" not in without
 
 
+def test_systemd_verifies_the_unit_with_its_credential(tmp_path: Path) -> None:
+    from realtools import SystemdTree
+
+    out = generate("version: 1\nname: u\ngpus:\n" + GPUS + "restore:\n  layout: {from: [credential]}\n",
+                   tmp_path / "out")
+    tree = SystemdTree(stubs=("bash",))
+    try:
+        tree.install_rootfs(out / "rootfs")
+        ran = tree.verify("nvidia-mig-restore.service")
+        assert ran.rc == 0 and ran.err == "", ran.text
+        broken = tree.root / "etc/systemd/system/nvidia-mig-restore.service"
+        broken.write_text(broken.read_text().replace("LoadCredential=migbake.layout", "LoadCredential=../x"))
+        assert tree.verify("nvidia-mig-restore.service").err != ""  # the same judge refuses a bad one
+    finally:
+        tree.cleanup()
+
+
 def test_sources_are_tried_in_the_profile_s_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node = _node(tmp_path, monkeypatch, "credential, file")
     _put(node, "/etc/migbake/layout", "infer\n")
