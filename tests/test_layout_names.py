@@ -155,3 +155,21 @@ def test_names_yaml_readers_disagree_on_reach_nvidia_s_parser_as_written(tmp_pat
     assert_mig_parted_accepts(config, ["infer", name], tmp_path / "config.yaml")
     script = (out / "rootfs/etc/nvidia-mig/restore.sh").read_text()
     assert f"layout_names=('infer' '{name}')" in script
+
+
+def test_gpu_operator_export_has_every_name(tmp_path: Path) -> None:
+    from support import cli
+
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(TWO_MODELS)
+    code, out, err = cli("export", str(profile), "--gpu-operator")
+    assert code == 0, err
+    for name in ("infer", "train", "yes"):
+        assert f"kubectl label node NODE nvidia.com/mig.config={name}    # selects layout {name!r}" in out
+    assert "mig.config=current" not in out
+    body = yaml.safe_load(out)["data"]["config.yaml"]
+    assert_mig_parted_accepts(body, ["infer", "train", "yes", "all-disabled"], tmp_path / "operator.yaml")
+    other = tmp_path / "other.yaml"
+    other.write_text("version: 1\nname: other\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n")
+    code, out, err = cli("export", str(profile), str(other), "--gpu-operator")
+    assert code == 1 and "named layouts (mig.layouts: infer, train, yes) are not yet merged" in err, (out, err)

@@ -95,6 +95,12 @@ def rule_layout_choice(loaded: LoadedProfile, data: object, catalog: Catalog) ->
         yield loaded.problem("/restore/layout", "restore.layout without mig.layouts: there is no name to choose; "
                              "name the layouts (gpus[].mig.layouts) or remove restore.layout",
                              "layout-source-without-layouts", key=True)
+    if "all-disabled" in names:
+        ptr = next(f"{p}/mig/layouts" for p, g in gpu_entries(data)
+                   if "all-disabled" in as_mapping(as_mapping(g.get("mig")).get("layouts")))
+        yield loaded.problem(join_pointer(ptr, "all-disabled"), "the layout name 'all-disabled' is the GPU "
+                             "Operator's default config (MIG off on every GPU, the label it puts on unlabelled "
+                             "nodes); name this layout otherwise", "layout-name-reserved", key=True)
     default = as_mapping(choice).get("default")
     if names and isinstance(default, str) and default not in names:
         yield loaded.problem("/restore/layout/default", f"default {default!r} is not a layout name; allowed: "

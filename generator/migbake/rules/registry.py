@@ -134,6 +134,7 @@ _RULES = (
     ("layout-name-missing", "mig.layouts: an entry with MIG on that lacks a name another entry gives (coverage)"),
     ("layouts-without-source", "mig.layouts without restore.layout: the node cannot tell which name to apply"),
     ("layout-source-without-layouts", "restore.layout without mig.layouts: there is no name to choose"),
+    ("layout-name-reserved", "a mig.layouts name that is the GPU Operator's default config (all-disabled)"),
     ("layout-default-unknown", "restore.layout.default is not one of the mig.layouts names"),
     ("layouts-config-name", "restore.config_name with mig.layouts: the config names are the layout names"),
     ("layout-source-unsupported", "restore.layout.from names a source the restore does not read yet "
