@@ -173,3 +173,35 @@ def test_gpu_operator_export_has_every_name(tmp_path: Path) -> None:
     other.write_text("version: 1\nname: other\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n")
     code, out, err = cli("export", str(profile), str(other), "--gpu-operator")
     assert code == 1 and "named layouts (mig.layouts: infer, train, yes) are not yet merged" in err, (out, err)
+
+
+@pytest.mark.parametrize("names,status", [("current, train", "PASS"), ("infer, train", "NOTE")],
+                         ids=["label-names-a-layout", "label-names-another-config"])
+def test_offline_preflight_takes_the_node_label_as_one_of_the_names(tmp_path: Path, names: str,
+                                                                    status: str) -> None:
+    import json
+
+    from support import cli
+    from test_gpu_operator import NODES
+
+    first, second = names.split(", ")
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(f"version: 1\nname: labels\ngpus:\n  - model: h200-141gb\n    mig:\n      layouts:\n"
+                       f"        {first}: {{1g.18gb: 7}}\n        {second}: {{7g.141gb: 1}}\n"
+                       f"restore:\n  layout: {{from: [kubelet-labels]}}\n")
+    _, out, _ = cli("preflight", str(profile), "--node-json", str(NODES / "mig-config-ours.json"), "--json")
+    checks = {c["check"]: (c["status"], c["detail"]) for c in json.loads(out)["checks"]}
+    # the fixture's node runs no mig-manager: a label naming another config acts on nothing (NOTE)
+    assert checks["mig-config"][0] == status, checks["mig-config"]
+
+
+def test_the_config_header_and_the_capture_follow_the_names(tmp_path: Path) -> None:
+    from realtools import run
+
+    out = generate(TWO_MODELS, tmp_path / "out")
+    config = (out / "rootfs/etc/nvidia-mig/config.yaml").read_text()
+    assert "#   apply  -f /etc/nvidia-mig/config.yaml -c NAME\n" in config
+    assert "# NAME: one config per named layout (infer, train, yes), chosen at boot from\n" in config
+    ran = run(["bash", str(out / "scripts/capture-mig-config.sh")])
+    assert ran.rc == 1 and "has named layouts (infer, train, yes)" in ran.err, ran.text
+    assert "left unchanged" in ran.err
