@@ -205,3 +205,9 @@ def test_the_config_header_and_the_capture_follow_the_names(tmp_path: Path) -> N
     ran = run(["bash", str(out / "scripts/capture-mig-config.sh")])
     assert ran.rc == 1 and "has named layouts (infer, train, yes)" in ran.err, ran.text
     assert "left unchanged" in ran.err
+
+
+def test_an_empty_named_layout_warns() -> None:
+    checked = check_bytes(TWO_MODELS.replace("train: {7g.80gb: 1}", "train: {}").encode(), "p.yaml")
+    assert [(p.rule, p.severity, p.pointer) for p in checked.problems] == [
+        ("empty-layout", "warning", "/gpus/0/mig/layouts/train")]

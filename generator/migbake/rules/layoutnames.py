@@ -52,6 +52,12 @@ def rule_layouts_with_layout(loaded: LoadedProfile, data: object, catalog: Catal
             yield loaded.problem(f"{ptr}/mig/layouts", "named layouts are given but mig.enabled is false; "
                                  "mig-parted rejects MIG devices on a GPU with MIG off", "layout-without-mig",
                                  key=True)
+        elif _mig_on(group, catalog):
+            for name, layout in as_mapping(mig.get("layouts")).items():
+                if isinstance(layout, dict) and not layout:
+                    yield loaded.problem(join_pointer(f"{ptr}/mig/layouts", name), f"layout {name!r} has no "
+                                         "instances: MIG is enabled with none, and the device plugin fails on "
+                                         "such a GPU", "empty-layout", severity="warning")
 
 
 def rule_layout_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
