@@ -139,7 +139,7 @@ POISON = '#!/bin/bash\necho "$0 $*" >>"$STATE/poison"\nexit 99\n'
 
 
 def make_node(tmp_path: Path, profile_extra: str = "", *, kubelet: bool = True,
-              restore_extra: str = "", kubelet_keys: str = "") -> Node:
+              restore_extra: str = "", kubelet_keys: str = "", mig: str = "layout: {1g.18gb: 7}") -> Node:
     """Generate a profile whose tools and config live in ``tmp_path``, and fake everything around it."""
     root = tmp_path / "node"
     tools = root / "opt" / "nvidia"
@@ -153,7 +153,7 @@ gpu_count: 2
 gpus:
   - model: h200-141gb
     mig:
-      layout: {{1g.18gb: 7}}
+      {mig}
 kubelet: {{present: {str(kubelet).lower()}{kubelet_keys}}}
 restore:
   config_path: {config}
@@ -184,9 +184,9 @@ def file_state(path: Path) -> tuple[bytes, int] | None:
 
 
 def good_node(tmp_path: Path, profile_extra: str = "", consumers: tuple[str, ...] = (),
-              kubelet_keys: str = "", restore_extra: str = "") -> tuple[Node, Path]:
+              kubelet_keys: str = "", restore_extra: str = "", mig: str = "layout: {1g.18gb: 7}") -> tuple[Node, Path]:
     """A node where everything went right, and the verify script pointed at its drop-ins."""
-    node = make_node(tmp_path, profile_extra, kubelet_keys=kubelet_keys, restore_extra=restore_extra)
+    node = make_node(tmp_path, profile_extra, kubelet_keys=kubelet_keys, restore_extra=restore_extra, mig=mig)
     node.config.parent.mkdir(parents=True)
     node.config.write_text(H200_LAYOUT)
     etc = node.root / "etc/systemd/system"

@@ -1,6 +1,7 @@
 """``migbake show``: each GPU drawn slice by slice, what the restore runs before, its Kubernetes and Slurm resources.
 
 Last, per GPU model, whether GKE, AKS and Bottlerocket express the layout natively (``kubernetes.managed``).
+With named layouts (``mig.layouts``), where a node learns its name, then all of that per name.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import click
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import printable
 from migbake.gpu.boardnames import twin_lines
-from migbake.gpu.catalog import CatalogChoice
+from migbake.gpu.catalog import Catalog, CatalogChoice
 from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
@@ -20,6 +21,7 @@ from migbake.kubernetes.dra import dra_report
 from migbake.kubernetes.kubelet import layout_report
 from migbake.kubernetes.managed import entries_of, managed_report
 from migbake.kubernetes.resources import resource_report
+from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.plan import gpu_notes
 from migbake.slurm.gres import show_lines, slurm_applies
 from migbake.wording import instances
@@ -44,6 +46,21 @@ def show(profile: Path) -> None:
     _say(f"  The restore runs before {prof.consumers_text() if prof.all_consumers else 'no consumer'}"
                + (f"; a failed restore keeps {', '.join(closed)} down" if closed else "")
                + (f"; {', '.join(opened)} start anyway" if opened else "") + ".")
+    if not prof.layout_names:
+        _layout(prof, catalog, named=False)
+        return
+    default = prof.restore.layout_default
+    _say(f"  Layouts: {', '.join(prof.layout_names)}; a node learns its name at boot from "
+         f"{', '.join(prof.restore.layout_from)} (in that order), "
+         + (f"else takes {default}" if default else "else fails closed")
+         + "; an unknown name fails closed (docs/layouts-at-boot.md).")
+    for name in prof.layout_names:
+        _say(f"\n=== layout {name} (nvidia.com/mig.config={name}) ===")
+        _layout(prof.named(name), catalog, named=True)
+
+
+def _layout(prof: NodeProfile, catalog: Catalog, *, named: bool) -> None:
+    """Each entry drawn, then the resources and the managed platforms of one layout of the profile."""
     for i, (group, m) in enumerate(zip(prof.gpus, prof.models)):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
         _say(f"\n/gpus/{i}: {m.key}, {devices}")
@@ -73,5 +90,5 @@ def show(profile: Path) -> None:
         for line in layout_report(prof):
             _say(line)
     for line in managed_report(entries_of(prof.gpus), prof.gpu_count, prof.kubelet.present,
-                               prof.kubernetes.allocation):
+                               prof.kubernetes.allocation, named):
         _say(line)

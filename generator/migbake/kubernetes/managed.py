@@ -145,12 +145,13 @@ def _gpus_per_node(entries: Sequence[Entry], model: str, one_model: bool, gpu_co
 
 
 def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: bool,
-                   allocation: str = "device-plugin") -> list[str]:
-    """``migbake show``'s lines: per platform and GPU model, native or not, with the flag and Terraform or why."""
+                   allocation: str = "device-plugin", named: bool = False) -> list[str]:
+    """``migbake show``'s lines: per platform and GPU model, native or not, with the flag and Terraform or why
+    (``named``: one of the profile's named layouts, for which no settings.toml is written)."""
     lines = ["", "Native MIG elsewhere (one MIG profile on every GPU of a node pool or instance):"]
     one_model = len({e.model for e in entries}) == 1
     dra = allocation != "device-plugin"
-    written = kubelet and not dra and all(v.native for v in verdicts("bottlerocket", entries))
+    written = kubelet and not dra and not named and all(v.native for v in verdicts("bottlerocket", entries))
     platforms: tuple[Platform, ...] = ("gke", "aks", "bottlerocket")
     for platform in platforms:
         table = managed_data()[platform]
@@ -162,6 +163,7 @@ def managed_report(entries: Sequence[Entry], gpu_count: int | None, kubelet: boo
                 where = "OUT/bottlerocket/settings.toml" if written else (
                     f"no file: kubernetes.allocation {allocation} (Bottlerocket's MIG settings are its device "
                     "plugin's)" if dra else
+                    "no file: named layouts, chosen at boot; Bottlerocket's settings hold one profile" if named else
                     "no file: another model is not native" if kubelet else "no file: kubelet.present is false")
                 lines.append(f'{head} native: mig.profile."{v.key}" = "{v.value}" ({where})')
             else:

@@ -157,6 +157,8 @@ def gpu_operator_configmap(profile: NodeProfile, header: str, file: str = "") ->
     ConfigLabelError when no node label could select it (``file`` names the profile)."""
     _selectable(file or profile.name, profile.restore.config_name)
     body = _configmap_body(configmap_name(profile), operator_config(profile))
+    if profile.layout_names:
+        return "\n".join([header, *(f"# {n}" for n in _named_notes(profile)), *body]) + "\n"
     ours = profile.restore.config_name
     label = f"{CONFIG_LABEL}={ours}"
     notes = [
@@ -170,6 +172,20 @@ def gpu_operator_configmap(profile: NodeProfile, header: str, file: str = "") ->
         f"  kubectl label node NODE {label}    # selects config {ours!r}",
     ]
     return "\n".join([header, *(f"# {n}" for n in notes), *body]) + "\n"
+
+
+def _named_notes(profile: NodeProfile) -> list[str]:
+    """The ConfigMap's comment for a profile with named layouts: one config, and one label value, per name."""
+    return [
+        "GPU Operator mig-manager custom config: the same reviewed layouts as the baked restore unit, one",
+        "config per name (mig.layouts). Use one or the other on a node, never both (each would apply MIG at boot).",
+        f"{OPERATOR_DEFAULT_CONFIG!r} is the operator's default (migManager.config.default), which it puts on every",
+        "MIG-capable node without the label; it is included so that such a node finds it in this ConfigMap.",
+        "  kubectl apply -n gpu-operator -f THIS_FILE",
+        f"  helm ... --set migManager.config.name={configmap_name(profile)}",
+        *(f"  kubectl label node NODE {CONFIG_LABEL}={name}    # selects layout {name!r}"
+          for name in profile.layout_names),
+    ]
 
 
 MANY_CONFIGMAP = "migbake-mig-parted-config"
@@ -196,6 +212,10 @@ def gpu_operator_configmap_many(profiles: list[tuple[str, NodeProfile]],
     owners: dict[str, str] = {OPERATOR_DEFAULT_CONFIG: "the GPU Operator's default config"}
     named: list[tuple[str, str]] = []
     for file, profile in profiles:
+        if profile.layout_names:
+            raise ConfigClashError(f"{file}: named layouts (mig.layouts: {', '.join(profile.layout_names)}) are "
+                                   "not yet merged with other profiles: export this profile on its own; nothing "
+                                   "exported")
         key = operator_config_name(profile)
         _selectable(file, key)
         if key in owners:

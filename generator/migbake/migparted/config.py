@@ -52,21 +52,29 @@ def filter_notes(profile: NodeProfile, with_filter: bool | None = None) -> list[
     ]
 
 
-def _entry(group: GpuGroup, model: GpuModel, with_filter: bool) -> dict[str, Any]:
+def _entry(group: GpuGroup, model: GpuModel, with_filter: bool, layout_name: str = "") -> dict[str, Any]:
     entry: dict[str, Any] = {}
     if with_filter:
         entry["device-filter"] = list(entry_pci_ids(group, model))
     entry["devices"] = "all" if group.devices == "all" else list(group.devices)
     entry["mig-enabled"] = group.mig_enabled
-    entry["mig-devices"] = dict(group.layout) if group.mig_enabled else {}
+    layout = group.layout_named(layout_name) if layout_name else group.layout
+    entry["mig-devices"] = dict(layout) if group.mig_enabled else {}
     return entry
 
 
 def mig_parted_config(profile: NodeProfile, name: str = "", with_filter: bool | None = None) -> dict[str, Any]:
     """``{version: v1, mig-configs: {<config_name>: [entries]}}`` exactly as apply/assert read it (``name``:
-    another key than ``restore.config_name``; ``with_filter``: ``uses_device_filter(profile)`` when known)."""
+    another key than ``restore.config_name``; ``with_filter``: ``uses_device_filter(profile)`` when known).
+
+    With named layouts (``mig.layouts``), one config per name, keyed by the name (``name`` is then ignored):
+    the restore selects the node's with ``-c NAME`` (issue 40)."""
     models = profile.models
     with_filter = uses_device_filter(profile) if with_filter is None else with_filter
+    if profile.layout_names:
+        return {"version": "v1", "mig-configs": {
+            _config_name(n): [_entry(g, m, with_filter, n) for g, m in zip(profile.gpus, models)]
+            for n in profile.layout_names}}
     entries = [_entry(g, m, with_filter) for g, m in zip(profile.gpus, models)]
     return {"version": "v1", "mig-configs": {_config_name(name or profile.restore.config_name): entries}}
 

@@ -32,6 +32,7 @@ class Expectation:
     want_count: int
     want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
     mode_persists: bool = False  # Ampere: a MIG mode change waits for a GPU reset
+    want_named: tuple[tuple[str, str], ...] = ()  # mig.layouts: (name, want) per layout name (issue 40)
 
     @property
     def expected(self) -> str:
@@ -53,6 +54,10 @@ def expectations(profile: NodeProfile, with_filter: bool | None = None) -> tuple
         # nvidia-smi shows a GPU without MIG (a display GPU, an L40S) as mig.mode.current [N/A]
         mode = "Enabled" if g.mig_enabled else "Disabled" if m.has_mig else "[N/A]"
         want = f"MIG Enabled, {layout_text(g.layout)}" if g.mig_enabled else f"MIG {mode}"
+        named = tuple((name, f"MIG Enabled, {layout_text(lay)}") for name, lay in g.layouts) if g.mig_enabled else ()
+        if named:  # the node's name is known only on the node: any of them, in words
+            want = " or ".join(f"{w} ({name})" for name, w in named)
         out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
-                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want, m.mig_mode_persists))
+                               sum(n for _, n in g.layout) if g.mig_enabled else 0, want, m.mig_mode_persists,
+                               named))
     return tuple(out)

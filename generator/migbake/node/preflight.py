@@ -17,7 +17,7 @@ from typing import Any, Literal
 from migbake.exits import printable
 from migbake.gpu.presence import FOREIGN
 from migbake.kubernetes.kubelet import unit_checked
-from migbake.kubernetes.labels import label_checks
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, label_checks
 from migbake.migparted.config import entry_pci_ids
 from migbake.node import drivergates
 from migbake.node.driveroffer import DriverOffers
@@ -158,7 +158,9 @@ def _same(g: Gpu, e: Expectation) -> bool | None:
     if g.mig_mode != "Enabled":
         return True
     if g.mig_devices is not None:
-        return _have(g) == e.want
+        return _have(g) == e.want or _have(g) in {w for _, w in e.want_named}
+    if e.want_named:
+        return None  # named layouts: a count alone cannot tell which
     if g.mig_device_count is not None and g.mig_device_count != e.want_count:
         return False
     return None  # MIG is on, but the capture does not name the MIG devices' profiles
@@ -253,6 +255,15 @@ def _driver_version(profile: NodeProfile, capture: Capture) -> Check:
     return Check(drivergates.CHECK, status, detail)  # type: ignore[arg-type]
 
 
+def _our_config(profile: NodeProfile, labels: dict[str, str]) -> str:
+    """The config the node's mig.config label should name: restore.config_name, or with named layouts the
+    label's own value when it is one of the names (else the names, which no label value equals)."""
+    if not profile.layout_names:
+        return profile.restore.config_name
+    given = labels.get(MIG_CONFIG_LABEL, "")
+    return given if given in profile.layout_names else ", ".join(profile.layout_names)
+
+
 def check_names(profile: NodeProfile) -> list[str]:
     """Every check of the table, in order (the generated script prints the same rows)."""
     found = expectations(profile)
@@ -283,7 +294,7 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
         found[drivergates.CHECK] = _driver_version(profile, capture)
     if labels is not None and profile.kubelet.present:
         found.update((n, Check(n, s, d)) for n, s, d in label_checks(
-            labels, profile.restore.config_name, node_labels=profile.kubernetes.node_labels,
+            labels, _our_config(profile, labels), node_labels=profile.kubernetes.node_labels,
             mig_manager_enabled=mig_manager_enabled, operator_kind=operator_kind))
     hardware = ("gpu-count", "coverage", "mig-state", "mig-mode", drivergates.CHECK)
     checks = []

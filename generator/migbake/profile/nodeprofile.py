@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from migbake.gpu.catalog import Catalog, GpuModel, canonical_pci_id, load_catalog
@@ -33,6 +33,12 @@ class GpuGroup:
     layout: tuple[tuple[str, int], ...]
     gpu: GpuModel  # the catalog model ``model`` names, resolved once when the profile is built
     pci_device_ids: tuple[str, ...] = ()  # exactly the ids its device-filter names (empty: all of the model's)
+    # mig.layouts: (name, layout) in the profile's order; empty: the one unnamed ``layout``
+    layouts: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+
+    def layout_named(self, name: str) -> tuple[tuple[str, int], ...]:
+        """The layout of ``name`` (mig.layouts), or the unnamed one for an entry without names (MIG off)."""
+        return dict(self.layouts).get(name, self.layout)
 
     @property
     def layout_dict(self) -> dict[str, int]:
@@ -65,6 +71,8 @@ class Restore:
     metrics_textfile: str = ""  # empty: no metrics file
     placements: PlacementCheck = "warn"  # allocation dra: a placement other than the plan's fails the restore
     no_gpu: NoGpu = "succeed"  # a machine without an NVIDIA GPU (PCI): nothing to restore, or a failure
+    layout_from: tuple[str, ...] = ()  # restore.layout.from: where the node learns its layout name, in order
+    layout_default: str = ""  # restore.layout.default ("": none, a node without a name fails closed)
 
 
 @dataclass(frozen=True)
@@ -192,6 +200,20 @@ class NodeProfile:
         return self.kubernetes.allocation != "device-plugin"
 
     @property
+    def layout_names(self) -> tuple[str, ...]:
+        """The names of ``mig.layouts`` in the order the entries first give them (empty: one unnamed layout)."""
+        return tuple(dict.fromkeys(name for g in self.gpus for name, _ in g.layouts))
+
+    def named(self, name: str) -> NodeProfile:
+        """The profile as a node of layout ``name`` sees it: each entry with that one layout (``show`` per name)."""
+        return replace(self, gpus=tuple(replace(g, layout=g.layout_named(name), layouts=()) for g in self.gpus))
+
+    @property
+    def config_names(self) -> tuple[str, ...]:
+        """The configs of the generated mig-parted file: the layout names, or ``restore.config_name``."""
+        return self.layout_names or (self.restore.config_name,)
+
+    @property
     def models(self) -> tuple[GpuModel, ...]:
         """The catalog model of each ``gpus`` entry, in order."""
         return tuple(g.gpu for g in self.gpus)
@@ -249,6 +271,10 @@ def _group(raw: dict[str, Any], catalog: Catalog, allocation: str = "device-plug
     devices = raw.get("devices", "all")
     mig = raw.get("mig", {})
     layout = mig.get("layout", {})
+    named = tuple((str(n), tuple((str(k), int(v)) for k, v in lay.items()))
+                  for n, lay in mig.get("layouts", {}).items())
+    if named:  # the first name's layout stands for the entry where one layout is read (none: issue 40)
+        layout = dict(named[0][1])
     enabled = bool(mig.get("enabled", True))
     return GpuGroup(
         model=str(raw["model"]),
@@ -257,6 +283,7 @@ def _group(raw: dict[str, Any], catalog: Catalog, allocation: str = "device-plug
         layout=tuple((str(k), int(v)) for k, v in layout.items()),
         gpu=gpu,
         pci_device_ids=tuple(canonical_pci_id(str(p)) for p in raw.get("pci_device_ids", ())),
+        layouts=named,
     )
 
 
@@ -268,6 +295,10 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
     tools, mgr = data.get("tools", {}), data.get("conflicting_manager", {})
     # the paths migbake writes, as the kernel will resolve them (the rules judged them normalised too)
     res = {k: normal_path(v) if k in ("config_path", "metrics_textfile") else v for k, v in res.items()}
+    choice = res.pop("layout", None)
+    if choice is not None:
+        res["layout_from"] = tuple(str(s) for s in choice["from"])
+        res["layout_default"] = str(choice.get("default", ""))
     k8s = dict(data.get("kubernetes", {}))
     k8s["node_labels"] = tuple((str(k), str(v)) for k, v in k8s.get("node_labels", {}).items())
     return NodeProfile(

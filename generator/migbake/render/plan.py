@@ -12,7 +12,7 @@ asking "what will this node get?".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from migbake import __version__
@@ -46,7 +46,7 @@ from migbake.kubernetes.kubelet import (
 )
 from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
-from migbake.kubernetes.resources import NodeKind, node_kinds, verify_groups
+from migbake.kubernetes.resources import NodeKind, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.drivergates import NO_GATE, DriverGate, driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
@@ -145,6 +145,8 @@ class RenderPlan:
     reset_path: str  # restore.on_reset_required when a model needs a reset for a mode change, else ``none``
     after_reset: str  # what the first restore does after a MIG mode change waits for a reset (preflight's words)
     per_gpu: str  # the layouts, one text (``1g.18gb: 7``), or ``MIG off``
+    layout_names: tuple[str, ...]  # mig.layouts' names (configs of the same names; restore.layout chooses one)
+    named_resources: tuple[tuple[str, tuple[str, ...]], ...]  # per name, each entry's resources (verify's form)
     node_label_flag: str  # ``--node-labels=k=v,...`` for kubelet, or "" when no label is set
     kubelet: KubeletPlan
     unselectable_config: str  # the mig-config WARN when no nvidia.com/mig.config label could name our config
@@ -271,17 +273,32 @@ def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     Bottlerocket's aws-k8s-*-nvidia variants are Kubernetes nodes: a profile without kubelet gets none. Its MIG
     settings are its device plugin's: a profile whose GPUs the DRA driver allocates gets none (``bottlerocket-dra``).
     """
+    if p.layout_names:  # Bottlerocket's settings say one profile per model: one layout, not a choice at boot
+        return ()
     found = verdicts("bottlerocket", entries_of(p.gpus)) \
         if p.kubelet.present and p.kubernetes.allocation == "device-plugin" else []
     return tuple((v.key, v.value) for v in found) if found and all(v.native for v in found) else ()
 
 
+def _per_gpu(p: NodeProfile, name: str) -> str:
+    """The distinct layouts of the MIG GPUs (of layout ``name``; "": the unnamed ones) as one text."""
+    layouts = {tuple(sorted(g.layout_named(name) if name else g.layout)) for g in p.gpus if g.mig_enabled}
+    return "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
+                            for lay in layouts)) or "MIG off"
+
+
+def _named_resources(p: NodeProfile) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Per layout name, the resources one GPU of each entry advertises under it (``r=n r=n``)."""
+    strategy = p.kubernetes.mig_strategy
+    return tuple((name, tuple(" ".join(f"{r}={n}" for r, n in per_gpu(replace(g, layout=g.layout_named(name)),
+                                                                        strategy).items()) for g in p.gpus))
+                 for name in p.layout_names)
+
+
 def make_plan(profile: NodeProfile) -> RenderPlan:
     """The plan of ``profile``'s output tree: every derived value, computed once."""
     p = profile
-    layouts = {tuple(sorted(g.layout)) for g in p.gpus if g.mig_enabled}
-    per_gpu = "; ".join(sorted(", ".join(f"{n}: {c}" for n, c in lay) or "no instances"
-                               for lay in layouts)) or "MIG off"
+    per_gpu = "; ".join(f"{name}: {_per_gpu(p, name)}" for name in p.layout_names) or _per_gpu(p, "")
     flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says
     filtered = uses_device_filter(p)
     config = mig_parted_config(p, with_filter=filtered)
@@ -308,6 +325,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
         reset_path=p.restore.on_reset_required if reset_models else "none",
         after_reset=AFTER_RESET.get(p.restore.on_reset_required, ""),  # another value: the guard stops it
         per_gpu=per_gpu,
+        layout_names=p.layout_names,
+        named_resources=_named_resources(p),
         node_label_flag=flag,
         kubelet=_kubelet(p, flag, head),
         unselectable_config=unselectable_config(p.restore.config_name),

@@ -17,6 +17,7 @@ from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
 from migbake.rules.allocation import allocation_of
 from migbake.rules.declare import rule
+from migbake.rules.layoutnames import named_mig_problems
 from migbake.rules.layouts import layout_entries, model_of
 from migbake.wording import article, gpus, index_list, instances
 
@@ -28,6 +29,9 @@ def rule_mig_enabled(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
     device_plugin = allocation_of(data) == "device-plugin"
     for ptr, group in gpu_entries(data):
         mig = group.get("mig")
+        if isinstance(mig, dict) and "layouts" in mig:  # named layouts
+            yield from named_mig_problems(loaded, ptr, group, catalog)
+            continue
         if (model := model_of(group, catalog)) is not None and not model.has_mig:
             continue  # rule_no_mig
         if not isinstance(mig, dict):

@@ -36,9 +36,16 @@ def model_of(group: dict[str, Any], catalog: Catalog) -> GpuModel | None:
     return catalog.find_gpu(model) if isinstance(model, str) else None
 
 
-def layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
-    """The entry's layout, parsed (names the grammar rejects are left to the schema)."""
-    layout = as_mapping(as_mapping(group.get("mig")).get("layout"))
+def entry_layouts(group_ptr: str, group: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each layout of an entry with its pointer: ``mig.layout``, and every layout of ``mig.layouts`` by name."""
+    mig = as_mapping(group.get("mig"))
+    out = [(f"{group_ptr}/mig/layout", as_mapping(mig.get("layout")))]
+    out += [(join_pointer(f"{group_ptr}/mig/layouts", name), as_mapping(layout))
+            for name, layout in as_mapping(mig.get("layouts")).items()]
+    return out
+
+
+def _parsed(layout_ptr: str, layout: dict[str, Any]) -> list[LayoutEntry]:
     out = []
     for name, count in layout.items():
         m = PROFILE_NAME_RE.match(str(name))
@@ -47,9 +54,15 @@ def layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
         g = int(m["g"])
         c = int(m["c"]) if m["c"] else None
         suffix = f"{m['sign']}{m['attrs']}" if m["sign"] else ""
-        out.append(LayoutEntry(str(name), count, join_pointer(f"{group_ptr}/mig/layout", name),
+        out.append(LayoutEntry(str(name), count, join_pointer(layout_ptr, name),
                                f"{g}g.{int(m['gb'])}gb{suffix}", c, g))
     return out
+
+
+def layout_entries(group_ptr: str, group: dict[str, Any]) -> list[LayoutEntry]:
+    """The entry's layouts (``mig.layout``, then each of ``mig.layouts``), parsed (names the grammar rejects are
+    left to the schema)."""
+    return [e for ptr, layout in entry_layouts(group_ptr, group) for e in _parsed(ptr, layout)]
 
 
 def _ci_allowed(c: int, g: int) -> bool:
@@ -113,16 +126,14 @@ def rule_layout_profiles(loaded: LoadedProfile, data: object, catalog: Catalog) 
                                      f"one {model.display_name}", "count-above-max")
 
 
-def _group_layout_ok(loaded: LoadedProfile, ptr: str, group: dict[str, Any], model: GpuModel,
-                     problems_so_far: Sequence[Problem]) -> dict[str, int] | None:
-    layout_ptr = f"{ptr}/mig/layout"
-    if any(p.pointer.startswith(layout_ptr) for p in problems_so_far):
+def _layout_ok(layout_ptr: str, raw: dict[str, Any], problems_so_far: Sequence[Problem]) -> dict[str, int] | None:
+    if any(p.pointer == layout_ptr or p.pointer.startswith(layout_ptr + "/") for p in problems_so_far):
         return None
-    entries = layout_entries(ptr, group)
+    entries = _parsed(layout_ptr, raw)
     layout = {e.name: e.count for e in entries}
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in layout.values()):
         return None
-    if len(entries) != len(as_mapping(as_mapping(group.get("mig")).get("layout"))):
+    if len(entries) != len(raw):
         return None
     return {k: int(str(v)) for k, v in layout.items()}
 
@@ -137,34 +148,39 @@ def rule_layout_fits(loaded: LoadedProfile, data: object, catalog: Catalog,
         model = model_of(group, catalog)
         if model is None or not model.has_mig:
             continue
-        layout = _group_layout_ok(loaded, ptr, group, model, earlier)
-        if not layout:
-            continue
-        layout_ptr = f"{ptr}/mig/layout"
-        entries = layout_entries(ptr, group)
-        media = [e for e in entries if (p := model.profile(e.gi_name)) is not None and p.media_extension]
-        if sum(layout[e.name] for e in media) > 1:
-            names = ", ".join(f"{layout[e.name]} x {e.name}" for e in media)
-            yield loaded.problem(layout_ptr, f"{names}: a GPU has one set of media engines, so at most one "
-                                 f"media-extension (+me) instance{_instead(model, layout)}", "media-extension")
-            continue
-        result = fit(model, layout)
-        if result.ok:
-            continue
-        compute, memory = result.compute_slices, result.memory_slices
-        if result.undecided:
-            text, rule = f"cannot tell whether the instances can all be placed: {result.reason}", "placement"
-        elif compute > model.total_compute_slices or memory > model.total_memory_slices:
-            text = (f"the layout needs {compute} compute slices and {memory} memory slices; "
-                    f"{article(model.display_name)} {model.display_name} has {model.total_compute_slices} and "
-                    f"{model.total_memory_slices}")
-            rule = "compute-slices" if compute > model.total_compute_slices else "placement"
-        else:
-            unplaced = ", ".join(result.unplaced)
-            text = (f"the instances cannot all be placed on one {model.display_name}: {result.reason}"
-                    + (f" (left over: {unplaced})" if unplaced else ""))
-            rule = "placement"
-        yield loaded.problem(layout_ptr, text + _instead(model, layout), rule)
+        for layout_ptr, raw in entry_layouts(ptr, group):
+            yield from _fits(loaded, model, layout_ptr, raw, earlier)
+
+
+def _fits(loaded: LoadedProfile, model: GpuModel, layout_ptr: str, raw: dict[str, Any],
+          earlier: Sequence[Problem]) -> Iterator[Problem]:
+    layout = _layout_ok(layout_ptr, raw, earlier)
+    if not layout:
+        return
+    entries = _parsed(layout_ptr, raw)
+    media = [e for e in entries if (p := model.profile(e.gi_name)) is not None and p.media_extension]
+    if sum(layout[e.name] for e in media) > 1:
+        names = ", ".join(f"{layout[e.name]} x {e.name}" for e in media)
+        yield loaded.problem(layout_ptr, f"{names}: a GPU has one set of media engines, so at most one "
+                             f"media-extension (+me) instance{_instead(model, layout)}", "media-extension")
+        return
+    result = fit(model, layout)
+    if result.ok:
+        return
+    compute, memory = result.compute_slices, result.memory_slices
+    if result.undecided:
+        text, rule = f"cannot tell whether the instances can all be placed: {result.reason}", "placement"
+    elif compute > model.total_compute_slices or memory > model.total_memory_slices:
+        text = (f"the layout needs {compute} compute slices and {memory} memory slices; "
+                f"{article(model.display_name)} {model.display_name} has {model.total_compute_slices} and "
+                f"{model.total_memory_slices}")
+        rule = "compute-slices" if compute > model.total_compute_slices else "placement"
+    else:
+        unplaced = ", ".join(result.unplaced)
+        text = (f"the instances cannot all be placed on one {model.display_name}: {result.reason}"
+                + (f" (left over: {unplaced})" if unplaced else ""))
+        rule = "placement"
+    yield loaded.problem(layout_ptr, text + _instead(model, layout), rule)
 
 
 def _instead(model: GpuModel, layout: dict[str, int]) -> str:

@@ -22,13 +22,25 @@ from typing import Any
 from migbake.document.loader import LoadedProfile, as_mapping
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
-from migbake.rules import allocation, general, gpus, layouts, limits, nodepaths, platforms, services, slurm, units
+from migbake.rules import (
+    allocation,
+    general,
+    gpus,
+    layoutnames,
+    layouts,
+    limits,
+    nodepaths,
+    platforms,
+    services,
+    slurm,
+    units,
+)
 from migbake.rules.declare import Check, Rule, Stage, rule
 
 # the modules whose checks run, in this order (within one, in the order they are written); a check of a new
 # module runs once its module is here
 CHECK_MODULES: tuple[ModuleType, ...] = (layouts, general, gpus, services, nodepaths, units, allocation, slurm,
-                                         platforms, limits)
+                                         platforms, limits, layoutnames)
 
 
 def _declared(stage: Stage, rows: tuple[tuple[str, str], ...]) -> list[Rule]:

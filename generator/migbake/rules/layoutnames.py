@@ -1,0 +1,173 @@
+"""Rules on named layouts (issue 40): ``mig.layouts`` per entry and ``restore.layout``, the name chosen at boot.
+
+Every entry with MIG on names the same layouts (the coverage matrix of an image serving several GPU models),
+the names and the choice come together, the default is one of the names, and what does not follow the names
+yet (DRA, Slurm, Bottlerocket, the single MIG strategy, the network sources) is refused, located, instead of
+silently using one of the layouts. The layouts themselves are judged by ``rules.layouts`` like ``mig.layout``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries, join_pointer
+from migbake.gpu.catalog import Catalog
+from migbake.problems import Problem
+from migbake.rules.declare import rule
+from migbake.rules.layouts import model_of
+
+# the sources restore.sh reads (templates/scripts/_layout-source.sh.j2); the others are in the schema's enum
+SUPPORTED_SOURCES = ("file", "kubelet-labels", "credential")
+
+
+def _mig_on(group: dict[str, Any], catalog: Catalog) -> bool:
+    """Whether the entry has MIG on (an unknown model counts as on: its own rule speaks)."""
+    model = model_of(group, catalog)
+    return as_mapping(group.get("mig")).get("enabled", True) is not False and (model is None or model.has_mig)
+
+
+def layout_names(data: object) -> list[str]:
+    """Every name of the profile's ``mig.layouts``, in the order the entries first give them."""
+    names: dict[str, None] = {}
+    for _, group in gpu_entries(data):
+        names.update(dict.fromkeys(str(n) for n in as_mapping(as_mapping(group.get("mig")).get("layouts"))))
+    return list(names)
+
+
+def _label(group: dict[str, Any], ptr: str) -> str:
+    return f"{group.get('model')} ({ptr})"
+
+
+@rule("layouts-with-layout", "error", "mig.layout and mig.layouts in one gpus entry")
+def rule_layouts_with_layout(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """An entry gives mig.layout or mig.layouts, never both (MIG off or empty: ``named_mig_problems``)."""
+    for ptr, group in gpu_entries(data):
+        mig = as_mapping(group.get("mig"))
+        if "layouts" in mig and "layout" in mig:
+            yield loaded.problem(f"{ptr}/mig/layouts", "mig.layout and mig.layouts together: give one unnamed "
+                                 "layout (layout) or several named ones (layouts), not both", "layouts-with-layout",
+                                 key=True)
+
+
+def named_mig_problems(loaded: LoadedProfile, ptr: str, group: dict[str, Any], catalog: Catalog) -> Iterator[Problem]:
+    """The MIG-on/off problems of an entry with named layouts, for ``rules.general.rule_mig_enabled`` (which
+    declares them): layouts with MIG off, and a named layout with no instances."""
+    mig = as_mapping(group.get("mig"))
+    if "layout" in mig:
+        return  # rule_layouts_with_layout
+    if mig.get("enabled", True) is False:
+        yield loaded.problem(f"{ptr}/mig/layouts", "named layouts are given but mig.enabled is false; "
+                             "mig-parted rejects MIG devices on a GPU with MIG off", "layout-without-mig",
+                             key=True)
+    elif _mig_on(group, catalog):
+        for name, layout in as_mapping(mig.get("layouts")).items():
+            if isinstance(layout, dict) and not layout:
+                yield loaded.problem(join_pointer(f"{ptr}/mig/layouts", name), f"layout {name!r} has no "
+                                     "instances: MIG is enabled with none, and the device plugin fails on "
+                                     "such a GPU", "empty-layout")
+
+
+@rule("layout-name-missing", "error", "mig.layouts: an entry with MIG on that lacks a name another entry gives "
+      "(coverage)")
+def rule_layout_coverage(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Every entry with MIG on names every layout name of the profile (the coverage matrix)."""
+    names = layout_names(data)
+    if not names:
+        return
+    first: dict[str, str] = {}  # name -> the entry that gives it first
+    for ptr, group in gpu_entries(data):
+        for n in as_mapping(as_mapping(group.get("mig")).get("layouts")):
+            first.setdefault(str(n), _label(group, ptr))
+    for ptr, group in gpu_entries(data):
+        mig = as_mapping(group.get("mig"))
+        if not _mig_on(group, catalog):
+            continue  # MIG off: the same entry in every named config
+        if "layouts" not in mig:
+            yield loaded.problem(f"{ptr}/mig" if "mig" in group else ptr, f"{_label(group, ptr)} has no named "
+                                 f"layouts while the profile names {', '.join(names)}: every entry with MIG on "
+                                 "needs mig.layouts with every name (a node of any name has these GPUs too)",
+                                 "layout-name-missing")
+            continue
+        have = {str(n) for n in as_mapping(mig.get("layouts"))}
+        for name in (n for n in names if n not in have):
+            yield loaded.problem(f"{ptr}/mig/layouts", f"{_label(group, ptr)} lacks layout {name!r}, which "
+                                 f"{first[name]} names: every name needs a layout for every GPU model of the "
+                                 "image, or a node of that name fails at apply", "layout-name-missing", key=True)
+
+
+@rule("layouts-without-source", "error", "mig.layouts without restore.layout: the node cannot tell which name to "
+      "apply")
+@rule("layout-source-without-layouts", "error", "restore.layout without mig.layouts: there is no name to choose")
+@rule("layout-name-reserved", "error", "a mig.layouts name that is the GPU Operator's default config (all-disabled)")
+@rule("layout-default-unknown", "error", "restore.layout.default is not one of the mig.layouts names")
+@rule("layouts-config-name", "error", "restore.config_name with mig.layouts: the config names are the layout names")
+def rule_layout_choice(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Named layouts and restore.layout come together; the default is one of the names; config_name is theirs."""
+    d = as_mapping(data)
+    restore = as_mapping(d.get("restore"))
+    choice = restore.get("layout")
+    names = layout_names(data)
+    if names and choice is None:
+        ptr = next(f"{p}/mig/layouts" for p, g in gpu_entries(data) if "layouts" in as_mapping(g.get("mig")))
+        yield loaded.problem(ptr, "named layouts without restore.layout: the node cannot tell which to apply; "
+                             "add restore: {layout: {from: [file], default: NAME}} (docs/layouts-at-boot.md)",
+                             "layouts-without-source", key=True)
+    if isinstance(choice, dict) and not names:
+        yield loaded.problem("/restore/layout", "restore.layout without mig.layouts: there is no name to choose; "
+                             "name the layouts (gpus[].mig.layouts) or remove restore.layout",
+                             "layout-source-without-layouts", key=True)
+    if "all-disabled" in names:
+        ptr = next(f"{p}/mig/layouts" for p, g in gpu_entries(data)
+                   if "all-disabled" in as_mapping(as_mapping(g.get("mig")).get("layouts")))
+        yield loaded.problem(join_pointer(ptr, "all-disabled"), "the layout name 'all-disabled' is the GPU "
+                             "Operator's default config (MIG off on every GPU, the label it puts on unlabelled "
+                             "nodes); name this layout otherwise", "layout-name-reserved", key=True)
+    default = as_mapping(choice).get("default")
+    if names and isinstance(default, str) and default not in names:
+        yield loaded.problem("/restore/layout/default", f"default {default!r} is not a layout name; allowed: "
+                             f"{', '.join(names)}", "layout-default-unknown")
+    if names and "config_name" in restore:
+        yield loaded.problem("/restore/config_name", "restore.config_name with named layouts: the config names "
+                             f"are the layout names ({', '.join(names)}); remove config_name",
+                             "layouts-config-name", key=True)
+
+
+@rule("layout-source-unsupported", "error", "restore.layout.from names a source the restore does not read yet "
+      "(gce-metadata, ec2-tag)")
+def rule_layout_sources(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """restore.layout.from names only the sources the restore reads today."""
+    sources = as_mapping(as_mapping(as_mapping(data).get("restore")).get("layout")).get("from")
+    for i, source in enumerate(sources if isinstance(sources, list) else ()):
+        if isinstance(source, str) and source in ("gce-metadata", "ec2-tag"):
+            yield loaded.problem(join_pointer("/restore/layout/from", i), f"source {source!r} is not yet "
+                                 f"supported; supported: {', '.join(SUPPORTED_SOURCES)} (docs/layouts-at-boot.md)",
+                                 "layout-source-unsupported")
+
+
+@rule("layouts-not-yet-supported", "error", "mig.layouts with an output that does not follow the names yet (DRA, "
+      "Slurm, Bottlerocket, mig_strategy single)")
+def rule_layouts_outputs(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Named layouts only with the outputs that follow every name (not yet: DRA, Slurm, Bottlerocket, single)."""
+    if not layout_names(data):
+        return
+    d = as_mapping(data)
+    k8s = as_mapping(d.get("kubernetes"))
+    found = []
+    if k8s.get("allocation", "device-plugin") != "device-plugin":
+        found.append(("/kubernetes/allocation", f"kubernetes.allocation {k8s.get('allocation')}"))
+    if k8s.get("mig_strategy") == "single":
+        found.append(("/kubernetes/mig_strategy", "kubernetes.mig_strategy single"))
+    if "slurm" in d:
+        found.append(("/slurm", "a slurm section"))
+    consumers = d.get("consumers")
+    for i, c in enumerate(consumers if isinstance(consumers, list) else []):
+        if isinstance(c, dict) and c.get("unit") == "slurmd.service":
+            found.append((f"/consumers/{i}/unit", "slurmd.service as a consumer (Slurm files)"))
+    if as_mapping(d.get("bottlerocket")).get("required") is True:
+        found.append(("/bottlerocket/required", "bottlerocket.required"))
+    for ptr, what in found:
+        yield loaded.problem(ptr, f"{what} with named layouts: its output does not follow the layout names yet "
+                             "(one layout per image there); use mig.layout, or leave this out",
+                             "layouts-not-yet-supported")
+
