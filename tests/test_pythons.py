@@ -59,9 +59,14 @@ def test_an_interpreter_is_found_for_its_version_only() -> None:
 
 
 def test_ci_runs_the_fast_tier_on_every_other_python_before_the_full_suite() -> None:
-    text = (REPO / ".ci/run").read_text(encoding="utf-8")
+    # .ci/run hands the test runs to .ci/suite (tests/test_ci_suite.py runs it: the fast tier, then the rest,
+    # the VM tier beside them)
+    assert 'exec bash .ci/suite "$VENV" "$main_python"' in (REPO / ".ci/run").read_text(encoding="utf-8")
+    text = (REPO / ".ci/suite").read_text(encoding="utf-8")
     tier = text.index('"$VENV/bin/python" .ci/pythons.py --skip "$main_python"')
-    assert tier < text.index('"$VENV/bin/python" -m pytest')
+    assert tier < text.index('"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"')
+    tier = text.index('"$VENV/bin/python" .ci/pythons.py --skip "$main_python"', tier + 1)
+    assert tier < text.index('"$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not vm"')
     module = pythons()
     assert all((REPO / f).is_file() for f in module.FAST_TESTS)
 
