@@ -163,3 +163,32 @@ def test_two_layouts_on_one_nodepool_name_are_refused() -> None:
     assert nodepool_name("layouts-eks", "X") == nodepool_name("layouts-eks", clash)
     with pytest.raises(RenderError, match="two layout names give one NodePool name"):
         nodepools(dataclasses.replace(plan, layout_names=("X", clash)))
+
+
+@pytest.mark.parametrize(("sources", "said"), [
+    ("[kubelet-labels, file]", "which the restore reads (kubelet-labels)."),
+    ("[file]", "but restore.layout.from lacks kubelet-labels: the restore does not read that label."),
+], ids=["read", "not-read"])
+def test_show_names_each_layout_s_nodepool(tmp_path: Path, sources: str, said: str) -> None:
+    from support import cli
+
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(CASE.read_text().replace("from: [kubelet-labels, file]", f"from: {sources}"))
+    code, text, err = cli("show", str(profile))
+    assert code == 0, err
+    assert "Karpenter: one NodePool per name in OUT/karpenter/nodepools.yaml, labelling its nodes " \
+           f"nvidia.com/mig.config=NAME, {said}" in text
+    assert "Karpenter disables them in instance metadata" in text
+    pools = [p["metadata"]["name"] for p in _pools(_out(tmp_path))]
+    for layout, pool in zip(NAMES, pools):
+        assert f"=== layout {layout} (nvidia.com/mig.config={layout}) ===\n  Karpenter NodePool: {pool}\n" in text
+
+
+def test_show_names_no_nodepool_off_eks(tmp_path: Path) -> None:
+    from support import cli
+
+    profile = tmp_path / "node-profile.yaml"
+    profile.write_text(CASE.read_text().replace("layout: eks-al2023", "layout: kubeadm"))
+    code, text, err = cli("show", str(profile))
+    assert code == 0, err
+    assert "=== layout infer" in text and "Karpenter" not in text
