@@ -155,7 +155,7 @@ def nodepools(plan: RenderPlan) -> str:
     names = [nodepool_name(plan.profile.name, n) for n in plan.layout_names]
     if len(set(names)) < len(names):
         raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
-    labels = [(k, v) for k, v in plan.profile.kubernetes.node_labels if k != MIG_CONFIG_LABEL]
+    labels = plan.profile.kubernetes.node_labels  # never nvidia.com/mig.config beside names (node-label-mig-owner)
     out = [
         plan.header,
         "#",
