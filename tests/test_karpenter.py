@@ -35,14 +35,14 @@ def _nodeclass(folder: Path = EKS / "generated") -> dict[str, Any]:
     return doc
 
 
-def karpenter_merge(user_data: str) -> str:
+def karpenter_merge(user_data: str, karpenter_part: str = KARPENTER_PART) -> str:
     """What Karpenter hands EC2 (before its base64): the user's parts with only their Content-Type and body,
     then its own NodeConfig, with boundary ``//`` and no CR (nodeadm.go Script, mime.go NewArchive/Serialize)."""
     assert user_data.strip().startswith("MIME-Version:")  # parseUserData: read as MIME, not as one NodeConfig
     message = email.message_from_string(user_data)
     assert message.get_content_type() == "multipart/mixed"
     parts = [(p["Content-Type"], p.get_payload()) for p in message.get_payload()]
-    parts.append(("application/node.eks.aws", KARPENTER_PART))
+    parts.append(("application/node.eks.aws", karpenter_part))
     out = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
     out += "".join(f"--//\nContent-Type: {t}\n\n{body.rstrip(chr(10))}\n" for t, body in parts)
     return out + "--//--\n"

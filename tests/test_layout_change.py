@@ -97,8 +97,11 @@ def _mime(text: str) -> str:
 
 
 def karpenter(path: str, data: bytes) -> str | None:
-    """An EC2NodeClass's userData: a MIME document whose cloud-config carries rootfs/'s files gzip+base64."""
+    """An EC2NodeClass's userData: a MIME document whose cloud-config carries rootfs/'s files gzip+base64 (the
+    NodePools of named layouts carry nothing encoded)."""
     text = data.decode()
+    if path.endswith("/nodepools.yaml"):
+        return text
     return text + _mime(yaml.safe_load(text)["spec"]["userData"])
 
 

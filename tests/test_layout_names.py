@@ -62,6 +62,14 @@ CASES = {
     "network source": (TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,"),
                        [("layout-source-unsupported", "/restore/layout/from/0")]),
     "names without a source": (TWO_MODELS.split("restore:")[0], [("layouts-without-source", "/gpus/0/mig/layouts")]),
+    "a baked mig.config label": (TWO_MODELS + "kubelet: {layout: kubeadm}\nkubernetes:\n"
+                                 "  node_labels: {nvidia.com/mig.config: infer}\n",
+                                 [("node-label-mig-owner", "/kubernetes/node_labels/nvidia.com~1mig.config")]),
+    # "current" is restore.config_name's default, which named layouts do not use: once accepted, and the
+    # kubelet-labels source would then read a name the image does not have on every node
+    "a baked mig.config label of the unnamed config": (
+        TWO_MODELS + "kubelet: {layout: kubeadm}\nkubernetes:\n  node_labels: {nvidia.com/mig.config: current}\n",
+        [("node-label-mig-owner", "/kubernetes/node_labels/nvidia.com~1mig.config")]),
     "layouts on MIG off": (TWO_MODELS.replace("mig: {enabled: false}", "mig: {enabled: false, layouts: {a: {}}}"),
                            [("layout-without-mig", "/gpus/2/mig/layouts")]),
 }

@@ -167,9 +167,10 @@ def test_the_plan_places_every_instance_once() -> None:
     # the placements the DRA names and the explicit Slurm lines read: one per instance of the layout
     for path in PROFILES:
         plan = _plan(path)
+        # with named layouts (mig.layouts) the placements are the first name's
+        config = plan.layout_names[0] if plan.layout_names else plan.profile.restore.config_name
         for placed in plan.placements:
-            group = dict(plan.config["mig-configs"][plan.profile.restore.config_name][placed.entry].get(
-                "mig-devices") or {})
+            group = dict(plan.config["mig-configs"][config][placed.entry].get("mig-devices") or {})
             assert sorted(i.profile for i in placed.instances) == sorted(
                 name for name, n in group.items() for _ in range(n)), (path, placed)
             assert all(0 <= i.start < placed.memory_slices for i in placed.instances)

@@ -18,11 +18,12 @@ from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.dra import dra_report
-from migbake.kubernetes.kubelet import layout_report
+from migbake.kubernetes.kubelet import eks_family, layout_report
 from migbake.kubernetes.managed import entries_of, managed_report
 from migbake.kubernetes.resources import resource_report
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.plan import gpu_notes
+from migbake.render.targets.karpenter import NODEPOOLS, nodepool_name
 from migbake.slurm.gres import show_lines, slurm_applies
 from migbake.wording import instances
 
@@ -54,8 +55,16 @@ def show(profile: Path) -> None:
          f"{', '.join(prof.restore.layout_from)} (in that order), "
          + (f"else takes {default}" if default else "else fails closed")
          + "; an unknown name fails closed (docs/layouts-at-boot.md).")
+    karpenter = eks_family(prof) == "eks-al2023"
+    if karpenter:
+        _say(f"  Karpenter: one NodePool per name in OUT/{NODEPOOLS}, labelling its nodes nvidia.com/mig.config=NAME, "
+             + ("which the restore reads (kubelet-labels)." if "kubelet-labels" in prof.restore.layout_from else
+                "but restore.layout.from lacks kubelet-labels: the restore does not read that label.")
+             + " EC2 instance tags cannot say the name: Karpenter disables them in instance metadata.")
     for name in prof.layout_names:
         _say(f"\n=== layout {name} (nvidia.com/mig.config={name}) ===")
+        if karpenter:
+            _say(f"  Karpenter NodePool: {nodepool_name(prof.name, name)}")
         _layout(prof.named(name), catalog, named=True)
 
 

@@ -84,7 +84,8 @@ TARGETS: tuple[Target, ...] = (
     Target("bottlerocket", ("bottlerocket",), bottlerocket, applies=lambda plan: bool(plan.bottlerocket),
            doc="Bottlerocket settings, when it can say the layout (one profile per GPU model)"),
     Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",), applies=lambda plan: plan.eks == "eks-al2023",
-           doc="an EC2NodeClass whose userData carries the restore and the labels (kubelet.layout eks-al2023)"),
+           doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool per layout name "
+               "(kubelet.layout eks-al2023)"),
     Target("cluster-api", ("cluster-api",), cluster_api, reads=("rootfs",),
            applies=lambda plan: plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm",
            doc="KubeadmConfigTemplates carrying the rootfs files (kubelet.layout kubeadm)"),

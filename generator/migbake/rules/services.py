@@ -15,6 +15,7 @@ from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, MIG_MANAGER_LABEL, config_label_problem
 from migbake.problems import Problem
 from migbake.rules.declare import rule
+from migbake.rules.layoutnames import layout_names
 from migbake.rules.units import unsafe_env
 
 # label namespaces kubelet may set on its own node (NodeRestriction admission plugin); any other key
@@ -184,6 +185,11 @@ def rule_node_labels(loaded: LoadedProfile, data: object, catalog: Catalog) -> I
             yield loaded.problem(ptr, f"{key}={value!r} would let the GPU Operator deploy its mig-manager here, "
                                  "which applies its own config and undoes the restored layout; use \"false\" "
                                  "(exactly one manager may own MIG on a node)", "node-label-mig-owner")
+        elif key == MIG_CONFIG_LABEL and layout_names(data):
+            yield loaded.problem(ptr, f"{key}={value!r} in the image gives every node the same layout name, while "
+                                 "named layouts are chosen per node at boot: set the label per pool (a Karpenter "
+                                 "NodePool, kubeletExtraArgs) or use the file or credential source, and remove it "
+                                 "here (docs/layouts-at-boot.md)", "node-label-mig-owner")
         elif key == MIG_CONFIG_LABEL and value != config:
             yield loaded.problem(ptr, f"{key}={value!r} names a config other than ours ({config!r}, "
                                  "restore.config_name)", "node-label-mig-owner")

@@ -1,4 +1,4 @@
-"""Karpenter (``OUT/karpenter/ec2nodeclass.yaml``): an EC2NodeClass whose userData carries the restore and the labels.
+"""Karpenter (``OUT/karpenter/``): an EC2NodeClass whose userData carries the restore, and a NodePool per layout name.
 
 Written for ``kubelet.layout: eks-al2023`` only. Its ``userData`` is a MIME multi-part document, never a
 bare ``#cloud-config``: Karpenter reads a document that is YAML but not MIME as a NodeConfig part
@@ -18,11 +18,21 @@ no nvidia-mig-parted (amazon-eks-ami ``templates/al2023/provisioners/install-nvi
 CRD itself says ``latest`` "is not recommended for production". Role, subnets and security groups are
 ``CHANGE-ME`` values the user fills. The root volume is a documented default (``ROOT_VOLUME_SIZE``) the user may
 resize.
+
+With named layouts (``mig.layouts``, issue 40) ``nodepools.yaml`` holds one ``karpenter.sh/v1`` NodePool per name,
+its template labelled ``nvidia.com/mig.config=NAME`` (and the profile's node labels). Karpenter gives a NodeClaim
+its NodePool's template labels (kubernetes-sigs/karpenter:pkg/controllers/provisioning/scheduling/
+nodeclaimtemplate.go@v1.14.1), hands them to the AMI family as the launch's labels
+(aws/karpenter-provider-aws:pkg/providers/launchtemplate/launchtemplate.go@v1.14.1 ``CreateAMIOptions``) and
+writes them into its NodeConfig as one ``--node-labels="k=v,..."`` kubelet flag
+(pkg/providers/amifamily/bootstrap/nodeadm.go and bootstrap.go ``nodeLabelArg``@v1.14.1), which nodeadm puts in
+``/etc/eks/kubelet/environment``, where the restore's ``kubelet-labels`` source reads the name before kubelet.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
@@ -32,6 +42,11 @@ from migbake.render.quoting import yaml_scalar, yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
 EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
+NODEPOOLS = "karpenter/nodepools.yaml"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # the label the GPU Operator selects a mig-parted config by
+# A NodePool's name is an object name (a DNS subdomain) and also the value of the label karpenter.sh/nodepool
+# Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
+_POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
 NODECONFIG_TYPE = "application/node.eks.aws"
 KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
 CHANGE_ME = "CHANGE-ME"
@@ -49,7 +64,10 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]
     if plan.kubelet.nodeconfig_part:
         parts.append((NODECONFIG_TYPE, plan.kubelet.nodeconfig_part))
-    return [Artifact(EC2NODECLASS, ec2nodeclass(plan, user_data(parts)), 0o644)]
+    files = [Artifact(EC2NODECLASS, ec2nodeclass(plan, user_data(parts)), 0o644)]
+    if plan.layout_names:
+        files.append(Artifact(NODEPOOLS, nodepools(plan), 0o644))
+    return files
 
 
 def user_data(parts: list[tuple[str, str]]) -> str:
@@ -81,7 +99,7 @@ def ec2nodeclass(plan: RenderPlan, data: str) -> str:
         "apiVersion: karpenter.k8s.aws/v1",
         "kind: EC2NodeClass",
         "metadata:",
-        f"  name: {yaml_scalar('migbake-' + name)}",
+        f"  name: {yaml_scalar(nodeclass_name(plan))}",
         "spec:",
         "  # The newest AMI migbake bake --only amazon-ebs.golden baked from this profile (Packer tags it so; the",
         "  # userData below installs this version of the restore at first boot either way). To run",
@@ -114,3 +132,63 @@ def ec2nodeclass(plan: RenderPlan, data: str) -> str:
         "  # the node labels as a NodeConfig part; Karpenter appends its own NodeConfig (the cluster) last.",
         f"  userData: {yaml_text(data, 4)}",
     ]) + "\n"
+
+
+def nodeclass_name(plan: RenderPlan) -> str:
+    """The EC2NodeClass's name (``metadata.name``), which each NodePool's ``nodeClassRef`` names."""
+    return "migbake-" + plan.profile.name
+
+
+def nodepool_name(profile: str, layout: str) -> str:
+    """``PROFILE-LAYOUT`` when that is a NodePool name Karpenter can put in its label ``karpenter.sh/nodepool``;
+    else its lower-cased letters, digits, '-' and '.', cut, then 8 hex digits of the layout name's sha256 (a
+    layout name is a label value: it may hold upper case and '_', which an object name may not)."""
+    want = f"{profile}-{layout}"
+    if _POOL_NAME.fullmatch(want):
+        return want
+    stem = re.sub(r"[^a-z0-9.-]+", "-", want.lower())[:54].rstrip("-.")
+    return f"{stem}-{hashlib.sha256(layout.encode('utf-8')).hexdigest()[:8]}"
+
+
+def nodepools(plan: RenderPlan) -> str:
+    """One NodePool (karpenter.sh/v1) per layout name, each labelling its nodes ``nvidia.com/mig.config=NAME``."""
+    names = [nodepool_name(plan.profile.name, n) for n in plan.layout_names]
+    if len(set(names)) < len(names):
+        raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
+    labels = plan.profile.kubernetes.node_labels  # never nvidia.com/mig.config beside names (node-label-mig-owner)
+    out = [
+        plan.header,
+        "#",
+        f"# Karpenter NodePools for nodes of profile {plan.profile.name}: one per MIG layout name. Each labels",
+        f"# its nodes {MIG_CONFIG_LABEL}=NAME: Karpenter passes a NodePool's labels to kubelet as --node-labels",
+        "# in the NodeConfig it appends to the EC2NodeClass's userData; nodeadm writes them to",
+        "# /etc/eks/kubelet/environment before cloud-init runs, and the restore (restore.layout source",
+        "# kubelet-labels) applies that layout before kubelet starts (docs/layouts-at-boot.md). A pod asks for a",
+        f"# layout with nodeSelector {{{MIG_CONFIG_LABEL}: NAME}}. Fill in each {CHANGE_ME} value (the instance",
+        "# types with this profile's GPUs) and apply after ec2nodeclass.yaml.",
+    ]
+    for layout, name in zip(plan.layout_names, names):
+        out += [
+            "---",
+            "apiVersion: karpenter.sh/v1",
+            "kind: NodePool",
+            "metadata:",
+            f"  name: {yaml_scalar(name)}",
+            "spec:",
+            "  template:",
+            "    metadata:",
+            "      labels:",
+            *(f"        {yaml_scalar(k)}: {yaml_scalar(v)}" for k, v in labels),
+            f"        {MIG_CONFIG_LABEL}: {yaml_scalar(layout)}",
+            "    spec:",
+            "      nodeClassRef:",
+            "        group: karpenter.k8s.aws",
+            "        kind: EC2NodeClass",
+            f"        name: {yaml_scalar(nodeclass_name(plan))}",
+            "      requirements:",
+            f"        # {CHANGE_ME}: the instance types with this profile's GPU models (its layouts are theirs)",
+            "        - key: node.kubernetes.io/instance-type",
+            "          operator: In",
+            f"          values: [{yaml_scalar(CHANGE_ME + '-instance-type')}]",
+        ]
+    return "\n".join(out) + "\n"
