@@ -1,6 +1,6 @@
-"""One Ansible role for many node types (``migbake export --ansible``): the role of ``targets.ansible``, a group per profile.
+"""One Ansible role for many node types (``migbake export --ansible``): ``targets.ansible``'s role, a group per profile.
 
-Each profile is planned and rendered exactly as ``generate`` does it (``make_plan``, ``render_plan``); the
+Each profile is planned and rendered exactly as ``generate`` does it (``make_plan``, ``render_written``); the
 data of its inventory group (``group_vars/<group>.yml``, the group the profile's name made a valid Ansible group
 name: ``ansible_group``) are that render's ``rootfs/`` files (content and mode), its preflight and verify
 scripts, and the facts ``targets.ansible.group_data`` reads from its plan, the very data the one-profile role
@@ -26,7 +26,7 @@ from migbake.render.plan import make_plan
 from migbake.render.quoting import vars_yaml, yaml_scalar
 from migbake.render.targets.ansible import ROLE_SCRIPTS, group_data, role_tree
 from migbake.render.targets.rootfs import ROOTFS
-from migbake.render.tree import render_plan
+from migbake.render.tree import render_written
 
 ROLE = "roles/mig_restore"
 GROUP_VARS = "group_vars"
@@ -102,7 +102,7 @@ def _header(source: str, what: str) -> Block:
 def group_vars(prof: NodeProfile) -> Artifact:
     """``group_vars/<group>.yml``: what the role installs and checks on the hosts of the profile's group."""
     plan = make_plan(prof)
-    tree = {a.path: a for a in render_plan(plan)}  # the very files `generate` writes
+    tree = {a.path: a for a in render_written(plan)}  # the very files `generate` writes, in the order written
     rootfs = [(path[len(ROOTFS) + 1:], a.text, a.mode) for path, a in tree.items() if path.startswith(ROOTFS + "/")]
     group = ansible_group(prof.name)
     data = group_data(plan, rootfs, [tree[f"scripts/{name}"].text for name in ROLE_SCRIPTS], group)
