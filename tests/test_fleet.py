@@ -232,7 +232,8 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     text = (f"version: 1\nname: adv\nkubernetes: {{allocation: {allocation}}}\ngpu_count: 2\n"
             f"gpus:\n  - model: NVIDIA H200\n{layout}")
     out = generate(text, tmp_path / "out")
-    block = yaml.safe_load((out / "ansible/roles/mig_restore/tasks/activate.yml").read_text())[0]["block"]
+    tasks = yaml.safe_load((out / "ansible/roles/mig_restore/tasks/activate.yml").read_text())
+    block = next(t["block"] for t in tasks if t["name"] == "Activate the MIG layout on this node")
     names = [t["name"] for t in block]
     say = block[names.index("Say what the node advertises to Kubernetes")]
     assert names.index(say["name"]) == names.index("Verify the restored layout") + 1
