@@ -1,13 +1,17 @@
 """The fleet targets judged by their real tools: the Ansible role and playbooks, the Kickstart %post.
 
 ansible-playbook --syntax-check and ansible-lint (production profile) on every example image's
-ansible/ tree; ksvalidator (pykickstart) on a minimal kickstart that %includes the %post; the role's
-files/ are the render's own rootfs files with their modes. The real runs (chroot, VM) are in tests/vm.
+ansible/ tree; ksvalidator (pykickstart) on a minimal kickstart that %includes the %post; the role's data
+(its one group's, in defaults/main.yml) are the render's own rootfs files with their modes. The real runs
+(chroot, VM) are in tests/vm.
 """
 
 from __future__ import annotations
 
+import base64
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -76,10 +80,9 @@ def test_ansible_lint_production_profile_is_clean(image_dir: Path, tmp_path: Pat
     ansible = image_dir / "generated/ansible"
     config = yaml.safe_load((ansible / ".ansible-lint").read_text())
     assert config["profile"] == "production"
-    assert set(config) == {"profile", "offline", "exclude_paths"}, "no skip_list, warn_list or enable_list"
-    assert config["exclude_paths"] == [f"{ROLE.removeprefix('ansible/')}/files/"], "only the node's files"
+    assert config == {"profile": "production", "offline": True}, "nothing skipped or excluded"
     for path in ansible.rglob("*"):
-        if path.is_file() and "files" not in path.relative_to(ansible).parts:
+        if path.is_file():
             text = path.read_text()
             assert "noqa" not in text and "skip_ansible_lint" not in text, path
     assert_lint_clean(ansible, tmp_path)
@@ -105,24 +108,48 @@ def test_ansible_lint_finds_a_planted_mistake(tmp_path: Path) -> None:
     assert result.rc != 0 and "fqcn" in result.text, result.text
 
 
+class _Unsafe(yaml.SafeLoader):
+    """YAML as Ansible reads it: ``!unsafe`` is a string."""
+
+
+_Unsafe.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def role_data(text: str) -> dict[str, Any]:
+    """The variables of a role's defaults/main.yml (or a group_vars file), ``!unsafe`` read as a string."""
+    data = yaml.load(text, Loader=_Unsafe)
+    assert isinstance(data, dict)
+    return data
+
+
+def _bytes(entry: dict[str, str]) -> bytes:
+    return entry["content"].encode() if "content" in entry else base64.b64decode(entry["content_base64"])
+
+
 def test_role_files_are_the_rootfs_files_with_their_modes(image_dir: Path) -> None:
     checked = check_file(image_dir / "node-profile.yaml")
     assert checked.profile is not None
     artifacts = {a.path: a for a in render(checked.profile)}
     rootfs = {p.removeprefix("rootfs/"): a for p, a in artifacts.items() if p.startswith("rootfs/")}
-    files = {p.removeprefix(f"{ROLE}/files/"): a for p, a in artifacts.items() if p.startswith(f"{ROLE}/files/")}
-    assert {p: a.data for p, a in files.items() if p.startswith("etc/")} == {p: a.data for p, a in rootfs.items()}
-    for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):
-        assert files[name].data == artifacts[f"scripts/{name}"].data
-    install = yaml.safe_load(artifacts[f"{ROLE}/tasks/install.yml"].data)
-    copy = next(t for t in install if "ansible.builtin.copy" in t)
-    listed = {i["src"]: (i["dest"], i["mode"]) for i in copy["loop"]}
-    assert listed == {p: ("/" + p, f"{a.mode:04o}") for p, a in rootfs.items()}
+    assert not [p for p in artifacts if p.startswith(f"{ROLE}/files/")], "the files are the role's data"
+    data = role_data(artifacts[f"{ROLE}/defaults/main.yml"].text)
+    listed = {f["dest"]: (f["mode"], _bytes(f)) for f in data["mig_restore_files"]}
+    assert listed == {"/" + p: (f"{a.mode:04o}", a.data) for p, a in rootfs.items()}
+    assert [f["dest"] for f in data["mig_restore_files"]] == ["/" + p for p in rootfs_order(artifacts)]
+    for name, key in (("preflight-mig-restore.sh", "mig_restore_preflight_script"),
+                      ("verify-mig-restore.sh", "mig_restore_verify_script")):
+        assert _bytes(data[key]) == artifacts[f"scripts/{name}"].data
     # the modes the Packer provisioner sets, from the same list
     packer = artifacts["packer/scripts/install-mig-restore.sh"].content
     assert isinstance(packer, str)
     for p, a in rootfs.items():
         assert f"install_file '{p}' '{a.mode:04o}'" in packer
+
+
+def rootfs_order(artifacts: dict[str, Any]) -> list[str]:
+    """The rootfs files in the order the Packer provisioner installs them."""
+    packer = artifacts["packer/scripts/install-mig-restore.sh"].text
+    return re.findall(r"^install_file '([^']+)'", packer, re.M)
 
 
 def test_playbook_defaults(image_dir: Path) -> None:
@@ -132,13 +159,15 @@ def test_playbook_defaults(image_dir: Path) -> None:
     assert play["max_fail_percentage"] == "{{ mig_restore_max_fail_percentage | default(0) }}"
     assert play["hosts"] == "{{ mig_restore_hosts | default('gpu_nodes') }}"
     profile = yaml.safe_load((image_dir / "node-profile.yaml").read_text())
-    defaults = yaml.safe_load((image_dir / f"generated/{ROLE}/defaults/main.yml").read_text())
+    defaults = role_data((image_dir / f"generated/{ROLE}/defaults/main.yml").read_text())
     assert defaults["mig_restore_kubernetes"] is profile.get("kubelet", {}).get("present", True)
     slurm = any(c["unit"] == "slurmd.service" for c in profile.get("consumers", []))
     assert defaults["mig_restore_slurm"] is slurm
     specs = yaml.safe_load((image_dir / f"generated/{ROLE}/meta/argument_specs.yml").read_text())["argument_specs"]
     documented = set(specs["main"]["options"]) | set(specs["activate"]["options"])
-    assert documented == set(defaults), "every default is in meta/argument_specs.yml"
+    # every default is in meta/argument_specs.yml, and the playbooks' list of the groups (one here, all)
+    assert documented == set(defaults) | {"mig_restore_profiles"}
+    assert play["vars"] == {"mig_restore_profiles": ["all"]} and defaults["mig_restore_group"] == "all"
     readme = (image_dir / f"generated/{ROLE}/README.md").read_text()
     for name in documented | {"mig_restore_serial", "mig_restore_max_fail_percentage", "mig_restore_hosts"}:
         assert f"`{name}`" in readme, name
@@ -203,18 +232,19 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     text = (f"version: 1\nname: adv\nkubernetes: {{allocation: {allocation}}}\ngpu_count: 2\n"
             f"gpus:\n  - model: NVIDIA H200\n{layout}")
     out = generate(text, tmp_path / "out")
-    block = yaml.safe_load((out / "ansible/roles/mig_restore/tasks/activate.yml").read_text())[0]["block"]
+    tasks = yaml.safe_load((out / "ansible/roles/mig_restore/tasks/activate.yml").read_text())
+    block = next(t["block"] for t in tasks if t["name"] == "Activate the MIG layout on this node")
     names = [t["name"] for t in block]
     say = block[names.index("Say what the node advertises to Kubernetes")]
     assert names.index(say["name"]) == names.index("Verify the restored layout") + 1
-    msg = say["ansible.builtin.debug"]["msg"]  # the words wrapped into items of at most 100 characters
-    assert words in " ".join(msg[:-1]) and all(len(m) <= 100 for m in msg[:-1])
-    assert "select('search', 'allocatable|dra-devices|DRA devices')" in msg[-1]
+    msg = say["ansible.builtin.debug"]["msg"]  # the group's words, then verify's lines about them
+    assert msg[0] == "{{ mig_restore_advertises }}" and len(msg) == 2
+    assert "select('search', 'allocatable|dra-devices|DRA devices')" in msg[1]
+    data = role_data((out / f"{ROLE}/defaults/main.yml").read_text())
+    assert words in data["mig_restore_advertises"]
     profile = check_bytes(text.encode(), "p.yaml").profile
     assert profile is not None
-    loader = type("Unsafe", (yaml.SafeLoader,), {})
-    loader.add_constructor("!unsafe", lambda load, node: load.construct_scalar(node))
-    data = yaml.load(group_vars(profile).text, Loader=loader)  # a SafeLoader that reads !unsafe
+    data = role_data(group_vars(profile).text)
     assert words in data["mig_restore_advertises"]  # the fleet role's group data says the same
 
 
@@ -283,19 +313,14 @@ def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: s
     and the wrapped YAML still holds the render's file list, tools and units."""
     ansible = generate(text, tmp_path / "out") / "ansible"
     for path in [*ansible.rglob("*.yml"), ansible / ".ansible-lint"]:
-        if "files" in path.relative_to(ansible).parts:
-            continue
         for row in path.read_text().splitlines():
             rest = row.lstrip(" ")
             rest = rest.lstrip("#")[1:] if rest.startswith("#") else rest[2:] if rest.startswith("-") else rest
             assert len(row) <= LINT_MAX or " " not in rest, (path.name, row)
-    install = yaml.safe_load((ansible / "roles/mig_restore/tasks/install.yml").read_text())
-    copy = next(t for t in install if "ansible.builtin.copy" in t)
+    data = role_data((ansible / "roles/mig_restore/defaults/main.yml").read_text())
     rootfs = ansible.parent / "rootfs"
     on_disk = sorted(p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*") if p.is_file())
-    assert sorted(i["src"] for i in copy["loop"]) == on_disk
-    assert all(i["dest"] == "/" + i["src"] and i["mode"] == "0644" for i in copy["loop"])
-    check = yaml.safe_load((ansible / "roles/mig_restore/tasks/check.yml").read_text())
-    needed = next(t for t in check if t["name"] == "Name what the node must hold")["vars"]
-    assert needed["mig_restore_baked_units"][0][0].startswith("kubelet")
-    assert all(len(pair) == 2 for pair in needed["mig_restore_baked_units"])
+    assert sorted(f["dest"] for f in data["mig_restore_files"]) == ["/" + p for p in on_disk]
+    assert all(f["mode"] == "0644" for f in data["mig_restore_files"])
+    assert data["mig_restore_image_units"][0][0].startswith("kubelet")
+    assert all(len(pair) == 2 for pair in data["mig_restore_image_units"])

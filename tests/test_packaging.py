@@ -1,7 +1,7 @@
 """The wheel is what we test: built once, installed (not editable) into a fresh venv, every command run from a
 folder outside the checkout and compared with the same command run from the checkout.
 
-A template or schema that pyproject's package data leaves out (a dotfile such as fleet/.ansible-lint.j2: glob's
+A template or schema that pyproject's package data leaves out (a dotfile such as ansible/.ansible-lint.j2: glob's
 ``*`` skips names that start with a dot) works from a checkout and fails only where migbake is installed.
 """
 
@@ -109,7 +109,7 @@ def _in_wheel(wheel: Path, prefix: str) -> dict[str, bytes]:
 def test_the_wheel_ships_every_template_and_schema_file_for_file(wheel: Path, folder: str) -> None:
     shipped = _in_wheel(wheel, f"migbake/{folder}/")
     source = _tree(REPO / folder)
-    assert sorted(set(source) - set(shipped)) == []  # e.g. fleet/.ansible-lint.j2, a dotfile glob's * skips
+    assert sorted(set(source) - set(shipped)) == []  # e.g. ansible/.ansible-lint.j2, a dotfile glob's * skips
     assert sorted(set(shipped) - set(source)) == []
     assert shipped == source
 

@@ -1,4 +1,5 @@
-"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments).
+"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments, Ansible's
+variables).
 
 Every value a template prints has been quoted here for its language, or restricted by the schema; the
 guard (``guard``) checks the result once more when it is printed.
@@ -6,12 +7,16 @@ guard (``guard``) checks the result once more when it is printed.
 
 from __future__ import annotations
 
+import base64
 import re
 import textwrap
+from typing import Any
+
+import yaml
 
 from migbake.document import emitter
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
-from migbake.document.patterns import whole
+from migbake.document.patterns import CONTROL, whole
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
@@ -180,3 +185,97 @@ def wrap_long(text: str) -> Block:
         out += [prefix + piece for piece in textwrap.wrap(row[len(prefix):], width, break_long_words=False,
                                                           break_on_hyphens=False)]
     return Block("\n".join(out))
+
+
+# --- Ansible's variables (the role's group data): every string !unsafe ------------------------------------
+
+JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
+WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
+_LITERAL_WIDTH = WIDTH - 10
+
+
+def payload(text: str) -> dict[str, str]:
+    """A file's text as group data: ``content``, or ``content_base64`` when it holds Jinja's delimiters.
+
+    Ansible never templates an ``!unsafe`` string, but ansible-lint's jinja rule still parses one
+    (ansible/ansible-lint#4647, open in 26.10): base64 keeps such a file (a shell script's ``${#x}``, a
+    go-template, a description with ``{{``) out of its sight, and from Ansible's templating twice over.
+    """
+    if any(d in text for d in JINJA_DELIMITERS):
+        return {"content_base64": base64.b64encode(text.encode("utf-8")).decode("ascii")}
+    return {"content": text}
+
+
+class _Unsafe(str):
+    """A string of a group's data: written with Ansible's ``!unsafe`` tag."""
+
+    __slots__ = ()
+
+
+# what a double-quoted scalar may hold as it is (printable, and not one of YAML's escapes or line breaks)
+_AS_IS = whole(r"^[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]$")
+_ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r",
+            "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
+
+
+def _escaped(ch: str) -> str:
+    """One character as a YAML double-quoted scalar writes it."""
+    if _AS_IS.match(ch):
+        return ch
+    if ch in _ESCAPES:
+        return "\\" + _ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+class _VarsDumper(emitter.SafeDumper):
+    """The one emitter's pure-Python safe dumper (``document.emitter``), sequences indented under their key
+    (yamllint's and ansible-lint's style), and double-quoted scalars folded so that no line is longer than
+    the width (PyYAML folds only at a space or after an escape, and only once past the width)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """``text`` in double quotes, broken by escaped line breaks (which add nothing to the value) where a
+        line would pass the width; a space that starts a line is escaped (``\\ ``), as a line's leading
+        white space is not part of the value."""
+        self.write_indicator('"', True)
+        for i, ch in enumerate(text):
+            piece = _escaped(ch)
+            if split and i and self.column + len(piece) + 1 > self.best_width:
+                self.stream.write("\\")
+                self.write_indent()
+                self.whitespace = self.indention = False
+                piece = "\\ " if ch == " " else piece
+            self.stream.write(piece)
+            self.column += len(piece)
+        self.write_indicator('"', False)
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, data: _Unsafe) -> yaml.ScalarNode:
+    """A file as a literal block when every line fits and holds no control character, else double-quoted
+    (escapes, long lines folded); a one-line string double-quoted."""
+    text = str(data)
+    lines = text.split("\n")
+    literal = len(lines) > 1 and not CONTROL.search(text.replace("\n", "")) and max(map(len, lines)) <= _LITERAL_WIDTH
+    return dumper.represent_scalar("!unsafe", text, style="|" if literal else '"')
+
+
+_VarsDumper.add_representer(_Unsafe, _represent_unsafe)
+
+
+def _tagged(value: Any) -> Any:
+    if isinstance(value, str):
+        return _Unsafe(value)
+    if isinstance(value, (list, tuple)):
+        return [_tagged(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _tagged(v) for k, v in value.items()}
+    return value
+
+
+def vars_yaml(data: dict[str, Any]) -> str:
+    """Ansible variables as YAML: every string ``!unsafe``, keys in order, lines of at most ``WIDTH``."""
+    return str(yaml.dump(_tagged(data), Dumper=_VarsDumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=WIDTH))

@@ -149,6 +149,12 @@ def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS) -> list[Ar
 def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:
     """Every file of the output tree a plan describes, sorted by path (the targets read only the plan, and
     the files of the targets they declare they read)."""
+    return sorted(render_written(plan, targets), key=lambda a: a.path)
+
+
+def render_written(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:
+    """``render_plan``'s files in the order the targets wrote them (the rootfs files in the order the bake
+    and the Ansible role install them)."""
     templates = Templates(shared_variables(plan))
     wrote: dict[str, list[Artifact]] = {}
     for t in targets:
@@ -161,7 +167,7 @@ def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list
         wrote[t.name] = files
     out = [a for files in wrote.values() for a in files]
     check_paths(out)
-    return sorted(out, key=lambda a: a.path)
+    return out
 
 
 def check_paths(artifacts: list[Artifact]) -> None:

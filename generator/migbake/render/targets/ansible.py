@@ -1,52 +1,122 @@
-"""Ansible (``OUT/ansible/``): a role and its playbooks, carrying the render's own files.
+"""Ansible (``OUT/ansible/``): the one role ``mig_restore`` and its playbooks, with the profile as its one group.
 
-Nothing here re-derives what a node gets: the role's ``files/`` are the bytes of the rendered rootfs/
-tree (with the modes the Packer provisioner sets), its scripts are the rendered preflight and verify
-scripts, and its checks are the bake's base-image checks (``plan.bake_pieces``). The profile reaches the
-YAML only through ``yaml_scalar``.
+One template set (``templates/ansible/``) is the role of one profile and of several (``migbake export
+--ansible``, ``render.fleet``): its tasks name no profile and read the data of the host's group
+(``group_data``: the files, modes, scripts, checks, units and timeouts). ``migbake generate`` writes the
+role with one group, Ansible's ``all`` (every host the playbooks run on), whose data end the role's
+``defaults/main.yml``; ``export --ansible`` writes a group per profile to ``group_vars/<group>.yml``.
+
+Nothing here re-derives what a node gets: the data are the bytes of the rendered rootfs/ tree (with the
+modes the Packer provisioner sets), the rendered preflight and verify scripts and the bake's base-image
+checks (``plan.bake_pieces``). Every string of the data is ``!unsafe`` (``quoting.vars_yaml``).
 """
 
 from __future__ import annotations
 
 import posixpath
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
+from migbake.render.guard import Block, Quoted
+from migbake.render.guard import line as guard_line
 from migbake.render.plan import BasePiece, RenderPlan
+from migbake.render.quoting import payload, vars_yaml, yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
 
-ROLE = "ansible/roles/mig_restore"
+OUT = "ansible"
+ROLE = f"{OUT}/roles/mig_restore"  # the role in OUT (generate); roles/mig_restore in export --ansible's folder
+TEMPLATES = "ansible"  # templates/ansible/ mirrors the folder (the role and the playbooks)
+ROLE_FILES = ("tasks/main.yml", "tasks/group.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
+              "handlers/main.yml", "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml", "README.md")
+PLAYBOOKS = ("install.yml", "activate.yml", ".ansible-lint")
+ONE_GROUP = "all"  # the group of the one-profile role: every host its playbooks run on
+HOSTS = "gpu_nodes"  # the one-profile playbooks' host group unless -e mig_restore_hosts=GROUP (docs/ansible.md)
 SLURM_UNIT = "slurmd.service"
 ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh")
+# the role runs a script as one argument of `bash -c`: Linux's MAX_ARG_STRLEN (32 pages of 4 KiB) bounds it
+# (torvalds/linux:include/uapi/linux/binfmts.h@v6.6)
+MAX_SCRIPT_BYTES = 32 * 4096 - 1
 
 
 def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """The role (files, tasks, handlers, defaults, meta, README) and install.yml / activate.yml."""
+    """The role with the profile as its one group (``all``), and install.yml / activate.yml / .ansible-lint."""
     rootfs = list(done.under(ROOTFS))
-    ctx = _role_context(plan, [(rel, a.mode) for rel, a in rootfs])
-    out = [Artifact(f"{ROLE}/files/{rel}", a.content, a.mode) for rel, a in rootfs]
-    out += [Artifact(f"{ROLE}/files/{name}", done[f"scripts/{name}"].content, 0o755) for name in ROLE_SCRIPTS]
-    for name in ("tasks/main.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
-                 "handlers/main.yml", "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml",
-                 "README.md"):
-        out.append(templates.file(f"{ROLE}/{name}.j2", f"{ROLE}/{name}", 0o644, ctx))
-    for name in ("install.yml", "activate.yml", ".ansible-lint"):
-        out.append(templates.file(f"ansible/{name}.j2", f"ansible/{name}", 0o644, ctx))
+    scripts = [done[f"scripts/{name}"].text for name in ROLE_SCRIPTS]
+    data = group_data(plan, [(rel, a.text, a.mode) for rel, a in rootfs], scripts, ONE_GROUP)
+    intro = (f"# The data of the role's one group, {ONE_GROUP} (profile "
+             f"{guard_line(plan.profile.name, 'the profile name')}): what the role installs and checks.\n"
+             "# Every string is !unsafe (Ansible never templates it).\n")
+    ctx = {
+        "single": True,
+        "role_header": plan.header,
+        "role": role_facts(plan, [(rel, a.mode) for rel, a in rootfs]),
+        "profiles": [yaml_scalar(ONE_GROUP)],
+        "hosts_default": Quoted(f"'{HOSTS}'"),
+        "data_file": "roles/mig_restore/defaults/main.yml",
+        "group_data": Block(intro + vars_yaml(data).rstrip("\n")),
+    }
+    return role_tree(templates, ctx, f"{OUT}/")
+
+
+def role_tree(templates: Templates, ctx: dict[str, Any], root: str) -> list[Artifact]:
+    """The role's files and the playbooks under ``root`` (``ansible/`` in OUT, empty in export --ansible's
+    folder), from the one template set; ``ctx`` says one group (``single``) or several."""
+    out = [templates.file(f"{TEMPLATES}/roles/mig_restore/{name}.j2", f"{root}roles/mig_restore/{name}", 0o644, ctx)
+           for name in ROLE_FILES]
+    out += [templates.file(f"{TEMPLATES}/{name}.j2", f"{root}{name}", 0o644, ctx) for name in PLAYBOOKS]
     return out
 
 
-def _role_context(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
-    """What the role's templates print: the render's file list, and the plan's units and tools."""
-    return {"role": role_facts(plan, rootfs)}
+def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, str, int]], scripts: Sequence[str],
+               group: str) -> dict[str, Any]:
+    """The variables of one group of the role: what it installs and checks on the hosts of ``plan``'s profile.
+
+    ``rootfs``: (path inside rootfs/, text, mode) of the rendered files; ``scripts``: the rendered preflight
+    and verify scripts. RenderError when a script is longer than one argument of ``bash -c`` may be.
+    """
+    prof = plan.profile
+    for name, text in zip(ROLE_SCRIPTS, scripts):
+        if len(text.encode("utf-8")) > MAX_SCRIPT_BYTES:
+            raise RenderError(f"{name} of profile {prof.name} is larger than one argument of bash -c may be "
+                              f"({MAX_SCRIPT_BYTES} bytes); the Ansible role cannot carry it")
+    facts = role_facts(plan, [(rel, mode) for rel, _, mode in rootfs])
+    content = {rel: text for rel, text, _ in rootfs}
+    preflight, verify = scripts
+    return {
+        "mig_restore_profile": prof.name,
+        "mig_restore_group": group,
+        "mig_restore_files": [{"dest": f["dest"], "mode": f["mode"], **payload(content[f["src"]])}
+                              for f in facts["files"]],
+        "mig_restore_dirs": facts["dirs"],
+        "mig_restore_image_tools": facts["tools"],
+        "mig_restore_image_units": facts["units"],
+        "mig_restore_later_tools": facts["later_tools"],
+        "mig_restore_later_units": facts["later_units"],
+        "mig_restore_unit_dirs": facts["unit_dirs"],
+        "mig_restore_unit": prof.restore.unit,
+        "mig_restore_manager_unit": prof.conflicting_manager.unit,
+        "mig_restore_manager_action": prof.conflicting_manager.action,
+        "mig_restore_consumers": facts["consumers"],
+        "mig_restore_kubernetes": facts["kubernetes"],
+        "mig_restore_advertises": plan.advertises,
+        "mig_restore_slurm": facts["slurm"],
+        "mig_restore_slurm_reason": f"migbake: MIG layout change ({prof.name})",
+        "mig_restore_unit_wait_seconds": facts["unit_wait"],
+        # Ampere: the restore reboots the node once for a MIG mode change (restore.on_reset_required), and
+        # records that reboot in its marker; activate waits through that reboot
+        "mig_restore_reboot_once": plan.reset_path == "reboot-once",
+        "mig_restore_reset_marker": plan.reboot_marker,
+        "mig_restore_preflight_script": payload(preflight),
+        "mig_restore_verify_script": payload(verify),
+    }
 
 
 def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
     """What the role does on a node of ``plan`` with the rootfs files ``rootfs`` ((path inside rootfs/, mode)):
-    the files and their folders, the base-image checks, the consumers and the activation's defaults
-    (also the data of one group of ``export --ansible``, ``render.fleet``)."""
+    the files and their folders, the base-image checks, the consumers and the activation's defaults."""
     restore = plan.profile.restore
     files = [{"src": rel, "dest": "/" + rel, "mode": f"{mode:04o}"} for rel, mode in rootfs]
     dirs = sorted({posixpath.dirname(f["dest"]) for f in files})
@@ -58,8 +128,6 @@ def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str,
         "units": _units(plan.bake_pieces), "later_units": _units(plan.boot_pieces), "unit_dirs": list(plan.unit_dirs),
         "kubernetes": plan.profile.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
         "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
-        # what the node advertises, in lines ansible-lint's production profile allows (at most 160 characters)
-        "advertises": textwrap.wrap(plan.advertises, 100),
     }
 
 
