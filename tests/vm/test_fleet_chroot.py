@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl, require_vm_host
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.vm.packer_chroot import build_into_rootfs
 from migbake.boottest.vm.rootfs import BaseRootfs, ensure_rootfs
+from migbake.gpu.presence import SYSFS_ENV
 from migbake.profile.nodeprofile import UNIT_DIRS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py, tests/support.py
@@ -89,6 +91,11 @@ def _node_root(base: BaseRootfs, dest: Path, out: Path, *, tools: bool = True) -
         fixtures.install_fixtures(root, gpu=fixtures.SIMULATED_GPUS["hopper"], commands=commands,
                                   kubelet=(out / "rootfs/etc/systemd/system/kubelet.service.d").is_dir(),
                                   consumers=consumers)
+        # the node's GPU: the session's simulated PCI bus (tests/conftest.py) inside the root at the path
+        # MIGBAKE_SYSFS names, which the controller's environment carries into the chroot; without it the
+        # preflight sees no NVIDIA GPU and, rightly, nothing to restore (templates/scripts/_gpu-presence.sh.j2)
+        bus = Path(os.environ[SYSFS_ENV])
+        shutil.copytree(bus, root / str(bus).lstrip("/"), symlinks=True)
     return root
 
 
