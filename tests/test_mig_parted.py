@@ -53,8 +53,9 @@ def _profile(text: str) -> NodeProfile:
 
 
 def _generated(profile: NodeProfile, tmp_path: Path) -> list[str]:
-    """The config generate writes for ``profile``, judged by NVIDIA's parser under its config name."""
-    return assert_mig_parted_accepts(mig_parted_config_text(profile), [profile.restore.config_name],
+    """The config generate writes for ``profile``, judged by NVIDIA's parser under each of its config names (the
+    layout names of a profile with named layouts)."""
+    return assert_mig_parted_accepts(mig_parted_config_text(profile), list(profile.config_names),
                                      tmp_path / "config.yaml")
 
 
