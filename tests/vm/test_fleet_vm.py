@@ -59,7 +59,7 @@ IMAGE = REPO / "images/h200-inference"
 OUT = IMAGE / "generated"
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower; $MIGBAKE_BOOT_TIMEOUT raises it
-BOOT_TIMEOUT_S = max(420.0, boot_timeout(None))
+BOOT_TIMEOUT_S = int(max(420.0, boot_timeout(None)))  # ansible.builtin.reboot wants whole seconds
 
 
 class Node:
