@@ -268,3 +268,10 @@ def test_every_option_the_readme_usage_names_is_one_of_its_command() -> None:
         assert code == 0, (command, err)
         missing = sorted(o for o in options if o not in out and o not in ("--help",))
         assert missing == [], f"migbake {command}: {missing}"
+
+
+def test_boot_test_page_names_the_tcg_kernel_arguments() -> None:
+    from migbake.boottest.vm import qemu
+
+    text = " ".join((REPO / "docs" / "boot-test.md").read_text(encoding="utf-8").split())
+    assert f"`{qemu.TCG_KERNEL_ARGS.strip()}`" in text

@@ -1,23 +1,20 @@
 """A day-2 rollout for real: install.yml and activate.yml over SSH into the boot-test VM, real reboots.
 
-One VM, three boots, NVIDIA's nvidia-mig-parted over the simulated GPUs of images/h200-inference (its
-EKS AL2023 kubelet, started by nodeadm-run):
+One VM, four boots, NVIDIA's nvidia-mig-parted over the simulated GPUs of images/a100-80gb-mixed (8x A100,
+kubeadm's deb kubelet) on a node whose GPU reset fails (the ``ampere-pending`` knob, as in a passthrough VM):
 1. a running node installed before migbake: kubelet and NVIDIA's mig-manager enabled, no restore, sshd
    up. install.yml over SSH installs the restore (a real daemon-reload) and starts nothing; a second run
    changes nothing. activate.yml cordons and drains the node through a fake kubectl on the control host
    (this machine, which records every call), reboots it with ``ansible.builtin.reboot`` ...
-2. ... the restore runs before kubelet; the play waits for its result, verifies and uncordons. Every
-   claim of an ok boot holds on that boot's report (read over SSH), as in the Packer boots.
+2. ... the restore runs before kubelet, finds the MIG mode change pending (the driver answers 90 s after
+   boot, so that the play has connected to that boot first), records its marker and reboots the node
+   itself; the play waits through that reboot (a new boot id), takes the second boot's restore result,
+   verifies (kubelet-unit: kubeadm's drop-in) and uncordons. Every claim of an ok boot holds on that boot's
+   report (read over SSH), as in the Packer boots.
 3. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
    the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
    stays drained: the second cordon and drain are never followed by an uncordon.
-
-The Ampere rollout (issue 34): images/a100-80gb-mixed (8x A100, kubeadm's deb kubelet) on a node whose
-GPU reset fails (the ``ampere-pending`` knob) and whose driver answers 90 s after boot (so that the play has
-connected to that boot first): activate.yml's reboot brings the restore, which finds the MIG
-mode change pending, records its marker and reboots the node itself; the play waits through that reboot
-(a new boot id), takes the second boot's restore result, verifies (kubelet-unit: kubeadm's drop-in) and
-uncordons. Three boots in one VM.
+One node for both rollouts (issue 44): each task of the role over SSH costs seconds under TCG.
 """
 
 from __future__ import annotations
@@ -55,7 +52,7 @@ from support import REPO, shared_file
 from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl
 
 pytestmark = pytest.mark.vm
-IMAGE = REPO / "images/h200-inference"
+IMAGE = REPO / "images/a100-80gb-mixed"
 OUT = IMAGE / "generated"
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower; $MIGBAKE_BOOT_TIMEOUT raises it
@@ -186,32 +183,38 @@ def _claims(node: Node, ctx: BootContext, report_text: str, serial_log: Path) ->
     return claims
 
 
-def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(boot_assets: BootAssets,
-                                                                               work: Path) -> None:
+def test_a_rollout_over_ssh_waits_through_the_restores_reboot_and_keeps_a_failing_node_drained(
+        boot_assets: BootAssets, work: Path) -> None:
     mig_parted = shared_file(MIG_PARTED)
     checked = check_bytes((IMAGE / "node-profile.yaml").read_bytes(), "node-profile.yaml")
     assert checked.profile is not None
     profile = checked.profile
     sim = node_for_profile(profile)
+    assert sim.model.mig_mode_persists  # Ampere: a MIG mode change needs a GPU reset
     promises = promises_of(profile)
     fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout)
+    assert fixture == "kubeadm-deb"
 
-    # boot 1's disk: a plain GPU node with sshd (what a fleet's machines are before migbake)
+    # boot 1's disk: a plain GPU node with sshd (what a fleet's machines are before migbake), whose GPU reset
+    # fails (as in a passthrough VM): the MIG mode change waits for a reboot
     consumers = tuple(unit for unit, _ in promises.consumers)
-    disk, key = _node_disk(boot_assets, work, OUT, sim, fixture, mig_parted, consumers=consumers)
+    disk, key = _node_disk(boot_assets, work, OUT, sim, fixture, mig_parted, consumers=consumers,
+                           knobs=scenarios_reset.FAULT_KNOBS["ampere-pending"])
 
     port = _free_port()
     node = Node(work, port, key)
-    base = BootContext("ansible", "ok", "hopper", 2, console="", kubelet=True,
+    base = BootContext("ansible", "ok", "ampere", 2, console="", kubelet=True,
                        kubelet_requires=profile.restore.on_failure == "block-kubelet", expected=sim.gpus,
                        consumers=promises.consumers, metrics_path=promises.metrics_textfile,
                        kubelet_fixture=fixture, node_labels=promises.node_labels)
     evidence = (fixtures.STUB_LOG, fixtures.REPORT, kubelet_fixtures.ARGV_LOG, promises.metrics_textfile)
+    boot_id = "cat /proc/sys/kernel/random/boot_id"
     with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
                     log=print) as vm:
         print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
         assert node.ssh("systemctl is-active nvidia-mig-restore.service", check=False).stdout.strip() != "active"
 
+        # 1. install: enables, masks, never starts; a second run changes nothing
         install = node.playbook("install.yml")
         assert install.returncode == 0, install.stdout
         again = node.playbook("install.yml")
@@ -220,14 +223,36 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
                          "systemctl is-active nvidia-mig-restore.service", check=False).stdout.split()
         assert state == ["enabled", "masked", "inactive"], f"install enables, masks, and never starts: {state}"
 
+        # 2. activate: from now on the driver answers only 90 s after each boot, so the restore's own reboot
+        # comes after sshd is up and the play has connected to that boot (a quick one would reboot before the
+        # play ever saw it). The play waits through that reboot (a new boot id), takes the second boot's
+        # restore result, verifies and uncordons; every claim of an ok boot holds on that boot's report.
+        node.ssh(f"echo 90 >{simguest.KNOB_DIR}/driver-delay")
         node.fresh_evidence(*evidence)
-        ok = node.playbook("activate.yml")
-        assert ok.returncode == 0, ok.stdout
-        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"]
+        first = node.ssh(boot_id).stdout.strip()
+        ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
+        said = ok.stdout + ok.stderr
+        assert ok.returncode == 0, said
+        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"], said
+        for task in ("Note the boot after the restore's reboot", "Wait for the second boot's restore",
+                     "Take the second boot's result"):
+            assert f"TASK [mig_restore : {task}]" in said, task
+        assert "skipping: [node1]" not in said.split("Wait for the second boot's restore]")[1].split("TASK")[0]
+        state = node.ssh(f"{boot_id}; systemctl is-active nvidia-mig-restore.service kubelet.service; "
+                         f"test -e {scenarios_reset.DEFAULT_MARKER} && echo marker || echo no-marker; "
+                         f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout.split()
+        assert state[0] != first and state[1:4] == ["active", "active", "no-marker"], state
+        assert "--node-labels=nvidia.com/gpu.deploy.mig-manager=false" in state, state
+        assert "nvidia-mig-parted assert: the GPUs have config" in said
+        assert "kubelet-unit: kubeadm's drop-in" in said, said
         failed = [c for c in _claims(node, base, node.report(), vm.serial_log) if not c.passed]
         assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
 
-        node.ssh(f"touch {simguest.KNOB_DIR}/{simguest.SCENARIO_KNOBS['fail-apply']}")
+        # 3. the GPU refuses the apply (in use) and activate runs again: the restore fails after the reboot,
+        # kubelet stays down, the play fails naming the node, and the node stays drained (the second cordon
+        # and drain are never followed by an uncordon)
+        node.ssh(f"rm -f {simguest.KNOB_DIR}/driver-delay; "
+                 f"touch {simguest.KNOB_DIR}/{simguest.SCENARIO_KNOBS['fail-apply']}")
         node.fresh_evidence(*evidence)
         bad = node.playbook("activate.yml")
         said = bad.stdout + bad.stderr
@@ -242,54 +267,3 @@ def test_a_rollout_over_ssh_reboots_verifies_and_keeps_a_failing_node_drained(bo
         node.ssh("systemctl poweroff", check=False)
         assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
     print("fleet rollout over SSH: " + ", ".join(node.timings))
-
-
-AMPERE = REPO / "images/a100-80gb-mixed"
-
-
-def test_an_ampere_rollout_waits_through_the_restores_own_reboot_and_uncordons(boot_assets: BootAssets,
-                                                                               work: Path) -> None:
-    out = AMPERE / "generated"
-    mig_parted = shared_file(MIG_PARTED)
-    checked = check_bytes((AMPERE / "node-profile.yaml").read_bytes(), "node-profile.yaml")
-    assert checked.profile is not None
-    sim = node_for_profile(checked.profile)
-    assert sim.model.mig_mode_persists
-    fixture = kubelet_fixtures.fixture_for(checked.profile.kubelet.layout)
-    assert fixture == "kubeadm-deb"
-
-    # the GPU reset fails (as in a passthrough VM): the MIG mode change waits for the reboot
-    disk, key = _node_disk(boot_assets, work, out, sim, fixture, mig_parted,
-                           knobs=scenarios_reset.FAULT_KNOBS["ampere-pending"])
-
-    port = _free_port()
-    node = Node(work, port, key, out)
-    boot_id = "cat /proc/sys/kernel/random/boot_id"
-    with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
-                    log=print) as vm:
-        print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
-        install = node.playbook("install.yml")
-        assert install.returncode == 0, install.stdout
-        # from now on the driver answers only 90 s after each boot: the restore's reboot comes after sshd is up
-        # and the play has connected to that boot (a quick one would reboot before the play ever saw it)
-        node.ssh(f"echo 90 >{simguest.KNOB_DIR}/driver-delay")
-        first = node.ssh(boot_id).stdout.strip()
-        ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
-        said = ok.stdout + ok.stderr
-        assert ok.returncode == 0, said
-        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"], said
-        # the restore's reboot happened and the play waited for it: the second boot's result was taken
-        for task in ("Note the boot after the restore's reboot", "Wait for the second boot's restore",
-                     "Take the second boot's result"):
-            assert f"TASK [mig_restore : {task}]" in said, task
-        assert "skipping: [node1]" not in said.split("Wait for the second boot's restore]")[1].split("TASK")[0]
-        state = node.ssh(f"{boot_id}; systemctl is-active nvidia-mig-restore.service kubelet.service; "
-                         f"test -e {scenarios_reset.DEFAULT_MARKER} && echo marker || echo no-marker; "
-                         f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout.split()
-        assert state[0] != first and state[1:4] == ["active", "active", "no-marker"], state
-        assert "--node-labels=nvidia.com/gpu.deploy.mig-manager=false" in state, state
-        assert "nvidia-mig-parted assert: the GPUs have config" in said
-        assert "kubelet-unit: kubeadm's drop-in" in said, said
-        node.ssh("systemctl poweroff", check=False)
-        assert vm.wait(BOOT_TIMEOUT_S).exit_code == 0, "the guest did not power off"
-    print("Ampere rollout over SSH: " + ", ".join(node.timings))

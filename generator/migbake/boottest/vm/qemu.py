@@ -14,6 +14,11 @@ from migbake.boottest.vm.kernel import KernelAssets
 
 TIMEOUT_EXIT = 124  # what timeout(1) returns; used when the boot does not power off in time
 QEMU = "qemu-system-x86_64"
+# Under TCG the guest kernel finds the TSCs "unsynchronized" and falls back to the HPET: every clock read is
+# a syscall and an emulated MMIO access. TCG's TSC comes from QEMU's one virtual clock, so it is reliable;
+# with it (and without the Spectre mitigations, which a throwaway test guest does not need) a cloud-init
+# boot of h200-inference took 103-112 s of guest uptime instead of 130 s, measured here.
+TCG_KERNEL_ARGS = " clocksource=tsc tsc=reliable mitigations=off"
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ def start(
     cmd = [
         QEMU, "-accel", accel, "-m", str(memory_mb), "-smp", str(smp),
         "-kernel", str(kernel.vmlinuz), "-initrd", str(kernel.initrd),
-        "-append", "console=ttyS0 root=/dev/vda rw panic=-1",
+        "-append", "console=ttyS0 root=/dev/vda rw panic=-1" + (TCG_KERNEL_ARGS if accel == "tcg" else ""),
         "-drive", f"file={disk},format=raw,if=virtio",
         "-display", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
     ]
