@@ -68,8 +68,16 @@ class Node:
         (self.state / name).write_text(value)
 
     def run(self) -> Ran:
-        env = {"PATH": f"{self.root / 'bin'}:/usr/bin:/bin", "STATE": str(self.state)}
+        # MIGBAKE_PROC: the processes and modules the reboot-once path looks at (an empty one: nothing holds the GPU)
+        env = {"PATH": f"{self.root / 'bin'}:/usr/bin:/bin", "STATE": str(self.state),
+               "MIGBAKE_PROC": str(self.proc)}
         return run(["bash", str(self.script)], env=env, timeout=60)
+
+    @property
+    def proc(self) -> Path:
+        path = self.root / "proc"
+        path.mkdir(exist_ok=True)
+        return path
 
     def calls(self) -> list[str]:
         log = self.state / "calls"
@@ -199,8 +207,31 @@ def test_pending_mode_records_the_marker_and_reboots_once(tmp_path: Path) -> Non
     assert _tools(node.calls()) == ["nvidia-mig-parted apply", "systemctl --no-block reboot"]
     assert node.marker.read_text().split(" ", 1)[1] == "GPU 0 (Disabled -> Enabled)\n"
     assert "rebooting once" in ran.out
+    assert "nothing was seen holding the GPU" in ran.out, ran.out
     values = node.metric_values()
     assert values["migbake_mig_restore_success"] == 0 and values["migbake_mig_restore_reboot_marker"] == 1
+
+
+def test_the_reboot_once_path_names_what_holds_the_gpu(tmp_path: Path) -> None:
+    # issue 43: the restore says which blocker of the GPU reset it met (the preflight's gpu-reset check, same code)
+    node = make_node(tmp_path, A100)
+    node.set("apply", "fails")
+    node.set("modes", PENDING)
+    (node.proc / "modules").write_text("nvidia_uvm 1 0 - Live 0x0\nnvidia_drm 2 1 - Live 0x0\nnvidia 3 2 - Live 0x0\n")
+    for pid, comm in (("812", "nvidia-persiste"), ("1400", "nv-fabricmanage"), ("2201", "Xorg"), ("9", "bash")):
+        (node.proc / pid).mkdir()
+        (node.proc / pid / "comm").write_text(comm + "\n")
+    ran = node.run()
+    assert ran.rc == 1 and "rebooting once" in ran.out, ran.text
+    said = ran.out.split("(the reset was blocked by what holds the GPU: ", 1)[1].split("); rebooting once", 1)[0]
+    assert said.split("; ") == [  # the module first, then the processes in /proc's order
+        "the nvidia_drm module is loaded", "the fabric manager runs (nv-fabricmanager, pid 1400)",
+        "a display server runs (Xorg, pid 2201)", "nvidia-persistenced runs (persistence mode, pid 812)"], said
+    # still pending after the reboot: the failure says the same
+    (node.proc / "9" / "comm").write_text("Xwayland\n")
+    ran = node.run()
+    assert ran.rc == 1 and "not rebooting again" in ran.err, ran.text
+    assert "a display server runs (Xwayland, pid 9)" in ran.err, ran.err
 
 
 def test_after_the_reboot_the_mode_is_current_so_it_applies_asserts_and_clears_the_marker(tmp_path: Path) -> None:

@@ -351,25 +351,31 @@ else
   add mig-parted FAIL "$mig_parted exists but does not run (neither --version nor help)"
 fi
 
-# a GPU reset (the Ampere MIG mode change) fails while anything holds the GPU: nvidia_drm and a display
-# server (mig-parted README, "Known Issues"; NVIDIA/mig-parted#181), nvidia-persistenced (persistence mode:
-# NVIDIA/gpu-operator#118, NVIDIA/NVSentinel#1690), the fabric manager of NVSwitch systems (nvidia-smi's
-# refusal names it: "e.g. Fabric Manager, CUDA application, ..."). /proc/PID/comm keeps 15 characters.
-holders=()
-if grep -q '^nvidia_drm ' "$proc_dir/modules" 2>/dev/null; then holders+=("the nvidia_drm module is loaded"); fi
-for comm in "$proc_dir"/[0-9]*/comm; do
-  [ -r "$comm" ] || continue
-  name="$(cat "$comm" 2>/dev/null)"
-  pid="$(basename "$(dirname "$comm")")"
-  case "$name" in
-    Xorg | X | Xwayland | gnome-shell | kwin_wayland | sway | weston | gdm-x-session)
-      holders+=("a display server runs ($name, pid $pid)") ;;
-    nvidia-persiste*) holders+=("nvidia-persistenced runs (persistence mode, pid $pid)") ;;
-    nv-fabricmanage*) holders+=("the fabric manager runs (nv-fabricmanager, pid $pid)") ;;
-  esac
-done
-if some "${holders[@]}"; then
-  add gpu-reset WARN "$(joinby '; ' "${holders[@]}"): it holds the GPU, so the GPU reset of an Ampere MIG mode change fails (unload nvidia_drm, stop the display manager, nvidia-persistenced and the fabric manager before it, or let the restore reboot once)"
+# reset_holders PROC_DIR: what holds the GPU, so that the GPU reset of an Ampere MIG mode change fails,
+# "; "-separated (empty: nothing seen): nvidia_drm and a display server (mig-parted README, "Known Issues";
+# NVIDIA/mig-parted#181), nvidia-persistenced (persistence mode: NVIDIA/gpu-operator#118,
+# NVIDIA/NVSentinel#1690), the fabric manager of NVSwitch systems (nvidia-smi's refusal names it: "e.g.
+# Fabric Manager, CUDA application, ..."). /proc/PID/comm keeps 15 characters.
+reset_holders() {
+  local comm name pid out=''
+  if grep -q '^nvidia_drm ' "$1/modules" 2>/dev/null; then out='the nvidia_drm module is loaded'; fi
+  for comm in "$1"/[0-9]*/comm; do
+    [ -r "$comm" ] || continue
+    name="$(cat "$comm" 2>/dev/null)" || continue
+    pid="${comm%/comm}"
+    pid="${pid##*/}"
+    case "$name" in
+      Xorg | X | Xwayland | gnome-shell | kwin_wayland | sway | weston | gdm-x-session)
+        out="${out:+$out; }a display server runs ($name, pid $pid)" ;;
+      nvidia-persiste*) out="${out:+$out; }nvidia-persistenced runs (persistence mode, pid $pid)" ;;
+      nv-fabricmanage*) out="${out:+$out; }the fabric manager runs (nv-fabricmanager, pid $pid)" ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+holders="$(reset_holders "$proc_dir")"
+if [ -n "$holders" ]; then
+  add gpu-reset WARN "$holders: it holds the GPU, so the GPU reset of an Ampere MIG mode change fails (unload nvidia_drm, stop the display manager, nvidia-persistenced and the fabric manager before it, or let the restore reboot once)"
 else
   add gpu-reset PASS "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager holds the GPU"
 fi

@@ -171,10 +171,40 @@ pending_gpus() {
   printf '%s' "${out[*]}"
 }
 
+# reset_holders PROC_DIR: what holds the GPU, so that the GPU reset of an Ampere MIG mode change fails,
+# "; "-separated (empty: nothing seen): nvidia_drm and a display server (mig-parted README, "Known Issues";
+# NVIDIA/mig-parted#181), nvidia-persistenced (persistence mode: NVIDIA/gpu-operator#118,
+# NVIDIA/NVSentinel#1690), the fabric manager of NVSwitch systems (nvidia-smi's refusal names it: "e.g.
+# Fabric Manager, CUDA application, ..."). /proc/PID/comm keeps 15 characters.
+reset_holders() {
+  local comm name pid out=''
+  if grep -q '^nvidia_drm ' "$1/modules" 2>/dev/null; then out='the nvidia_drm module is loaded'; fi
+  for comm in "$1"/[0-9]*/comm; do
+    [ -r "$comm" ] || continue
+    name="$(cat "$comm" 2>/dev/null)" || continue
+    pid="${comm%/comm}"
+    pid="${pid##*/}"
+    case "$name" in
+      Xorg | X | Xwayland | gnome-shell | kwin_wayland | sway | weston | gdm-x-session)
+        out="${out:+$out; }a display server runs ($name, pid $pid)" ;;
+      nvidia-persiste*) out="${out:+$out; }nvidia-persistenced runs (persistence mode, pid $pid)" ;;
+      nv-fabricmanage*) out="${out:+$out; }the fabric manager runs (nv-fabricmanager, pid $pid)" ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+proc_dir="${MIGBAKE_PROC:-/proc}"  # tests only
+
 if [ "$reset_path" != none ]; then
   pending="$(pending_gpus)"
   if [ -n "$pending" ]; then
-    why="a MIG mode change is pending until a GPU reset: $pending (a GPU reset is unavailable in passthrough VMs, and fails while a process holds the GPU: nvidia_drm, a display server, DCGM)"
+    holders="$(reset_holders "$proc_dir")"
+    if [ -n "$holders" ]; then
+      holders="the reset was blocked by what holds the GPU: $holders"
+    else
+      holders="nothing was seen holding the GPU (nvidia_drm, a display server, nvidia-persistenced, the fabric manager; other CUDA clients such as DCGM are not looked for), and a GPU reset is unavailable in passthrough VMs"
+    fi
+    why="a MIG mode change is pending until a GPU reset: $pending ($holders)"
     if [ "$reset_path" = fail ]; then
       fail "$why; reboot the node to complete it (restore.on_reset_required: fail)"
     fi
