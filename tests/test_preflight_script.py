@@ -159,6 +159,13 @@ CASES = {
         "gpu-reset": ("WARN", "nvidia-persistenced runs (persistence mode, pid 101); the fabric manager runs "
                               "(nv-fabricmanager, pid 102): it holds the GPU"),
     }, ready=True, profile={"gpus": A100_ENTRY}),
+    # issue 43: the holders matter only while a mode change waits for the reset
+    "ampere-reset-held-mode-current": Case(SimNode(gpus=[SimGpu(A100, mode="Enabled", mig=("7g.80gb",))],
+                                                   processes=("systemd", "nvidia-persiste")), {
+        "mig-mode": ("PASS", "no Ampere GPU needs a MIG mode change"),
+        "gpu-reset": ("PASS", "no MIG mode change waits for a GPU reset, so what holds the GPU does not matter "
+                              "now: nvidia-persistenced runs (persistence mode, pid 101)"),
+    }, ready=True, profile={"gpus": A100_ENTRY}),
     "ampere-reset-free": Case(SimNode(gpus=[SimGpu(A100)], processes=("systemd", "sshd")), {
         "gpu-reset": ("PASS", "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager"),
     }, ready=True, profile={"gpus": A100_ENTRY}),

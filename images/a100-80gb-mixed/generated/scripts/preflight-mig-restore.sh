@@ -298,6 +298,7 @@ else
 fi
 
 # --- Ampere: a MIG mode change waits for a GPU reset (the restore then reboots once, or fails) ---
+mode_change=unknown  # yes / no: whether a GPU needs one (gpu-reset below warns only unless no)
 if [ "$smi_ok" = yes ]; then
   differ=()
   members=()
@@ -315,8 +316,10 @@ if [ "$smi_ok" = yes ]; then
     if [ "$found" = no ]; then differ+=("$text"); members+=("$i"); fi
   done
   if ! some "${differ[@]}"; then
+    mode_change=no
     add mig-mode PASS "no Ampere GPU needs a MIG mode change (none waits for a GPU reset)"
   else
+    mode_change=yes
     parts=()
     for k in "${!differ[@]}"; do parts+=("GPU ${members[k]}: ${differ[k]}"); done
     add mig-mode WARN "$(joinby '; ' "${parts[@]}"): on Ampere the change waits for a GPU reset, so the first restore reboots the node once to complete it (restore.on_reset_required: reboot-once)"
@@ -374,7 +377,9 @@ reset_holders() {
   printf '%s' "$out"
 }
 holders="$(reset_holders "$proc_dir")"
-if [ -n "$holders" ]; then
+if [ -n "$holders" ] && [ "$mode_change" = no ]; then
+  add gpu-reset PASS "no MIG mode change waits for a GPU reset, so what holds the GPU does not matter now: $holders (it would make the reset of a later mode change fail)"
+elif [ -n "$holders" ]; then
   add gpu-reset WARN "$holders: it holds the GPU, so the GPU reset of an Ampere MIG mode change fails (unload nvidia_drm, stop the display manager, nvidia-persistenced and the fabric manager before it, or let the restore reboot once)"
 else
   add gpu-reset PASS "neither nvidia_drm, a display server, nvidia-persistenced nor the fabric manager holds the GPU"
