@@ -37,6 +37,44 @@ def test_resource_names(name: str, strategy: str, want: str | None) -> None:
     assert resource_name(name, strategy) == want  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("name", "version", "want"), [
+    ("1g.10gb+me", "v0.19.3", "nvidia.com/mig-1g.10gb"),
+    ("1g.24gb-me", "0.17.0", "nvidia.com/mig-1g.24gb"),
+    ("1g.24gb+gfx", "v0.19.0", "nvidia.com/mig-1g.24gb"),
+    ("1g.10gb+me", "v0.20.0", "nvidia.com/mig-1g.10gb.me"),
+    ("1g.10gb+me", "v1.0.0", "nvidia.com/mig-1g.10gb.me"),
+    ("1g.10gb+me", "", "nvidia.com/mig-1g.10gb.me"),
+    ("3g.40gb", "v0.19.3", "nvidia.com/mig-3g.40gb"),
+])
+def test_resource_names_follow_the_device_plugin_version(name: str, version: str, want: str) -> None:
+    # NVIDIA/k8s-device-plugin#1807 (v0.20.0) anchored the resource patterns; before it the plain profile's
+    # pattern, listed first, matched the suffixed forms too
+    assert resource_name(name, "mixed", version) == want
+
+
+# NVIDIA/k8s-device-plugin#1462: two A100 80GB with 5x 1g.10gb, 1x 1g.10gb+me and 1x 1g.20gb each advertised
+# nvidia.com/mig-1g.10gb: 12 and nvidia.com/mig-1g.20gb: 2 under the plugin of that time
+ME_LAYOUT = "{1g.10gb: 5, 1g.10gb+me: 1, 1g.20gb: 1}"
+
+
+def test_an_older_device_plugin_counts_the_media_form_with_its_plain_profile() -> None:
+    old = _profile(_one(ME_LAYOUT, "gpu_count: 2\nkubernetes: {device_plugin_version: v0.19.3}\n", "a100-80gb"))
+    assert [k.totals for k in node_kinds(old)] == [{"nvidia.com/mig-1g.10gb": 12, "nvidia.com/mig-1g.20gb": 2}]
+    report = "\n".join(resource_report(old))
+    assert "device plugin MIG strategy: mixed, device plugin v0.19.3" in report
+    assert "counted with their plain profile: 1g.10gb+me (device plugin v0.19.3" in report
+    new = _profile(_one(ME_LAYOUT, "gpu_count: 2\n", "a100-80gb"))
+    assert [k.totals for k in node_kinds(new)] == [
+        {"nvidia.com/mig-1g.10gb": 10, "nvidia.com/mig-1g.10gb.me": 2, "nvidia.com/mig-1g.20gb": 2}]
+    assert "counted with their plain profile" not in "\n".join(resource_report(new))
+
+
+@pytest.mark.parametrize("bad", ["latest", "v0.20", "0.20.0-rc.1", "v00.20.0"])
+def test_device_plugin_version_is_a_release(bad: str) -> None:
+    checked = check_bytes(_one("{1g.18gb: 7}", f"kubernetes: {{device_plugin_version: {bad!r}}}\n").encode(), "p.yaml")
+    assert [p.pointer for p in checked.problems] == ["/kubernetes/device_plugin_version"], checked.problems
+
+
 TOTALS = {
     "h200-all-8": (_one("{1g.18gb: 7}", "gpu_count: 8\n"), [{"nvidia.com/mig-1g.18gb": 56}]),
     "h200-single-8": (_one("{1g.18gb: 7}", "gpu_count: 8\nkubernetes: {mig_strategy: single}\n"),

@@ -5,10 +5,19 @@ Resource names follow the NVIDIA device plugin (``internal/rm/rm.go``): with the
 device of profile P is ``nvidia.com/mig-P`` with ``+`` written ``.``, and compute-instance forms
 (``1c.3g.40gb``) are not advertised; with ``single`` every MIG device is ``nvidia.com/gpu``. A GPU with
 MIG off is one ``nvidia.com/gpu``.
+
+Before v0.20.0 the plugin matched a MIG device's profile against each resource's pattern without anchors
+(``api/config/v1/resources.go``, ``wildCardToRegexp``), first match wins, in the order NVML lists the GPU
+instance profiles (go-nvlib ``VisitMigProfiles``: the plain profiles before their ``+me``, ``-me``,
+``+me.all`` and ``+gfx`` forms). So a device of ``1g.10gb+me`` matched ``1g.10gb`` first and was counted as
+``nvidia.com/mig-1g.10gb`` (NVIDIA/k8s-device-plugin#1462); v0.20.0 anchors the patterns
+(NVIDIA/k8s-device-plugin#1807, commit 0dfdfb9) and each form is a resource of its own.
+``kubernetes.device_plugin_version`` says which plugin the cluster runs (unset: the newest).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from migbake.document.emitter import flow_scalar
@@ -22,21 +31,36 @@ WHOLE_GPU = "nvidia.com/gpu"
 CONFIG_LABEL = MIG_CONFIG_LABEL
 
 
-def resource_name(profile_name: str, strategy: MigStrategy) -> str | None:
+# the first release of NVIDIA's device plugin whose resource patterns are anchored (NVIDIA/k8s-device-plugin#1807)
+SEPARATE_SUFFIXES = (0, 20)
+PLUGIN_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
+
+
+def separates_suffixes(plugin_version: str) -> bool:
+    """Whether device plugin ``plugin_version`` ("" the newest) advertises ``1g.10gb+me`` apart from ``1g.10gb``."""
+    m = PLUGIN_VERSION.fullmatch(plugin_version)
+    return m is None or (int(m[1]), int(m[2])) >= SEPARATE_SUFFIXES
+
+
+def resource_name(profile_name: str, strategy: MigStrategy, plugin_version: str = "") -> str | None:
     """The extended resource of one MIG device of ``profile_name``; None if the plugin does not list it."""
     m = PROFILE_NAME_RE.match(profile_name)
     if m is None or (m["c"] is not None and m["c"] != m["g"]):
         return None
-    return WHOLE_GPU if strategy == "single" else "nvidia.com/mig-" + profile_name.replace("+", ".")
+    if strategy == "single":
+        return WHOLE_GPU
+    if m["sign"] is not None and not separates_suffixes(plugin_version):
+        profile_name = f"{m['g']}g.{m['gb']}gb"  # the plain profile's pattern matched it first
+    return "nvidia.com/mig-" + profile_name.replace("+", ".")
 
 
-def per_gpu(group: GpuGroup, strategy: MigStrategy) -> dict[str, int]:
+def per_gpu(group: GpuGroup, strategy: MigStrategy, plugin_version: str = "") -> dict[str, int]:
     """The resources one GPU of ``group`` advertises."""
     if not group.mig_enabled:
         return {WHOLE_GPU: 1}
     out: dict[str, int] = {}
     for name, count in group.layout:
-        res = resource_name(name, strategy)
+        res = resource_name(name, strategy, plugin_version)
         if res is not None:
             out[res] = out.get(res, 0) + count
     return out
@@ -74,7 +98,8 @@ def node_kinds(profile: NodeProfile, with_filter: bool | None = None) -> list[No
             if n is None or totals is None:
                 totals = None
                 continue
-            for res, c in per_gpu(profile.gpus[i], profile.kubernetes.mig_strategy).items():
+            for res, c in per_gpu(profile.gpus[i], profile.kubernetes.mig_strategy,
+                                  profile.kubernetes.device_plugin_version).items():
                 totals[res] = totals.get(res, 0) + c * n
         label = f"a node whose GPUs are {key}" if key else "the node"
         out.append(NodeKind(label, tuple(members), tuple(gpus), totals))
@@ -87,8 +112,9 @@ def _pairs(resources: dict[str, int]) -> str:
 
 def resource_report(profile: NodeProfile) -> list[str]:
     """Lines for ``migbake show``: what kubelet's allocatable will list, per kind of node."""
-    strategy = profile.kubernetes.mig_strategy
-    lines = [f"Kubernetes extended resources (device plugin MIG strategy: {strategy}):"]
+    strategy, version = profile.kubernetes.mig_strategy, profile.kubernetes.device_plugin_version
+    said = f", device plugin {version}" if version else ""
+    lines = [f"Kubernetes extended resources (device plugin MIG strategy: {strategy}{said}):"]
     if not profile.kubelet.present:
         lines.append("  (the profile runs no Kubernetes node: these apply only if the node ever runs the device "
                      "plugin)")
@@ -100,12 +126,18 @@ def resource_report(profile: NodeProfile) -> list[str]:
         lines.append(f"  {kind.label}: per GPU (the GPU count is unknown: set gpu_count for totals)")
         for i, n in zip(kind.groups, kind.gpus):
             where = "every other GPU" if n is None else f"{n} GPUs"
-            lines.append(f"    /gpus/{i} ({where}): {_pairs(per_gpu(profile.gpus[i], strategy))} each")
+            lines.append(f"    /gpus/{i} ({where}): {_pairs(per_gpu(profile.gpus[i], strategy, version))} each")
     hidden = sorted({name for g in profile.gpus if g.mig_enabled for name, _ in g.layout
-                     if resource_name(name, strategy) is None})
+                     if resource_name(name, strategy, version) is None})
     if hidden:
         lines.append(f"  not advertised: {', '.join(hidden)} (the device plugin lists whole GPU instances "
                      "only)")
+    merged = sorted({name for g in profile.gpus if g.mig_enabled for name, _ in g.layout
+                     if resource_name(name, strategy, version) not in (None, resource_name(name, strategy))})
+    if merged:
+        lines.append(f"  counted with their plain profile: {', '.join(merged)} (device plugin {version} matches "
+                     "resource patterns unanchored; v0.20.0 and later advertise each form apart: "
+                     "NVIDIA/k8s-device-plugin#1807)")
     return lines
 
 
@@ -113,11 +145,11 @@ def verify_groups(profile: NodeProfile, with_filter: bool | None = None) -> list
     """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources
     (``with_filter``: ``uses_device_filter(profile)`` when the caller knows it)."""
     filtered = uses_device_filter(profile) if with_filter is None else with_filter
-    strategy = profile.kubernetes.mig_strategy
+    strategy, version = profile.kubernetes.mig_strategy, profile.kubernetes.device_plugin_version
     return [{"model": m.key, "pci_ids": " ".join(entry_pci_ids(g, m)),
              "devices": "all" if g.devices == "all" else " ".join(map(str, g.devices)),
              "filtered": "yes" if filtered else "no",
-             "resources": " ".join(f"{r}={n}" for r, n in per_gpu(g, strategy).items())}
+             "resources": " ".join(f"{r}={n}" for r, n in per_gpu(g, strategy, version).items())}
             for g, m in zip(profile.gpus, profile.models)]
 
 

@@ -129,6 +129,7 @@ class Kubernetes:
     node_labels: tuple[tuple[str, str], ...] = ()
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
     dra_driver_version: str = ""  # NVIDIA's DRA driver version (its device naming); "": the newest naming
+    device_plugin_version: str = ""  # NVIDIA's device plugin version (its resource names); "": the newest
 
 
 GresTypes = Literal["typed", "untyped"]

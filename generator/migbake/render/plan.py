@@ -289,9 +289,9 @@ def _per_gpu(p: NodeProfile, name: str) -> str:
 
 def _named_resources(p: NodeProfile) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Per layout name, the resources one GPU of each entry advertises under it (``r=n r=n``)."""
-    strategy = p.kubernetes.mig_strategy
+    strategy, version = p.kubernetes.mig_strategy, p.kubernetes.device_plugin_version
     return tuple((name, tuple(" ".join(f"{r}={n}" for r, n in per_gpu(replace(g, layout=g.layout_named(name)),
-                                                                        strategy).items()) for g in p.gpus))
+                                                                        strategy, version).items()) for g in p.gpus))
                  for name in p.layout_names)
 
 
