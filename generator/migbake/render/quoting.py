@@ -213,7 +213,14 @@ class _Unsafe(str):
 
 
 # what a double-quoted scalar may hold as it is (printable, and not one of YAML's escapes or line breaks)
-_AS_IS = whole(r"^[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]$")
+_AS_IS_CLASS = r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
+_AS_IS = whole(rf"^{_AS_IS_CLASS}$")
+# a text PyYAML's analysis allows as a literal block (emitter.analyze_scalar: every character printable or
+# a newline, no space right before a line break, none at the end)
+_BLOCK_AS_IS = re.compile(r"(?:[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]"
+                          r"|(?<![ ])\n)*(?<![ ])")
+# the text in pieces: a run of characters written as they are, or one character that needs an escape
+_PIECES = re.compile(rf"({_AS_IS_CLASS}+)|(.)", re.DOTALL)
 _ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r",
             "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
 
@@ -236,21 +243,60 @@ class _VarsDumper(emitter.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)
 
+    def analyze_scalar(self, scalar: str) -> yaml.emitter.ScalarAnalysis:
+        """PyYAML's analysis, which walks the text a character at a time, skipped for a long value whose
+        style is already decided: double-quoted (the style PyYAML then takes whatever the analysis says),
+        or a literal block whose text PyYAML's own rules allow as one (printable, no space before a line
+        break, no trailing space; else its analysis decides, as before). Keys and short values take the
+        walk."""
+        event = self.event
+        if (len(scalar) > 128 and isinstance(event, yaml.ScalarEvent) and event.value is scalar
+                and not self.flow_level and not self.simple_key_context
+                and (event.style == '"' or (event.style == "|" and _BLOCK_AS_IS.fullmatch(scalar)))):
+            return yaml.emitter.ScalarAnalysis(
+                scalar=scalar, empty=False, multiline=True, allow_flow_plain=False, allow_block_plain=False,
+                allow_single_quoted=False, allow_double_quoted=True, allow_block=True)
+        return super().analyze_scalar(scalar)
+
     def write_double_quoted(self, text: str, split: bool = True) -> None:
         """``text`` in double quotes, broken by escaped line breaks (which add nothing to the value) where a
         line would pass the width; a space that starts a line is escaped (``\\ ``), as a line's leading
         white space is not part of the value."""
         self.write_indicator('"', True)
-        for i, ch in enumerate(text):
-            piece = _escaped(ch)
-            if split and i and self.column + len(piece) + 1 > self.best_width:
-                self.stream.write("\\")
-                self.write_indent()
-                self.whitespace = self.indention = False
-                piece = "\\ " if ch == " " else piece
-            self.stream.write(piece)
-            self.column += len(piece)
+        write, first = self.stream.write, True
+        for run, ch in _PIECES.findall(text):
+            if ch:  # one escaped character
+                piece = _escaped(ch)
+                if split and not first and self.column + len(piece) + 1 > self.best_width:
+                    self._fold()
+                write(piece)
+                self.column += len(piece)
+                first = False
+                continue
+            # a run of characters as they are: as many as fit before the fold, one at a time after it
+            # (the same bytes as writing each character alone: it folds once column + 2 > best_width)
+            at = 0
+            while at < len(run):
+                fit = len(run) - at if not split else max(self.best_width - 1 - self.column, 1 if first else 0)
+                if fit:
+                    chunk = run[at:at + fit]
+                    write(chunk)
+                    self.column += len(chunk)
+                    at += len(chunk)
+                    first = False
+                    continue
+                self._fold()
+                piece = "\\ " if run[at] == " " else run[at]
+                write(piece)
+                self.column += len(piece)
+                at += 1
         self.write_indicator('"', False)
+
+    def _fold(self) -> None:
+        """End the line with an escaped line break (it adds nothing to the value) and indent the next."""
+        self.stream.write("\\")
+        self.write_indent()
+        self.whitespace = self.indention = False
 
 
 def _represent_unsafe(dumper: yaml.SafeDumper, data: _Unsafe) -> yaml.ScalarNode:

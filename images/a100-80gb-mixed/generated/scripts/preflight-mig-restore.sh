@@ -360,8 +360,8 @@ fi
 # NVIDIA/NVSentinel#1690), the fabric manager of NVSwitch systems (nvidia-smi's refusal names it: "e.g.
 # Fabric Manager, CUDA application, ..."). /proc/PID/comm keeps 15 characters.
 reset_holders() {
-  local comm name pid out=''
-  if grep -q '^nvidia_drm ' "$1/modules" 2>/dev/null; then out='the nvidia_drm module is loaded'; fi
+  local comm name pid held=''
+  if grep -q '^nvidia_drm ' "$1/modules" 2>/dev/null; then held="the nvidia_drm module is loaded"; fi
   for comm in "$1"/[0-9]*/comm; do
     [ -r "$comm" ] || continue
     name="$(cat "$comm" 2>/dev/null)" || continue
@@ -369,12 +369,12 @@ reset_holders() {
     pid="${pid##*/}"
     case "$name" in
       Xorg | X | Xwayland | gnome-shell | kwin_wayland | sway | weston | gdm-x-session)
-        out="${out:+$out; }a display server runs ($name, pid $pid)" ;;
-      nvidia-persiste*) out="${out:+$out; }nvidia-persistenced runs (persistence mode, pid $pid)" ;;
-      nv-fabricmanage*) out="${out:+$out; }the fabric manager runs (nv-fabricmanager, pid $pid)" ;;
+        held="${held:+$held; }a display server runs ($name, pid $pid)" ;;
+      nvidia-persiste*) held="${held:+$held; }nvidia-persistenced runs (persistence mode, pid $pid)" ;;
+      nv-fabricmanage*) held="${held:+$held; }the fabric manager runs (nv-fabricmanager, pid $pid)" ;;
     esac
   done
-  printf '%s' "$out"
+  printf '%s' "$held"
 }
 holders="$(reset_holders "$proc_dir")"
 if [ -n "$holders" ] && [ "$mode_change" = no ]; then

@@ -171,13 +171,7 @@ pending_gpus() {
 if [ "$reset_path" != none ]; then
   pending="$(pending_gpus)"
   if [ -n "$pending" ]; then
-    holders="$(reset_holders "$proc_dir")"
-    if [ -n "$holders" ]; then
-      holders="the reset was blocked by what holds the GPU: $holders"
-    else
-      holders="nothing was seen holding the GPU (nvidia_drm, a display server, nvidia-persistenced, the fabric manager; other CUDA clients such as DCGM are not looked for), and a GPU reset is unavailable in passthrough VMs"
-    fi
-    why="a MIG mode change is pending until a GPU reset: $pending ($holders)"
+    why="a MIG mode change is pending until a GPU reset: $pending (a GPU reset is unavailable in passthrough VMs, and fails while a process holds the GPU: nvidia_drm, a display server, DCGM)"
     if [ "$reset_path" = fail ]; then
       fail "$why; reboot the node to complete it (restore.on_reset_required: fail)"
     fi
