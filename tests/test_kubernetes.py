@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
-from support import IMAGES, cli, generate
+from support import IMAGES, REPO, cli, generate
 from test_multimodel import H100_H200, run_verify
 
+from migbake.document.patterns import RELEASE_VERSION
 from migbake.kubernetes.resources import node_kinds, resource_name, resource_report
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.rules.validate import check_bytes
@@ -73,6 +75,14 @@ def test_an_older_device_plugin_counts_the_media_form_with_its_plain_profile() -
 def test_device_plugin_version_is_a_release(bad: str) -> None:
     checked = check_bytes(_one("{1g.18gb: 7}", f"kubernetes: {{device_plugin_version: {bad!r}}}\n").encode(), "p.yaml")
     assert [p.pointer for p in checked.problems] == ["/kubernetes/device_plugin_version"], checked.problems
+
+
+def test_the_schema_and_the_code_read_a_release_version_alike() -> None:
+    """Both *_version keys' schema patterns are the one pattern the code reads versions with (declared once)."""
+    schema = json.loads((REPO / "schemas/node-profile.schema.json").read_text(encoding="utf-8"))
+    kubernetes = schema["properties"]["kubernetes"]["properties"]
+    for key in ("device_plugin_version", "dra_driver_version"):
+        assert kubernetes[key]["pattern"] == f"^{RELEASE_VERSION.pattern}$", key
 
 
 TOTALS = {

@@ -20,6 +20,9 @@ from typing import Any
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # ECMA-262's LineTerminator: what "." does not match and what ends a line
 _DOT = "[^\\n\\r\\u2028\\u2029]"
+# a release version as NVIDIA's Kubernetes components tag theirs (v0.20.0, v25.12.0; the v optional): the device
+# plugin's and the DRA driver's versions in a profile; groups: major, minor, patch
+RELEASE_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
 
 
 def _translated(pattern: str) -> Iterator[str]:

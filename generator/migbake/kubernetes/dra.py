@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from migbake.document import emitter
+from migbake.document.patterns import RELEASE_VERSION
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
 from migbake.gpu.driverplacement import EntryPlacements, entry_placements
 from migbake.gpu.placement import PlacedInstance
@@ -41,7 +42,6 @@ CLAIM_API = "resource.k8s.io/v1"  # Kubernetes 1.34+; docs/dra.md shows resource
 STRANDED_LOG = "has MIG mode enabled but no configured MIG devices"  # nvlib.go@v25.12.0 l.280-301
 _NOT_RFC1123 = re.compile(r"[^a-z0-9.-]")
 DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")  # RFC 1123 label: what Device.Name must be
-VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
 Naming = Literal["v25.12", "v25.8"]
 NAMINGS: dict[str, str] = {"v25.12": "gpu-<minor>-mig-<profile>-<giProfileId>-<start> (DRA driver v25.12.0 and later)",
                            "v25.8": "gpu-<minor>-mig-<giProfileId>-<start>-<size> (DRA driver v25.3.0 to v25.8.1)"}
@@ -55,7 +55,7 @@ def naming(version: str) -> Naming | None:
     """
     if not version:
         return "v25.12"
-    m = VERSION.fullmatch(version)
+    m = RELEASE_VERSION.fullmatch(version)
     if m is None:
         return None
     major, minor = int(m[1]), int(m[2])

@@ -17,10 +17,10 @@ instance profiles (go-nvlib ``VisitMigProfiles``: the plain profiles before thei
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from migbake.document.emitter import flow_scalar
+from migbake.document.patterns import RELEASE_VERSION
 from migbake.gpu.catalog import PROFILE_NAME_RE
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, OPERATOR_DEFAULT_CONFIG, config_label_problem
 from migbake.migparted.config import config_yaml, entry_pci_ids, mig_parted_config, uses_device_filter
@@ -33,12 +33,11 @@ CONFIG_LABEL = MIG_CONFIG_LABEL
 
 # the first release of NVIDIA's device plugin whose resource patterns are anchored (NVIDIA/k8s-device-plugin#1807)
 SEPARATE_SUFFIXES = (0, 20)
-PLUGIN_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
 
 
 def separates_suffixes(plugin_version: str) -> bool:
     """Whether device plugin ``plugin_version`` ("" the newest) advertises ``1g.10gb+me`` apart from ``1g.10gb``."""
-    m = PLUGIN_VERSION.fullmatch(plugin_version)
+    m = RELEASE_VERSION.fullmatch(plugin_version)
     return m is None or (int(m[1]), int(m[2])) >= SEPARATE_SUFFIXES
 
 

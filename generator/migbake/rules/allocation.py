@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
+from migbake.document.patterns import RELEASE_VERSION
 from migbake.gpu.catalog import Catalog, GpuModel
-from migbake.kubernetes.dra import DNS_LABEL, VERSION, canonical_profile, naming
+from migbake.kubernetes.dra import DNS_LABEL, canonical_profile, naming
 from migbake.problems import Problem
 from migbake.rules.declare import rule
 from migbake.rules.layouts import layout_entries, model_of
@@ -117,7 +118,7 @@ def _dra_layout(loaded: LoadedProfile, ptr: str, group: dict[str, object], model
 def rule_dra_driver_version(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """kubernetes.dra_driver_version names a release of NVIDIA's DRA driver whose device names migbake knows."""
     version = as_mapping(as_mapping(data).get("kubernetes")).get("dra_driver_version")
-    if isinstance(version, str) and VERSION.fullmatch(version) and naming(version) is None:
+    if isinstance(version, str) and RELEASE_VERSION.fullmatch(version) and naming(version) is None:
         yield loaded.problem("/kubernetes/dra_driver_version", f"{version!r}: kubernetes-sigs/dra-driver-nvidia-gpu's "
                              "releases are v25.3.0 to v25.12.x, then v0.4.0 and later (after the move to "
                              "kubernetes-sigs); v0.1 to v0.3 are NVIDIA's older k8s-dra-driver, whose API and device "
