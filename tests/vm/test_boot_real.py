@@ -5,7 +5,9 @@ OK_BOOTS), the guest's kubelet started as the image's kubelet.layout has it (kub
 kubeadm rpm for h100-h200-inference, EKS AL2023's nodeadm for h200-inference: claim kubelet-labels); a fault
 (fail-apply or fail-assert) on every image by the Packer path and both on the Ampere image (pending mode
 change, 8 GPUs) by cloud-init, to keep the tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s
-under TCG). A layout the GPU
+under TCG). h100-h200-inference chooses its named layout at boot: each of its runs says the name from another
+source (LAYOUTS: kubelet's labels, a system credential, the file), and a name it does not have or none at all
+(its default left out) keeps kubelet down. A layout the GPU
 cannot place fails with mig-parted's own error. `migbake boot-test --mig-parted` runs the full matrix.
 The binary comes from ../shared/tools (skipped locally when absent, a failure in CI).
 """
@@ -20,8 +22,12 @@ import pytest
 
 from migbake.boottest import BootAssets, run_boot_test
 from migbake.boottest.scenarios.claims import BootPath
-from migbake.boottest.scenarios.node import promises_of
+from migbake.boottest.scenarios.layouts import LayoutChoice
+from migbake.boottest.scenarios.node import promises_of, variant
+from migbake.boottest.scenarios.scenario import Scenario
 from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
+from migbake.render.tree import render
+from migbake.render.write import Origin, write_tree
 from migbake.rules.validate import check_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
@@ -34,10 +40,12 @@ REAL_CLAIMS = {"gpu-count", "exported-layout"}
 KUBELET_CLAIMS = {"restore-before-kubelet", "kubelet-active", "kubelet-started-once", "manual-stop-refused"}
 
 
-def simulated_node(image: Path) -> SimulatedNode:
+def simulated_node(image: Path, layout: LayoutChoice | None = None) -> SimulatedNode:
+    """The image's node as the simulated GPUs should end up: of ``layout``'s name, else the default layout."""
     checked = check_bytes((image / "node-profile.yaml").read_bytes(), str(image / "node-profile.yaml"))
     assert checked.profile is not None
-    return node_for_profile(checked.profile)
+    name = layout.name if layout is not None else checked.profile.restore.layout_default
+    return node_for_profile(checked.profile.named(name) if name else checked.profile)
 
 
 # h100-slurm through cloud-init is not here: test_boot_node.py boots it twice (manager-reenabled) with
@@ -56,6 +64,13 @@ FAULTS = {("a100-80gb-mixed", "packer"): ("fail-assert",), ("h100-h200-inference
 # test_boot_node.py's manager-reenabled boots h100-slurm twice by cloud-init
 OK_BOOTS = {("a100-80gb-mixed", "cloud-init"): 1, ("h100-h200-inference", "cloud-init"): 1}
 
+# h100-h200-inference has named layouts chosen at boot (restore.layout: kubelet-labels, credential, file; default
+# inference): its boots say "training", each from another source (scenarios.layouts), which adds no boot. The
+# Packer runs also show that a credential the node does not have is skipped (the unit's LoadCredential=)
+LAYOUTS = {("h100-h200-inference", "packer", "ok"): LayoutChoice("kubelet-labels", "training"),
+           ("h100-h200-inference", "cloud-init", "ok"): LayoutChoice("credential", "training"),
+           ("h100-h200-inference", "packer", "fail-apply"): LayoutChoice("file", "training")}
+
 
 @pytest.mark.parametrize(("image", "path"), MATRIX, ids=[f"{i.name}-{p}" for i, p in MATRIX])
 def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, boot_assets: BootAssets) -> None:
@@ -68,12 +83,16 @@ def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, bo
     for scenario, boots in plan:
         # the guest's kubelet as the profile's kubelet.layout starts it (kubeadm: deb, and rpm for the mixed image)
         package = "rpm" if image.name == "h100-h200-inference" else "deb"
+        layout = LAYOUTS.get((image.name, path, scenario))
         result = run_boot_test(image / "generated", path=path, scenario=scenario, boots=boots,  # type: ignore[arg-type]
-                               assets=boot_assets, log=print, mig_parted=mig_parted, node=simulated_node(image),
-                               expect=expect, promises=promises_of(checked.profile), kubeadm_package=package)
+                               assets=boot_assets, log=print, mig_parted=mig_parted,
+                               node=simulated_node(image, layout), expect=expect,
+                               promises=promises_of(checked.profile), kubeadm_package=package, layout=layout)
         print(result.summary())
         assert result.passed, result.summary()
         assert result.actor.startswith("NVIDIA nvidia-mig-parted")
+        if layout is not None:  # the name came from where the boot put it, on every boot, also a failing one
+            assert all("layout-chosen" in {c.id for c in boot.claims} for boot in result.boots), result.summary()
         if scenario == "ok":
             # every claim the stand-in's ok boots make (test_boot.py), kubelet's where the image has kubelet
             # and metrics-success where it writes metrics (boottest.scenarios.claims.evaluate, node_claims)
@@ -107,3 +126,25 @@ def test_a_layout_the_gpu_cannot_place_fails_with_mig_parteds_error(boot_assets:
     # tests/test_simgpu.py shows the per-instance ERROR_INSUFFICIENT_RESOURCES with -d)
     error = "error setting MIGConfig: error attempting multiple config orderings: all orderings failed"
     assert error in failed["restore-active"].evidence
+
+
+@pytest.mark.parametrize("scenario", ["layout-unknown", "layout-missing"])
+def test_a_node_that_says_an_unknown_or_no_layout_keeps_kubelet_down(scenario: Scenario, boot_assets: BootAssets,
+                                                                    tmp_path: Path) -> None:
+    """h100-h200-inference's restore fails closed before any NVIDIA tool: a name it does not have (from the
+    file), or no name at all with the default left out (scenarios.node.variant); kubelet never starts."""
+    image = REPO / "images" / "h100-h200-inference"
+    checked = check_bytes((image / "node-profile.yaml").read_bytes(), "node-profile.yaml")
+    assert checked.profile is not None
+    booted = variant(checked.profile, scenario)
+    assert bool(booted.restore.layout_default) == (scenario != "layout-missing")
+    out = tmp_path / "out"
+    write_tree(render(booted), out, origin=Origin.of("-", out, booted.name, booted.source_sha256))
+    layout = LayoutChoice("file", "serving") if scenario == "layout-unknown" else None
+    result = run_boot_test(out, path="packer", scenario=scenario, assets=boot_assets, log=print,
+                           mig_parted=shared_file(MIG_PARTED), node=simulated_node(image), layout=layout,
+                           promises=promises_of(booted), kubeadm_package="rpm")
+    print(result.summary())
+    assert result.passed, result.summary()
+    want = {"restore-failed", "failure-visible", "stub-calls", "kubelet-never-started"}
+    assert {c.id for c in result.boots[0].claims} >= want | ({"layout-chosen"} if layout else set())

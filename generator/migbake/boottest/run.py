@@ -16,6 +16,7 @@ from migbake.boottest.errors import BootTestError
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.hostrun import Log, no_log
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
+from migbake.boottest.scenarios import layouts as scenarios_layouts
 from migbake.boottest.scenarios import node as scenarios_node
 from migbake.boottest.scenarios import presence as scenarios_presence
 from migbake.boottest.scenarios import reset as scenarios_reset
@@ -23,6 +24,7 @@ from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, BootPath, Claim, evaluate
 from migbake.boottest.scenarios.dra_claims import dra_claims
 from migbake.boottest.scenarios.kubelet import KubeletPackage
+from migbake.boottest.scenarios.layouts import LayoutChoice
 from migbake.boottest.scenarios.node import Promises
 from migbake.boottest.scenarios.node_claims import node_claims
 from migbake.boottest.scenarios.presence import presence_claims
@@ -151,6 +153,7 @@ def run_boot_test(
     node: SimulatedNode | None = None,
     promises: Promises | None = None,
     kubeadm_package: KubeletPackage = "deb",
+    layout: LayoutChoice | None = None,
 ) -> BootTestResult:
     """Install ``out_dir`` into a fresh image the ``path`` way, boot it ``boots`` times, check claims.
 
@@ -164,6 +167,8 @@ def run_boot_test(
     (``scenarios.node.promises_of``); without it they are read from the output's drop-ins and restore.sh.
     The scenarios of ``scenarios.node.NODE_SCENARIOS`` need NVIDIA's mig-parted. The guest's kubelet is
     started as the profile's kubelet.layout has it (``scenarios.kubelet``; kubeadm: of ``kubeadm_package``).
+    ``layout``: a profile with named layouts (restore.layout) boots as a node that says this name from this
+    source (``scenarios.layouts``, claim ``layout-chosen``); without it, its default layout.
     """
     boot_timeout_s = boot_timeout(boot_timeout_s)
     out_dir = Path(out_dir).resolve()
@@ -206,7 +211,7 @@ def run_boot_test(
     consumers = tuple(unit for unit, _ in promises.consumers)
     fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout, kubeadm_package) if kubelet else "plain"
     disk, seed = _build_image(out_dir, assets, work, path, scenario, gpu_generation, (kubelet, consumers),
-                              timings, log, sim, fixture)
+                              timings, log, sim, fixture, layout)
     outcomes = []
     if scenario in scenarios_reset.SCENARIOS:
         ctx = BootContext(path, scenario, gpu_generation, 1, console="", kubelet=kubelet, kubelet_requires=requires,
@@ -225,7 +230,7 @@ def run_boot_test(
                           real_slurmd="slurmd.service" in consumers
                           and (assets.rootfs.path / fixtures.REAL_SLURMD_UNIT).is_file())
         with _timed(timings, f"boot-{index}"):
-            outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log))
+            outcomes.append(_boot_once(ctx, disk, seed, assets.kernel, work, boot_timeout_s, log, layout))
     result = BootTestResult(out_dir, path, scenario, gpu_generation, work, tuple(outcomes), timings, actor)
     if result.passed or on_failure == "clean":
         for leftover in (disk, seed):
@@ -239,7 +244,8 @@ def run_boot_test(
 def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, scenario: Scenario,
                  generation: Generation, units: tuple[bool, tuple[str, ...]], timings: dict[str, float],
                  log: Log, sim: tuple[Path, SimulatedNode] | None,
-                 fixture: kubelet_fixtures.KubeletFixture = "plain") -> tuple[Path, Path | None]:
+                 fixture: kubelet_fixtures.KubeletFixture = "plain",
+                 layout: LayoutChoice | None = None) -> tuple[Path, Path | None]:
     rootfs = work / "rootfs"
     kubelet, consumers = units
     with _timed(timings, "rootfs-copy"):
@@ -247,6 +253,11 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
     try:
         with _timed(timings, "fixtures"):
             commands = fixtures.restore_commands(out_dir, RESTORE_UNIT)
+            if layout is not None and scenario != fixtures.LAYOUT_UNKNOWN:  # the assert and the GPUs' expectation
+                commands = replace(commands, config_name=layout.name)
+            if not commands.config_name:
+                raise BootTestError(f"{out_dir}: its restore chooses a named layout at boot and has no default: "
+                                    "boot it with a layout (source and name)")
             config = out_dir / "rootfs" / commands.config_file.lstrip("/")
             gpu = fixtures.simulated_gpu_for_config(config.read_text() if config.is_file() else "",
                                                 commands.config_name, generation)
@@ -269,6 +280,8 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
                 scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
             kubelet_fixtures.install(rootfs, fixture, log)
+            if layout is not None:
+                scenarios_layouts.prepare_image(rootfs, layout, fixture)
             if scenario == fixtures.NO_GPU:
                 scenarios_presence.prepare_image(rootfs)
             if scenario == fixtures.PROVIDED_LATER_MISSING:  # before the delivery, which must not check it
@@ -290,14 +303,14 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
 
 
 def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAssets, work: Path,
-               timeout_s: float, log: Log) -> BootOutcome:
+               timeout_s: float, log: Log, layout: LayoutChoice | None = None) -> BootOutcome:
     index = ctx.boot
     if index > 1:  # each boot's evidence must come from that boot only
         for stale in (fixtures.STUB_LOG, fixtures.REPORT, kubelet_fixtures.ARGV_LOG,
                       *([ctx.metrics_path] if ctx.metrics_path else [])):
             image.remove_file(disk, stale, log=log)
     run = qemu.boot(kernel=kernel, disk=disk, seed=seed, serial_log=work / f"serial-{index}.log",
-                    timeout_s=timeout_s, log=log)
+                    timeout_s=timeout_s, kernel_args=layout.kernel_args if layout else "", log=log)
     text = image.read_file(disk, fixtures.REPORT, log=log)
     report_path = None
     if text is not None:
@@ -311,6 +324,7 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
     ctx = replace(ctx, console=console, metrics=metrics)
     argv = image.read_file(disk, kubelet_fixtures.ARGV_LOG, log=log) if ctx.kubelet_fixture != "plain" else None
     claims = evaluate(report, ctx) + node_claims(report, ctx) + dra_claims(report, ctx) + presence_claims(report, ctx)
+    claims += scenarios_layouts.layout_claim(report, layout, ctx.scenario)
     if (report is not None and report.complete and ctx.scenario not in scenarios_node.FAILING
             and not scenarios_presence.fails(ctx)):
         claims += kubelet_fixtures.labels_claim(argv, ctx.kubelet_fixture, ctx.node_labels)  # type: ignore[arg-type]

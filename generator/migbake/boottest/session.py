@@ -14,13 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from migbake.boottest.errors import BootTestError
 from migbake.boottest.hostrun import HOST_TOOLS, Log, install_hint, missing_tools, no_log
 from migbake.boottest.run import BootTestResult, prepare_assets, run_boot_test
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios.kubelet import KubeletPackage
+from migbake.boottest.scenarios.layouts import LayoutChoice
 from migbake.boottest.scenarios.node import NODE_SCENARIOS, applies, boots_for, promises_of, variant
 from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
-from migbake.boottest.scenarios.scenario import IMITATION, NO_GPU, PROVIDED_LATER_MISSING, Scenario
+from migbake.boottest.scenarios.scenario import (
+    IMITATION,
+    LAYOUT_MISSING,
+    LAYOUT_UNKNOWN,
+    NO_GPU,
+    PROVIDED_LATER_MISSING,
+    Scenario,
+)
 from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
@@ -30,7 +39,8 @@ from migbake.render.write import Origin, write_tree
 BootPath = Literal["packer", "cloud-init"]
 BASE_SCENARIOS: tuple[Scenario, ...] = ("ok", "fail-apply", "fail-assert")
 NEEDS_MIG_PARTED = (*NODE_SCENARIOS, *RESET_SCENARIOS)
-SCENARIO_CHOICES = (*BASE_SCENARIOS, PROVIDED_LATER_MISSING, NO_GPU, *NEEDS_MIG_PARTED, "all")
+LAYOUT_SCENARIOS: tuple[Scenario, ...] = (LAYOUT_UNKNOWN, LAYOUT_MISSING)  # by name only, named layouts
+SCENARIO_CHOICES = (*BASE_SCENARIOS, PROVIDED_LATER_MISSING, NO_GPU, *LAYOUT_SCENARIOS, *NEEDS_MIG_PARTED, "all")
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,7 @@ class BootPlan:
     mig_parted: Path | None  # NVIDIA's binary (resolved), or None: the shell imitation acts
     note: str  # what the plan left out and why ("" when nothing)
     kubeadm_package: KubeletPackage = "deb"  # kubelet.layout kubeadm: whose kubelet the guest gets
+    layout: LayoutChoice | None = None  # named layouts: the name the node says, and where (None: the default)
 
     @property
     def actor(self) -> str:
@@ -57,8 +68,13 @@ class BootPlan:
 
 
 def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", boots: int = 2,
-         mig_parted: Path | None = None, kubeadm_package: KubeletPackage = "deb") -> BootPlan:
-    """The boot test ``migbake boot-test`` runs for these options; UsageError when it cannot run as asked."""
+         mig_parted: Path | None = None, kubeadm_package: KubeletPackage = "deb",
+         layout: tuple[str, str] | None = None) -> BootPlan:
+    """The boot test ``migbake boot-test`` runs for these options; UsageError when it cannot run as asked.
+
+    ``layout``: (source, name) of --layout-source and --layout.
+    """
+    choice = _layout_choice(profile, scenario, layout)
     if scenario in NEEDS_MIG_PARTED and mig_parted is None:
         raise UsageError(f"--scenario {scenario} needs --mig-parted PATH (NVIDIA's nvidia-mig-parted, "
                          "which runs over the simulated GPU)")
@@ -71,8 +87,8 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
     elif scenario == PROVIDED_LATER_MISSING:
         raise UsageError(f"--scenario {scenario} needs a profile whose image.provided_later lists "
                          f"nvidia-mig-parted; {profile.name}'s does not")
-    if scenario == NO_GPU:  # asked for by name only (two boots of its own; not part of all)
-        candidates.append(NO_GPU)
+    if scenario in (NO_GPU, *LAYOUT_SCENARIOS):  # asked for by name only (not part of all)
+        candidates.append(scenario)
     if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
         candidates += [s for s in NODE_SCENARIOS if applies(s, profile)]
         candidates += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
@@ -84,9 +100,44 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
         raise UsageError(f"--scenario {scenario} needs a profile with an Ampere GPU (MIG mode kept across "
                          f"reboots); {profile.name} has none")
     all_paths: tuple[BootPath, ...] = ("packer", "cloud-init")
+    # the simulated GPUs end up as the layout the node says, else the default, else (fail closed) the first
+    names = profile.layout_names
+    name = (choice.name if choice is not None and scenario != LAYOUT_UNKNOWN
+            else profile.restore.layout_default or (names[0] if names else ""))
     return BootPlan(profile, generation, tuple(p for p in all_paths if paths in (p, "both")), chosen, boots,
-                    node_for_profile(profile), mig_parted.resolve() if mig_parted is not None else None, note,
-                    kubeadm_package)
+                    node_for_profile(profile.named(name) if name else profile),
+                    mig_parted.resolve() if mig_parted is not None else None, note, kubeadm_package, choice)
+
+
+def _layout_choice(profile: NodeProfile, scenario: str, layout: tuple[str, str] | None) -> LayoutChoice | None:
+    """--layout-source and --layout as the boot's LayoutChoice; UsageError where the profile cannot take them."""
+    names, sources = profile.layout_names, profile.restore.layout_from
+    if not names and (layout is not None or scenario in LAYOUT_SCENARIOS):
+        raise UsageError(f"--layout-source, --layout and --scenario {'/'.join(LAYOUT_SCENARIOS)} boot a profile "
+                         f"with named layouts (mig.layouts); {profile.name} has one unnamed layout")
+    if scenario == LAYOUT_MISSING and layout is not None:
+        raise UsageError("--scenario layout-missing boots a node that says no layout name: "
+                         "no --layout-source or --layout with it")
+    if scenario == LAYOUT_UNKNOWN and layout is None:
+        raise UsageError("--scenario layout-unknown needs --layout-source and --layout "
+                         "(a name the image does not have)")
+    if layout is None:
+        return None
+    source, name = layout
+    if source not in sources:
+        raise UsageError(f"--layout-source {source}: {profile.name}'s restore.layout.from does not read it "
+                         f"(it reads: {', '.join(sources)})")
+    try:
+        choice = LayoutChoice(source, name)  # type: ignore[arg-type]
+    except BootTestError as exc:
+        raise UsageError(f"--layout: {exc}") from None
+    if scenario == LAYOUT_UNKNOWN and name in names:
+        raise UsageError(f"--scenario layout-unknown: {name} is a layout of {profile.name} ({', '.join(names)}); "
+                         "give a name it does not have")
+    if scenario != LAYOUT_UNKNOWN and name not in names:
+        raise UsageError(f"--layout {name}: {profile.name} has the layouts {', '.join(names)} (a name it does not "
+                         "have: --scenario layout-unknown)")
+    return choice
 
 
 def host_tools(boot_plan: BootPlan) -> tuple[str, ...]:
@@ -126,7 +177,8 @@ def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
                     outs[sc], path=path, scenario=sc, boots=boots, gpu_generation=boot_plan.generation,
                     on_failure="keep", assets=assets, cache_root=cache, log=log,
                     expect=booted.restore.on_failure, mig_parted=boot_plan.mig_parted, node=boot_plan.node,
-                    promises=promises_of(booted), kubeadm_package=boot_plan.kubeadm_package))
+                    promises=promises_of(booted), kubeadm_package=boot_plan.kubeadm_package,
+                    layout=boot_plan.layout))
     if not keep:
         for r in results:
             if r.passed:

@@ -9,9 +9,11 @@ import click
 
 from migbake import boottest
 from migbake.boottest.scenarios.kubelet import PACKAGES, KubeletPackage
+from migbake.boottest.scenarios.layouts import SOURCES
 from migbake.boottest.session import SCENARIO_CHOICES
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
+from migbake.problems import UsageError
 
 
 @click.command("boot-test")
@@ -22,7 +24,9 @@ from migbake.exits import EXIT_INVALID
               help="ok, a failing apply/assert, provided-later-missing (a profile whose image.provided_later "
                    "lists nvidia-mig-parted, baked into an image without it), no-gpu (by name only: a boot "
                    "with no NVIDIA GPU on the PCI bus starts kubelet and the restore says why, then a boot with "
-                   "a GPU and no driver keeps kubelet down), or a neighbour of the node "
+                   "a GPU and no driver keeps kubelet down), layout-unknown and layout-missing (by name only, "
+                   "named layouts: a name the image does not have, given with --layout-source/--layout, or no "
+                   "name and no default: kubelet stays down), or a neighbour of the node "
                    "(driver-late, driver-too-late, gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] "
                    "on Ampere profiles: with --mig-parted only).")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
@@ -40,8 +44,18 @@ from migbake.exits import EXIT_INVALID
                    "kubespray (any layout): kubespray's own kubelet.service starting /usr/local/bin/kubelet with "
                    "/etc/kubernetes/kubelet.env; kubelet.layout generic with kubelet_args_env naming a variable "
                    "that unit expands and its env file leaves unset (e.g. KUBELET_API_SERVER) fits it.")
+@click.option("--layout-source", type=click.Choice(SOURCES),
+              help="A profile with named layouts (restore.layout): where the booted node says its layout's name "
+                   "(with --layout): file (/etc/migbake/layout), kubelet-labels (nvidia.com/mig.config in the "
+                   "admin's KUBELET_EXTRA_ARGS of kubeadm's environment file; kubelet.layout kubeadm) or "
+                   "credential (systemd.set_credential=migbake.layout:NAME on the kernel command line). "
+                   "Without it the node says nothing and gets the default layout.")
+@click.option("--layout", "layout_name", metavar="NAME",
+              help="The layout name the node says (with --layout-source): one of the profile's, or with "
+                   "--scenario layout-unknown one it does not have.")
 def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, as_json: bool,
-              cache: Path | None, mig_parted: Path | None, kubeadm_package: KubeletPackage) -> int:
+              cache: Path | None, mig_parted: Path | None, kubeadm_package: KubeletPackage,
+              layout_source: str | None, layout_name: str | None) -> int:
     """Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.
 
     Builds (and caches) a minimal Debian rootfs with systemd and cloud-init and a kernel, installs
@@ -61,7 +75,10 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     drop-in directory, or kubespray's unit with --kubeadm-package kubespray): kubelet got the node labels
     and the admin's own flags. --scenario no-gpu (asked for by name): the restore decides from the PCI bus
     that there is no GPU, logs why and kubelet starts; then a GPU arrives without its driver and kubelet
-    stays down. Needs root.
+    stays down. Named layouts (restore.layout): --layout-source and --layout boot the node saying that name
+    there (claim layout-chosen: the restore chose it from that source; the GPUs end up as its layout);
+    --scenario layout-unknown (a name the image does not have) and layout-missing (no name, and the
+    profile's default left out), asked for by name, keep kubelet down. Needs root.
 
     Host tools, checked before any work (exit 2 names every missing one with its apt-get line): every run:
     qemu-system-x86_64, mkfs.ext4, debugfs, systemctl, cp, bash, find, debootstrap, apt-get, apt-cache,
@@ -69,9 +86,12 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     ssh-keygen, ssh, mount, umount; the cloud-init path: mkfs.vfat, mcopy; --mig-parted: gcc, ldconfig.
     Exit 0 only if every claim holds.
     """
+    if (layout_source is None) != (layout_name is None):
+        raise UsageError("--layout-source and --layout go together (where the node says its layout, and which)")
     prof = valid_profile(profile)
+    layout = (layout_source, layout_name) if layout_source is not None and layout_name is not None else None
     boot_plan = boottest.plan(prof, paths=paths, scenario=scenario, boots=boots, mig_parted=mig_parted,
-                              kubeadm_package=kubeadm_package)
+                              kubeadm_package=kubeadm_package, layout=layout)
     boottest.check_host(boot_plan)
     if boot_plan.note:
         click.echo(f"migbake: {boot_plan.note}", err=True)

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migbake.boottest.hostrun import Log, no_log, run
-from migbake.boottest.scenarios.scenario import NO_GPU, STUB_LOG, SYSTEM_UNITS, Scenario
+from migbake.boottest.scenarios.scenario import LAYOUT_MISSING, NO_GPU, STUB_LOG, SYSTEM_UNITS, Scenario
 from migbake.boottest.scenarios.scenario import _write as write_guest_file
 from migbake.boottest.simgpu.guest import KNOB_DIR, SIMGPU, STANDINS_UNIT
 from migbake.profile.nodeprofile import NodeProfile
 
 NODE_SCENARIOS: tuple[Scenario, ...] = ("driver-late", "driver-too-late", "gpu-client", "manager-reenabled")
 FAILING: frozenset[str] = frozenset({"fail-apply", "fail-assert", "driver-too-late",  # the restore must fail
-                                     "provided-later-missing"})
+                                     "provided-later-missing", "layout-unknown", "layout-missing"})
 DRIVER_LATE_S = 15  # the driver answers this long after the first nvidia-smi call of the boot
 DRIVER_TOO_LATE_S = 60
 SHORT_WAIT_S = 5  # restore.driver_wait_seconds of the driver-too-late output, well below the delay
@@ -39,7 +39,9 @@ MANAGER = "nvidia-mig-manager.service"
 UPGRADE_LOG = "/var/log/fake-upgrade.log"
 # what the restore's journal says when it fails the way the scenario makes it fail
 FAILURE_MARKERS = {"driver-too-late": f"the NVIDIA driver did not answer within {SHORT_WAIT_S} s",
-                   "provided-later-missing": "the image lacks nvidia-mig-parted (no executable "}
+                   "provided-later-missing": "the image lacks nvidia-mig-parted (no executable ",
+                   # scripts/_layout-source.sh.j2's find_layout
+                   "layout-unknown": "which this image does not have", "layout-missing": "no source gave a layout name"}
 
 _DRIVER_UNIT = """# Test fixture for boot tests ONLY: the NVIDIA driver is not loaded (simgpu knob driver-delay: never)
 # until {delay} s after the first nvidia-smi call of this boot, whenever the restore makes it.
@@ -162,10 +164,13 @@ def applies(scenario: Scenario, profile: NodeProfile) -> bool:
 
 
 def variant(profile: NodeProfile, scenario: Scenario) -> NodeProfile:
-    """The profile the scenario boots: ``driver-too-late`` and ``no-gpu`` wait only SHORT_WAIT_S for the driver."""
+    """The profile the scenario boots: ``driver-too-late`` and ``no-gpu`` wait only SHORT_WAIT_S for the driver;
+    ``layout-missing`` has no default layout."""
     if scenario in ("driver-too-late", NO_GPU):
         return dataclasses.replace(profile, restore=dataclasses.replace(
             profile.restore, driver_wait_seconds=SHORT_WAIT_S))
+    if scenario == LAYOUT_MISSING:  # a node that says no name, of an image whose restore.layout has no default
+        return dataclasses.replace(profile, restore=dataclasses.replace(profile.restore, layout_default=""))
     return profile
 
 

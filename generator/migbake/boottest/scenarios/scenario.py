@@ -45,7 +45,7 @@ IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): 
 Generation = Literal["hopper", "ampere"]
 Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too-late", "gpu-client",
                    "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi", "provided-later-missing",
-                   "no-gpu"]
+                   "no-gpu", "layout-unknown", "layout-missing"]
 NO_GPU: Final = "no-gpu"  # scenarios.presence: boot 1 without a GPU on the PCI bus, boot 2 with one and no driver
 # the simulated PCI bus (a sysfs tree), and the manager setting that points every unit at it
 SIMULATED_SYSFS = "/usr/lib/boottest/sys"
@@ -54,6 +54,10 @@ MELLANOX_NIC = ("0000:3b:00.0", "0x15b3", "0x101b", "0x020700")  # not a GPU: on
 # the base image lacks nvidia-mig-parted, which the output's image.provided_later leaves to a later
 # provisioner that never ran: the bake passes, the restore fails closed at boot naming it
 PROVIDED_LATER_MISSING: Final = "provided-later-missing"
+# named layouts (scenarios.layouts): the node says a name the image does not have, or says none and the
+# profile has no default; the restore fails closed before it calls any NVIDIA tool
+LAYOUT_UNKNOWN: Final = "layout-unknown"
+LAYOUT_MISSING: Final = "layout-missing"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class RestoreCommands:
 
 # restore.sh's settings, one quoted shell word each (templates/rootfs/etc/nvidia-mig/restore.sh.j2)
 _UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@-]+\.service")
+_LAYOUT_NAMES = re.compile(r"layout_names=\((.*)\)")  # restore.sh's named layouts (scripts/_layout-source.sh.j2)
 _SCRIPT_SETTINGS = {"smi": "nvidia_smi", "mig_parted": "nvidia_mig_parted", "config": "config_file",
                     "config_name": "config_name"}
 
@@ -108,12 +113,22 @@ def restore_commands(out_dir: Path, unit_path: str) -> RestoreCommands:
 def restore_commands_from_script(script_text: str) -> RestoreCommands:
     """The ``smi=``, ``mig_parted=``, ``config=`` and ``config_name=`` settings of a restore.sh."""
     found: dict[str, str] = {}
+    default = ""
+    names: list[str] = []
     for raw in script_text.splitlines():
+        listed = _LAYOUT_NAMES.fullmatch(raw)
+        if listed and not names:
+            names = shlex.split(listed[1])
         name, sep, value = raw.partition("=")
-        if sep and name in _SCRIPT_SETTINGS and _SCRIPT_SETTINGS[name] not in found:
-            words = shlex.split(value)
-            if len(words) == 1:
-                found[_SCRIPT_SETTINGS[name]] = words[0]
+        # the two names may carry a comment after them (config_name='' on a named-layouts restore)
+        wanted = sep and (name in _SCRIPT_SETTINGS or name == "layout_default")
+        words = shlex.split(value, comments=name in ("config_name", "layout_default")) if wanted else []
+        if name == "layout_default" and len(words) == 1:
+            default = words[0]
+        elif name in _SCRIPT_SETTINGS and _SCRIPT_SETTINGS[name] not in found and len(words) == 1:
+            found[_SCRIPT_SETTINGS[name]] = words[0]
+    if found.get("config_name") == "":  # named layouts (restore.layout): the name is found at boot; its default
+        found["config_name"] = default or (names[0] if names else "")  # (no default: a node must say one)
     return RestoreCommands(**found)
 
 
@@ -314,7 +329,7 @@ def inject_fault(rootfs: Path, scenario: Scenario) -> None:
     """Make the simulated tool fail as ``scenario`` asks (``ok`` injects nothing)."""
     if scenario == "ok":
         return
-    if scenario in (PROVIDED_LATER_MISSING, NO_GPU):  # run.py makes these: the image's, not a tool's
+    if scenario in (PROVIDED_LATER_MISSING, NO_GPU, LAYOUT_UNKNOWN, LAYOUT_MISSING):  # the image's, not a tool's
         return
     tool = scenario.removeprefix("fail-")
     if tool not in ("apply", "assert", "smi"):

@@ -50,12 +50,12 @@ def kvm_usable() -> bool:
 
 
 def boot(*, kernel: KernelAssets, disk: Path, serial_log: Path, seed: Path | None = None,
-         timeout_s: float = 300, log: Log = no_log) -> BootRun:
+         timeout_s: float = 300, kernel_args: str = "", log: Log = no_log) -> BootRun:
     """Boot ``disk`` (root on /dev/vda, ``seed`` as a read-only second disk) until the guest powers off.
 
     A guest that reboots ends the run too (``-no-reboot``): the harness boots the disk again.
     """
-    with start(kernel=kernel, disk=disk, serial_log=serial_log, seed=seed, log=log) as vm:
+    with start(kernel=kernel, disk=disk, serial_log=serial_log, seed=seed, kernel_args=kernel_args, log=log) as vm:
         return vm.wait(timeout_s)
 
 
@@ -103,6 +103,7 @@ def start(
     memory_mb: int = 1024,
     smp: int = 2,
     ssh_port: int | None = None,
+    kernel_args: str = "",
     log: Log = no_log,
 ) -> RunningVm:
     """Start QEMU on ``disk`` in the background.
@@ -110,13 +111,15 @@ def start(
     Without ``ssh_port`` the VM has no NIC and a reboot ends QEMU. With it, the guest gets a virtio NIC on
     QEMU's user-mode network with its port 22 forwarded to 127.0.0.1:``ssh_port`` (loopback only), and
     it may reboot inside the same QEMU run, as a running node does: only a power-off ends it.
+    ``kernel_args`` (with a leading blank) end the kernel command line (a boot's system credential).
     """
     require_tools(QEMU)
     accel = "kvm" if kvm_usable() else "tcg"
     cmd = [
         QEMU, "-accel", accel, "-m", str(memory_mb), "-smp", str(smp),
         "-kernel", str(kernel.vmlinuz), "-initrd", str(kernel.initrd),
-        "-append", "console=ttyS0 root=/dev/vda rw panic=-1" + (TCG_KERNEL_ARGS if accel == "tcg" else ""),
+        "-append", "console=ttyS0 root=/dev/vda rw panic=-1" + (TCG_KERNEL_ARGS if accel == "tcg" else "")
+        + kernel_args,
         "-drive", f"file={disk},format=raw,if=virtio",
         "-display", "none", "-monitor", "none", "-serial", f"file:{serial_log}",
     ]
