@@ -203,11 +203,14 @@ def test_exported_configmap_is_accepted_by_nvidia_mig_parted(tmp_path: Path, ima
     r = CliRunner().invoke(main, ["export", "--gpu-operator", str(REPO / "images" / image / "node-profile.yaml")])
     assert r.exit_code == 0, r.stderr
     doc = yaml.safe_load(r.stdout)
-    assert "nvidia.com/mig.config=current selects this layout" in r.stdout
     config = tmp_path / "config.yaml"
     config.write_text(doc["data"]["config.yaml"])
     names = list(yaml.safe_load(config.read_text())["mig-configs"])
-    assert names == ["current", "all-disabled"]
+    if image == "h100-h200-inference":  # named layouts: one config per name (restore.layout)
+        assert names == ["inference", "training", "all-disabled"]
+    else:
+        assert "nvidia.com/mig.config=current selects this layout" in r.stdout
+        assert names == ["current", "all-disabled"]
     for name in names:
         ran = run([str(tool), "assert", "--valid-config", "-f", str(config), "-c", name])
         assert ran.rc == 0, (name, ran.text)
@@ -298,15 +301,19 @@ def test_scripts_and_offline_agree_on_the_node_labels(tmp_path: Path, node: str)
 
 # --- one ConfigMap for many profiles ---------------------------------------------------------------
 
-IMAGES = sorted((REPO / "images").glob("*/node-profile.yaml"))
+NAMED = REPO / "images/h100-h200-inference/node-profile.yaml"  # named layouts: exported on its own (above)
+IMAGES = sorted(p for p in (REPO / "images").glob("*/node-profile.yaml") if p != NAMED)
 
 
-def test_the_four_images_export_into_one_configmap_nvidia_accepts(tmp_path: Path) -> None:
+def test_the_images_export_into_one_configmap_nvidia_accepts(tmp_path: Path) -> None:
     tool = shared_file(REPO.parent / "shared/tools/nvidia-mig-parted/nvidia-mig-parted")
     out = tmp_path / "configmap.yaml"
+    r = CliRunner().invoke(main, ["export", "--gpu-operator", *map(str, IMAGES), str(NAMED), "-o", str(out)])
+    assert r.exit_code == 1 and "named layouts (mig.layouts: inference, training) are not yet merged" in r.stderr
+    assert not out.exists()  # nothing half-written
     r = CliRunner().invoke(main, ["export", "--gpu-operator", *map(str, IMAGES), "-o", str(out)])
     assert r.exit_code == 0, r.stderr
-    assert len(IMAGES) == 4
+    assert len(IMAGES) == 3
     doc = yaml.safe_load(out.read_text())
     assert doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "migbake-mig-parted-config"
     config = tmp_path / "config.yaml"
