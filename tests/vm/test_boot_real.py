@@ -1,7 +1,7 @@
 """The boot test with NVIDIA's real nvidia-mig-parted over simulated GPUs: the main VM coverage.
 
-Every example image, both delivery paths: ok with a reboot (by cloud-init on h200-inference only:
-OK_BOOTS), the guest's kubelet started as the image's kubelet.layout has it (kubeadm deb for a100-80gb-mixed,
+Every example image, both delivery paths: ok with a reboot (by Packer; by cloud-init one boot: OK_BOOTS,
+the reboot through cloud-init is test_boot_node.py's), the guest's kubelet started as the image's kubelet.layout has it (kubeadm deb for a100-80gb-mixed,
 kubeadm rpm for h100-h200-inference, EKS AL2023's nodeadm for h200-inference: claim kubelet-labels); a fault
 (fail-apply or fail-assert) on every image by the Packer path and fail-assert on the Ampere image (pending mode
 change, 8 GPUs) by cloud-init (fail-apply by cloud-init: test_boot_node.py), to keep the tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s
@@ -59,11 +59,11 @@ FAULTS = {("a100-80gb-mixed", "packer"): ("fail-assert",), ("h100-h200-inference
           ("h100-slurm", "packer"): ("fail-apply",), ("h200-inference", "packer"): ("fail-assert",),
           ("a100-80gb-mixed", "cloud-init"): ("fail-assert",)}
 
-# the ok runs reboot once (the layout comes back on the second boot) by Packer on every image and by cloud-init
-# on h200-inference; the other cloud-init ok runs boot once (a cloud-init boot costs two Packer boots under
-# TCG): the second boot of a cloud-init node is the image's own boot, which the Packer runs hold, and
-# test_boot_node.py's manager-reenabled boots h100-slurm twice by cloud-init
-OK_BOOTS = {("a100-80gb-mixed", "cloud-init"): 1, ("h100-h200-inference", "cloud-init"): 1}
+# the ok runs reboot once (the layout comes back on the second boot) by Packer on every image; the cloud-init ok
+# runs boot once (a cloud-init boot costs two Packer boots under TCG): the second boot of a cloud-init node is
+# the image's own boot, which the Packer runs hold on every image (EKS AL2023's nodeadm included), and
+# test_boot_node.py's manager-reenabled boots h100-slurm twice by cloud-init with every ok claim on both boots
+OK_BOOTS = {(image.name, "cloud-init"): 1 for image in IMAGES}
 
 # h100-h200-inference has named layouts chosen at boot (restore.layout: kubelet-labels, credential, file; default
 # inference): its boots say "training", each from another source (scenarios.layouts), which adds no boot. The
