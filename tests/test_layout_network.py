@@ -262,3 +262,19 @@ def test_preflight_warns_where_the_metadata_server_does_not_answer(tmp_path: Pat
     ran = preflight_node(tmp_path / "b", SimNode(), gpus=gpus, extra=extra)
     assert ran.status["layout"] == "PASS", ran.report
     assert ran.detail["layout"].startswith("layout train, from gce-metadata"), ran.detail["layout"]
+
+
+def test_show_says_what_the_network_sources_need(tmp_path: Path) -> None:
+    from support import cli
+
+    profile = tmp_path / "node-profile.yaml"
+    base = "version: 1\nname: u\ngpus:\n" + GPUS + "restore:\n  layout: {from: [%s]%s}\n"
+    profile.write_text(base % ("ec2-tag, file", ", ec2_tag_key: mig-config, network_wait_seconds: 7"))
+    code, out, err = cli("show", str(profile))
+    assert code == 0, err
+    assert ("ec2-tag reads the instance tag mig-config through IMDSv2, only where access to tags in instance "
+            "metadata is allowed on the instance (off by default; Karpenter disables it).") in out
+    assert "The network sources need curl on the node and wait at most 7 s in all" in out
+    profile.write_text(base % ("file", ""))
+    code, out, err = cli("show", str(profile))
+    assert code == 0 and "IMDSv2" not in out and "curl" not in out, err
