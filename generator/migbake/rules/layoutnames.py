@@ -18,6 +18,7 @@ from migbake.problems import Problem
 from migbake.rules.declare import rule
 from migbake.rules.layouts import model_of
 
+
 def _mig_on(group: dict[str, Any], catalog: Catalog) -> bool:
     """Whether the entry has MIG on (an unknown model counts as on: its own rule speaks)."""
     model = model_of(group, catalog)
