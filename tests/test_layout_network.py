@@ -243,6 +243,18 @@ def test_the_unit_waits_for_the_network_only_with_a_network_source(tmp_path: Pat
         tree.cleanup()
 
 
+def test_the_scripts_with_both_network_sources_pass_shellcheck(tmp_path: Path) -> None:
+    from realtools import shellcheck
+
+    out = generate("version: 1\nname: u\ngpus:\n" + GPUS + "restore:\n  layout: {from: [gce-metadata, ec2-tag, "
+                   "file], ec2_tag_key: mig-config}\n", tmp_path / "out")
+    scripts = [out / "rootfs/etc/nvidia-mig/restore.sh", out / "scripts/preflight-mig-restore.sh",
+               out / "scripts/verify-mig-restore.sh"]
+    assert all("layout_from_ec2" in p.read_text() and "layout_from_gce" in p.read_text() for p in scripts)
+    ran = shellcheck(scripts)
+    assert ran.rc == 0, ran.text
+
+
 def test_preflight_warns_where_the_metadata_server_does_not_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    metadata: Metadata) -> None:
     from test_layout_restore import LAYOUTS_MIG
@@ -278,3 +290,21 @@ def test_show_says_what_the_network_sources_need(tmp_path: Path) -> None:
     profile.write_text(base % ("file", ""))
     code, out, err = cli("show", str(profile))
     assert code == 0 and "IMDSv2" not in out and "curl" not in out, err
+
+
+def test_verify_reads_the_network_source_as_the_restore_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             metadata: Metadata) -> None:
+    from test_generated_scripts import good_node
+    from test_layout_restore import LAYOUTS_MIG
+
+    node, verify = good_node(tmp_path, restore_extra="  layout: {from: [gce-metadata], network_wait_seconds: 2}\n",
+                             mig=LAYOUTS_MIG)
+    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    metadata.answers[f"GET {KUBE_LABELS}"] = [(200, "nvidia.com/mig.config=train", 0.0)]
+    ran = node.run(verify)
+    assert "PASS  layout train, from gce-metadata (sources tried: gce-metadata)" in ran.out, ran.text
+    metadata.answers[f"GET {KUBE_LABELS}"] = [(404, "", 0.0)]
+    ran = node.run(verify)
+    assert ran.rc == 1
+    assert ("FAIL  layout: no source gave a layout name (tried: gce-metadata; gce-metadata (kube-labels): HTTP 404 "
+            "(no kube-labels attribute on this instance)) and restore.layout has no default") in ran.out, ran.text
