@@ -73,6 +73,14 @@ CASES = {
     "the tag key _index": (TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,")
                            .replace("default: infer}", "default: infer, ec2_tag_key: _index}"),
                            [("schema-pattern", "/restore/layout/ec2_tag_key")]),
+    # the network sources wait before the driver does: both within the unit's start timeout
+    "network and driver waits past the timeout": (
+        TWO_MODELS.replace("from: [file,", "from: [gce-metadata, file,")
+        .replace("default: infer}", "default: infer, network_wait_seconds: 60}\n  timeout_seconds: 180"),
+        [("driver-wait-timeout", "/restore/timeout_seconds")]),
+    "network and driver waits within the timeout": (
+        TWO_MODELS.replace("from: [file,", "from: [gce-metadata, file,")
+        .replace("default: infer}", "default: infer, network_wait_seconds: 59}\n  timeout_seconds: 180"), []),
     "a network wait of 0": (TWO_MODELS.replace("default: infer}", "default: infer, network_wait_seconds: 0}"),
                             [("schema-range", "/restore/layout/network_wait_seconds")]),
     "names without a source": (TWO_MODELS.split("restore:")[0], [("layouts-without-source", "/gpus/0/mig/layouts")]),
