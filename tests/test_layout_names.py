@@ -59,8 +59,30 @@ CASES = {
     "a name with a newline": (TWO_MODELS.replace("        train: {7g.80gb: 1}\n",
                                                  "        \"train\\n\": {7g.80gb: 1}\n"),
                               [("schema-pattern", "/gpus/0/mig/layouts")]),
-    "network source": (TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,"),
-                       [("layout-source-unsupported", "/restore/layout/from/0")]),
+    "the network sources": (TWO_MODELS.replace("from: [file,", "from: [gce-metadata, ec2-tag, file,")
+                            .replace("default: infer}", "default: infer, ec2_tag_key: mig-config}"), []),
+    "ec2-tag without its tag key": (TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,"),
+                                    [("layout-ec2-tag-key", "/restore/layout/from/0")]),
+    "a tag key without ec2-tag": (TWO_MODELS.replace("default: infer}", "default: infer, ec2_tag_key: mig-config}"),
+                                  [("layout-ec2-tag-key", "/restore/layout/ec2_tag_key")]),
+    # instance metadata serves no tag key with '/' or a space, nor . .. _index (AWS EC2 User Guide)
+    "a tag key instance metadata cannot serve": (
+        TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,")
+        .replace("default: infer}", "default: infer, ec2_tag_key: nvidia.com/mig.config}"),
+        [("schema-pattern", "/restore/layout/ec2_tag_key")]),
+    "the tag key _index": (TWO_MODELS.replace("from: [file,", "from: [ec2-tag, file,")
+                           .replace("default: infer}", "default: infer, ec2_tag_key: _index}"),
+                           [("schema-pattern", "/restore/layout/ec2_tag_key")]),
+    # the network sources wait before the driver does: both within the unit's start timeout
+    "network and driver waits past the timeout": (
+        TWO_MODELS.replace("from: [file,", "from: [gce-metadata, file,")
+        .replace("default: infer}", "default: infer, network_wait_seconds: 60}\n  timeout_seconds: 180"),
+        [("driver-wait-timeout", "/restore/timeout_seconds")]),
+    "network and driver waits within the timeout": (
+        TWO_MODELS.replace("from: [file,", "from: [gce-metadata, file,")
+        .replace("default: infer}", "default: infer, network_wait_seconds: 59}\n  timeout_seconds: 180"), []),
+    "a network wait of 0": (TWO_MODELS.replace("default: infer}", "default: infer, network_wait_seconds: 0}"),
+                            [("schema-range", "/restore/layout/network_wait_seconds")]),
     "names without a source": (TWO_MODELS.split("restore:")[0], [("layouts-without-source", "/gpus/0/mig/layouts")]),
     "a baked mig.config label": (TWO_MODELS + "kubelet: {layout: kubeadm}\nkubernetes:\n"
                                  "  node_labels: {nvidia.com/mig.config: infer}\n",

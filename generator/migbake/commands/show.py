@@ -55,6 +55,12 @@ def show(profile: Path) -> None:
          f"{', '.join(prof.restore.layout_from)} (in that order), "
          + (f"else takes {default}" if default else "else fails closed")
          + "; an unknown name fails closed (docs/layouts-at-boot.md).")
+    if "ec2-tag" in prof.restore.layout_from:
+        _say(f"  ec2-tag reads the instance tag {prof.restore.layout_ec2_tag_key} through IMDSv2, only where access "
+             "to tags in instance metadata is allowed on the instance (off by default; Karpenter disables it).")
+    if "gce-metadata" in prof.restore.layout_from or "ec2-tag" in prof.restore.layout_from:
+        _say(f"  The network sources need curl on the node and wait at most "
+             f"{prof.restore.layout_network_wait_seconds} s in all; no answer is no name from them.")
     karpenter = eks_family(prof) == "eks-al2023"
     if karpenter:
         _say(f"  Karpenter: one NodePool per name in OUT/{NODEPOOLS}, labelling its nodes nvidia.com/mig.config=NAME, "

@@ -73,6 +73,8 @@ class Restore:
     no_gpu: NoGpu = "succeed"  # a machine without an NVIDIA GPU (PCI): nothing to restore, or a failure
     layout_from: tuple[str, ...] = ()  # restore.layout.from: where the node learns its layout name, in order
     layout_default: str = ""  # restore.layout.default ("": none, a node without a name fails closed)
+    layout_ec2_tag_key: str = ""  # restore.layout.ec2_tag_key: the instance tag the ec2-tag source reads
+    layout_network_wait_seconds: int = 20  # restore.layout.network_wait_seconds: the network sources' wait, in all
 
 
 @dataclass(frozen=True)
@@ -300,6 +302,8 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
     if choice is not None:
         res["layout_from"] = tuple(str(s) for s in choice["from"])
         res["layout_default"] = str(choice.get("default", ""))
+        res["layout_ec2_tag_key"] = str(choice.get("ec2_tag_key", ""))
+        res["layout_network_wait_seconds"] = int(choice.get("network_wait_seconds", 20))
     k8s = dict(data.get("kubernetes", {}))
     k8s["node_labels"] = tuple((str(k), str(v)) for k, v in k8s.get("node_labels", {}).items())
     return NodeProfile(

@@ -1,9 +1,10 @@
 """Rules on named layouts (issue 40): ``mig.layouts`` per entry and ``restore.layout``, the name chosen at boot.
 
 Every entry with MIG on names the same layouts (the coverage matrix of an image serving several GPU models),
-the names and the choice come together, the default is one of the names, and what does not follow the names
-yet (DRA, Slurm, Bottlerocket, the single MIG strategy, the network sources) is refused, located, instead of
-silently using one of the layouts. The layouts themselves are judged by ``rules.layouts`` like ``mig.layout``.
+the names and the choice come together, the default is one of the names, the ec2-tag source names its tag, and
+what does not follow the names yet (DRA, Slurm, Bottlerocket, the single MIG strategy) is refused, located,
+instead of silently using one of the layouts. The layouts themselves are judged by ``rules.layouts`` like
+``mig.layout``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
 from migbake.rules.declare import rule
 from migbake.rules.layouts import model_of
-
-# the sources restore.sh reads (templates/scripts/_layout-source.sh.j2); the others are in the schema's enum
-SUPPORTED_SOURCES = ("file", "kubelet-labels", "credential")
 
 
 def _mig_on(group: dict[str, Any], catalog: Catalog) -> bool:
@@ -133,16 +131,22 @@ def rule_layout_choice(loaded: LoadedProfile, data: object, catalog: Catalog) ->
                              "layouts-config-name", key=True)
 
 
-@rule("layout-source-unsupported", "error", "restore.layout.from names a source the restore does not read yet "
-      "(gce-metadata, ec2-tag)")
-def rule_layout_sources(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """restore.layout.from names only the sources the restore reads today."""
-    sources = as_mapping(as_mapping(as_mapping(data).get("restore")).get("layout")).get("from")
-    for i, source in enumerate(sources if isinstance(sources, list) else ()):
-        if isinstance(source, str) and source in ("gce-metadata", "ec2-tag"):
-            yield loaded.problem(join_pointer("/restore/layout/from", i), f"source {source!r} is not yet "
-                                 f"supported; supported: {', '.join(SUPPORTED_SOURCES)} (docs/layouts-at-boot.md)",
-                                 "layout-source-unsupported")
+@rule("layout-ec2-tag-key", "error", "restore.layout: the ec2-tag source without ec2_tag_key, or ec2_tag_key without "
+      "the ec2-tag source")
+def rule_layout_ec2_tag_key(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The ec2-tag source names its tag key (ec2_tag_key), and ec2_tag_key is given only with that source."""
+    choice = as_mapping(as_mapping(as_mapping(data).get("restore")).get("layout"))
+    sources = choice.get("from")
+    sources = sources if isinstance(sources, list) else []
+    if "ec2-tag" in sources and "ec2_tag_key" not in choice:
+        yield loaded.problem(join_pointer("/restore/layout/from", sources.index("ec2-tag")), "source 'ec2-tag' "
+                             "needs restore.layout.ec2_tag_key, the instance tag that holds the layout name: "
+                             "instance metadata serves no tag key with '/', so nvidia.com/mig.config cannot be "
+                             "it; name one such as mig-config (docs/layouts-at-boot.md)", "layout-ec2-tag-key")
+    if "ec2_tag_key" in choice and isinstance(choice.get("from"), list) and "ec2-tag" not in sources:
+        yield loaded.problem("/restore/layout/ec2_tag_key", "ec2_tag_key without the source 'ec2-tag' in "
+                             "restore.layout.from: no source reads that tag; add ec2-tag or remove ec2_tag_key",
+                             "layout-ec2-tag-key", key=True)
 
 
 @rule("layouts-not-yet-supported", "error", "mig.layouts with an output that does not follow the names yet (DRA, "

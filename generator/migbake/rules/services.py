@@ -38,16 +38,24 @@ def _int(value: object, default: int) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@rule("driver-wait-timeout", "error", "restore.driver_wait_seconds not below restore.timeout_seconds")
+@rule("driver-wait-timeout", "error", "restore.driver_wait_seconds (with a network layout source, plus "
+      "restore.layout.network_wait_seconds) not below restore.timeout_seconds")
 def rule_driver_wait(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """The driver wait ends before systemd's start timeout kills the restore."""
+    """The driver wait, and the network sources' wait before it, end before systemd's start timeout kills the
+    restore."""
     restore = _mapping(_mapping(data).get("restore"))
     wait = _int(restore.get("driver_wait_seconds"), 120)
     timeout = _int(restore.get("timeout_seconds"), 480)
-    if wait is None or timeout is None or wait < timeout:
+    choice = _mapping(restore.get("layout"))
+    sources = choice.get("from")
+    network = isinstance(sources, list) and bool({"gce-metadata", "ec2-tag"} & {str(s) for s in sources})
+    net_wait = _int(choice.get("network_wait_seconds"), 20) if network else 0
+    if wait is None or timeout is None or net_wait is None or wait + net_wait < timeout:
         return
     where = "/restore/driver_wait_seconds" if "driver_wait_seconds" in restore else "/restore/timeout_seconds"
-    yield loaded.problem(where, f"driver_wait_seconds {wait} is not less than timeout_seconds {timeout}: systemd "
+    what = (f"driver_wait_seconds {wait} and restore.layout.network_wait_seconds {net_wait} together are"
+            if net_wait else f"driver_wait_seconds {wait} is")
+    yield loaded.problem(where, f"{what} not less than timeout_seconds {timeout}: systemd "
                          "would kill the restore (TimeoutStartSec) while it still waits for the driver, without "
                          "saying why; lower restore.driver_wait_seconds or raise restore.timeout_seconds",
                          "driver-wait-timeout")
