@@ -94,10 +94,13 @@ layout_default='inference'
 layout_kubelet_files=(/etc/default/kubelet /etc/sysconfig/kubelet /etc/eks/kubelet/environment '/etc/systemd/system/kubelet.service.d/20-mig-restore.conf')
 # the label inside a --node-labels list: after '=', ',', a blank or a quote, up to ',', a blank or a quote
 layout_label_re="(^|[=,[:space:]\"'])nvidia\\.com/mig\\.config=([^,[:space:]\"']*)(.*)\$"
+# a name is a label value (the schema's pattern for mig.layouts names, the whole string)
+layout_value_re='^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$'
 layout_name=''
 layout_source=''
 layout_tried=''
 layout_why=''
+layout_notes=''  # why each network source gave no name ("SOURCE: why; ...")
 
 # layout_first_line FILE: its first line, at most 256 bytes read, blanks around it removed
 layout_first_line() {
@@ -105,19 +108,22 @@ layout_first_line() {
   head -c 256 -- "$1" 2>/dev/null | head -n 1 | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' || true
 }
 
-# layout_from SOURCE: the name SOURCE gives ("" for none)
+# layout_from SOURCE: sets layout_got, the name SOURCE gives ("" for none), or layout_bad, why SOURCE's answer
+# cannot be read as a name (it fails closed as an unknown name does)
 layout_from() {
   local f line value=''
+  layout_got=''
+  layout_bad=''
   case "$1" in
-    file) layout_first_line "$layout_root/etc/migbake/layout" ;;
+    file) layout_got="$(layout_first_line "$layout_root/etc/migbake/layout")" ;;
     credential)
       # systemd.set_credential=migbake.layout:NAME or SMBIOS type 11 io.systemd.credential:migbake.layout=NAME;
       # the unit's LoadCredential= passes it in $CREDENTIALS_DIRECTORY; outside the unit (verify) the restore
       # unit's copy, /run/credentials/UNIT while it is active (systemd.exec(5), systemd 252)
       if [ -n "${CREDENTIALS_DIRECTORY:-}" ]; then
-        layout_first_line "$CREDENTIALS_DIRECTORY/migbake.layout"
+        layout_got="$(layout_first_line "$CREDENTIALS_DIRECTORY/migbake.layout")"
       else
-        layout_first_line "$layout_root/run/credentials/"'nvidia-mig-restore.service'"/migbake.layout"
+        layout_got="$(layout_first_line "$layout_root/run/credentials/"'nvidia-mig-restore.service'"/migbake.layout")"
       fi ;;
     kubelet-labels)
       for f in "${layout_kubelet_files[@]}"; do
@@ -132,23 +138,29 @@ layout_from() {
           done
         done < <(head -c 65536 -- "$layout_root$f" 2>/dev/null)
       done
-      printf '%s' "$value" ;;
+      layout_got="$value" ;;
   esac
 }
 
 # find_layout: sets layout_name and layout_source (a source, or "default"), or layout_why when it fails;
 # layout_tried lists the sources asked
 find_layout() {
-  local s name n
+  local s n
   for s in "${layout_sources[@]}"; do
     layout_tried="${layout_tried:+$layout_tried, }$s"
-    name="$(layout_from "$s")"
-    [ -n "$name" ] || continue
+    layout_from "$s"
+    if [ -n "$layout_bad" ]; then
+      layout_source="$s"
+      layout_why="source $s: $layout_bad; not applying anything else"
+      return 1
+    fi
+    [ -n "$layout_got" ] || continue
     for n in "${layout_names[@]}"; do
-      if [ "$name" = "$n" ]; then layout_name="$n"; layout_source="$s"; return 0; fi
+      if [ "$layout_got" = "$n" ]; then layout_name="$n"; layout_source="$s"; return 0; fi
     done
     layout_source="$s"
-    layout_why="source $s gives layout $(printf '%q' "$name"), which this image does not have (it has: ${layout_names[*]}); not applying anything else"
+    if [[ $layout_got =~ $layout_value_re ]]; then n=''; else n=' (not a label value)'; fi
+    layout_why="source $s gives layout $(printf '%q' "$layout_got")$n, which this image does not have (it has: ${layout_names[*]}); not applying anything else"
     return 1
   done
   if [ -n "$layout_default" ]; then
@@ -156,7 +168,7 @@ find_layout() {
     layout_source=default
     return 0
   fi
-  layout_why="no source gave a layout name (tried: $layout_tried) and restore.layout has no default"
+  layout_why="no source gave a layout name (tried: $layout_tried${layout_notes:+; $layout_notes}) and restore.layout has no default"
   return 1
 }
 if find_layout; then
