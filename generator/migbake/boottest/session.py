@@ -87,8 +87,7 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
     elif scenario == PROVIDED_LATER_MISSING:
         raise UsageError(f"--scenario {scenario} needs a profile whose image.provided_later lists "
                          f"nvidia-mig-parted; {profile.name}'s does not")
-    if scenario in (NO_GPU, *LAYOUT_SCENARIOS):  # asked for by name only (not part of all)
-        candidates.append(scenario)
+    candidates += [s for s in (NO_GPU, *LAYOUT_SCENARIOS) if s == scenario]  # asked for by name only (not in all)
     if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
         candidates += [s for s in NODE_SCENARIOS if applies(s, profile)]
         candidates += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
