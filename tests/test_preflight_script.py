@@ -228,6 +228,14 @@ CASES = {
     "grace-cdmm-unset": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
         "cdmm": ("WARN", "does not set CoherentGPUMemoryMode: the driver's default decides"),
     }, ready=True, profile={"gpus": GB200_ENTRY}),
+    # restore.cdmm: disabled states what the unset parameter cannot show; a node that says "driver" still fails
+    "grace-cdmm-unset-stated": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
+        "cdmm": ("PASS", "does not set CoherentGPUMemoryMode (the module's default is numa: no CDMM), and the "
+                         "profile states restore.cdmm: disabled"),
+    }, ready=True, profile={"gpus": GB200_ENTRY, "extra": "restore: {cdmm: disabled}\n"}),
+    "grace-cdmm-on-stated": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("driver")), {
+        "cdmm": ("FAIL", 'CoherentGPUMemoryMode: "driver"): MIG does not work with CDMM on gb200-186gb'),
+    }, ready=False, profile={"gpus": GB200_ENTRY, "extra": "restore: {cdmm: disabled}\n"}),
     # an HGX board: the nvswitch driver lists its switches; MIG devices get no NVLink peer access (NVIDIA/nccl#1716)
     "hgx-nvswitch": Case(SimNode(nvswitches=("0000:05:00.0", "0000:06:00.0")), {
         "nvswitch": ("WARN", "2 NVSwitch device(s)"),

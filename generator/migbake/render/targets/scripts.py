@@ -46,4 +46,4 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
                           "after_reset": plan.after_reset,
                           "minimums": " ".join(f"{key}={low}" for key, low in gate.minimums),
                           "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace),
-                          "mig": plan.mig_on}}
+                          "cdmm": plan.profile.restore.cdmm, "mig": plan.mig_on}}
