@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
 from support import cli
 
 from migbake.gpu.boardnames import twin_lines, twins
 from migbake.gpu.catalog import Catalog, load_catalog
+from migbake.node.nvidiasmi import Capture, Gpu
+from migbake.node.preflight import check_capture
+from migbake.rules.validate import check_bytes
 
 
 def test_gb200_boards_name_the_same_profiles_two_ways() -> None:
@@ -47,3 +51,34 @@ def test_show_says_which_names_a_node_reports(tmp_path: Path) -> None:
     assert ("report these profiles under other names on some boards: 3g.95gb for 3g.93gb (gb200-189gb; "
             "NVIDIA/mig-parted#227)") in out
     assert twin_lines(load_catalog(), load_catalog().by_key("gb200-186gb"), {"1g.47gb": 1}) == []
+
+
+GB200_PROFILE = "version: 1\nname: gb\ngpus:\n  - model: {model}\n    mig:\n      layout:\n{layout}"
+
+
+@pytest.mark.parametrize(("model", "layout", "have", "status", "words"), [
+    ("gb200-186gb", {"3g.93gb": 2}, ("3g.93gb", "3g.93gb"), "PASS", "every GPU already has"),
+    ("gb200-186gb", {"3g.93gb": 2}, ("3g.95gb", "3g.95gb"), "FAIL",
+     "GPU 0: MIG Enabled, 2x 3g.95gb, the profile's instances as gb200-189gb's boards name them (matched by "
+     "GPU-instance profile id and memory, NVIDIA/mig-parted#227): mig-parted applies names literally, so the "
+     "restore's apply fails with gb200-186gb's names here; write model: gb200-189gb"),
+    ("gb200-186gb", {"3g.93gb": 1, "1g.47gb": 2}, ("3g.95gb", "1g.47gb", "1g.47gb"), "FAIL",
+     "write model: gb200-189gb"),
+    ("gb200-189gb", {"7g.189gb": 1}, ("7g.186gb",), "FAIL", "as gb200-186gb's boards name them"),
+    # other instances (not the same ids and memory), or only the shared names: the restore replaces them
+    ("gb200-186gb", {"3g.93gb": 2}, ("3g.95gb",), "NOTE", "the next boot's restore replaces this"),
+    ("gb200-186gb", {"3g.93gb": 2}, ("1g.24gb",) * 7, "NOTE", "(profile: MIG Enabled, 2x 3g.93gb)"),
+    ("gb200-186gb", {"1g.47gb": 4}, ("1g.47gb",) * 4, "PASS", "every GPU already has"),
+], ids=["own-names", "other-board", "other-board-mixed", "pre-production-profile", "fewer", "other-instances",
+        "names-shared"])
+def test_preflight_matches_a_captures_names_by_profile_id_and_memory(model: str, layout: dict[str, int],
+                                                                     have: tuple[str, ...], status: str,
+                                                                     words: str) -> None:
+    """mig-state: a capture naming the profile's instances as the other GB200 board does is that board (a FAIL:
+    mig-parted would apply names the node does not know), not a state the restore replaces."""
+    text = GB200_PROFILE.format(model=model, layout="".join(f"        {p}: {n}\n" for p, n in layout.items()))
+    checked = check_bytes(text.encode(), "p.yaml")
+    assert checked.profile is not None, [p.format() for p in checked.problems]
+    capture = Capture("nvidia-smi-csv", "gb.csv", (Gpu(0, "NVIDIA GB200", "0x294110DE", "Enabled", have),))
+    state = {c.name: c for c in check_capture(checked.profile, capture).checks}["mig-state"]
+    assert (state.status, words in state.detail) == (status, True), state

@@ -61,6 +61,44 @@ def test_catalog_minimums_are_the_guides_and_match_the_free_text() -> None:
     for m in load_catalog().models:
         if m.min_driver_version and m.key not in ("a100-80gb", "h100-94gb", "h100-96gb", "gb200-189gb"):
             assert m.min_driver_version in m.min_driver, m.key
+    # the guide's GB300 row is the DGX Station's (595.58.03); the catalog's gb300 is HGX GB300 NVL72, whose MIG
+    # profiles came with GPU Operator 25.10.0 on driver 580.95.05, so it has no minimum of its own in the guide
+    gb300 = load_catalog().find_gpu("gb300")
+    assert gb300 is not None and not gb300.min_driver_version and "DGX Station" in gb300.min_driver
+
+
+def test_the_grace_models_are_gh200_gb200_and_gb300() -> None:
+    """grace_system: every model whose GPU sits beside a Grace CPU, GH200's 96 GB H100 included (the cdmm gates)."""
+    grace = {m.key for m in load_catalog().models if m.grace_system}
+    assert grace == {"h100-96gb", "gh200-144gb", "gb200-186gb", "gb200-189gb", "gb300"}
+
+
+PROFILE = "version: 1\nname: n\ngpus:\n  - model: {model}\n    mig: {mig}\n{restore}"
+
+
+@pytest.mark.parametrize(("model", "mig", "restore", "warned"), [
+    ("gb200-186gb", "{layout: {3g.93gb: 2}}", "", True),
+    ("gb200-186gb", "{layout: {3g.93gb: 2}}", "restore: {cdmm: unknown}\n", True),
+    ("gb200-186gb", "{layout: {3g.93gb: 2}}", "restore: {cdmm: disabled}\n", False),
+    ("gb200-186gb", "{enabled: false}", "", False),
+    ("GH200 480GB", "{layout: {7g.96gb: 1}}", "", True),
+    ("gh200-144gb", "{layout: {7g.144gb: 1}}", "", True),
+    ("gb300", "{layout: {7g.278gb: 1}}", "", True),
+    ("h200-141gb", "{layout: {7g.141gb: 1}}", "", False),
+    ("b300", "{layout: {7g.269gb: 1}}", "", False),
+], ids=["gb200", "gb200-unknown", "gb200-disabled", "gb200-mig-off", "gh200-96gb", "gh200-144gb", "gb300", "h200",
+        "b300"])
+def test_cdmm_unknown_warns_on_grace_models_until_the_profile_states_it(model: str, mig: str, restore: str,
+                                                                        warned: bool) -> None:
+    from migbake.rules.validate import check_bytes
+
+    checked = check_bytes(PROFILE.format(model=model, mig=mig, restore=restore).encode(), "p.yaml")
+    assert checked.profile is not None, [p.format() for p in checked.problems]
+    found = [p for p in checked.problems if p.rule == "cdmm-unknown"]
+    assert bool(found) is warned, [p.format() for p in checked.problems]
+    if warned:
+        assert found[0].pointer == "/gpus/0/model" and "restore.cdmm: disabled" in found[0].message
+        assert 'CoherentGPUMemoryMode: "driver"' in found[0].message
 
 
 def test_the_real_h200_runs_with_persistence_mode_on() -> None:

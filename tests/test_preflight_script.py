@@ -228,6 +228,24 @@ CASES = {
     "grace-cdmm-unset": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
         "cdmm": ("WARN", "does not set CoherentGPUMemoryMode: the driver's default decides"),
     }, ready=True, profile={"gpus": GB200_ENTRY}),
+    # restore.cdmm: disabled states what the unset parameter cannot show; a node that says "driver" still fails
+    "grace-cdmm-unset-stated": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("")), {
+        "cdmm": ("PASS", "does not set CoherentGPUMemoryMode (the module's default is numa: no CDMM), and the "
+                         "profile states restore.cdmm: disabled"),
+    }, ready=True, profile={"gpus": GB200_ENTRY, "extra": "restore: {cdmm: disabled}\n"}),
+    "grace-cdmm-on-stated": Case(SimNode(gpus=[SimGpu(GB200)], params=PARAMS.format("driver")), {
+        "cdmm": ("FAIL", 'CoherentGPUMemoryMode: "driver"): MIG does not work with CDMM on gb200-186gb'),
+    }, ready=False, profile={"gpus": GB200_ENTRY, "extra": "restore: {cdmm: disabled}\n"}),
+    # GB200 boards of one PCI id name the same instances two ways (NVIDIA/mig-parted#227): by profile id and memory
+    "gb200-other-board-names": Case(SimNode(gpus=[SimGpu(GB200, mode="Enabled", mig=("7g.189gb",))]), {
+        "mig-state": ("FAIL", "GPU 0: MIG Enabled, 1x 7g.189gb, the profile's instances as gb200-189gb's boards name "
+                              "them (matched by GPU-instance profile id and memory, NVIDIA/mig-parted#227): "
+                              "mig-parted applies names literally, so the restore's apply fails with gb200-186gb's "
+                              "names here; write model: gb200-189gb"),
+    }, ready=False, profile={"gpus": GB200_ENTRY}),
+    "gb200-own-board-names": Case(SimNode(gpus=[SimGpu(GB200, mode="Enabled", mig=("7g.186gb",))]), {
+        "mig-state": ("PASS", "every GPU already has the profile's MIG state"),
+    }, ready=True, profile={"gpus": GB200_ENTRY}),
     # an HGX board: the nvswitch driver lists its switches; MIG devices get no NVLink peer access (NVIDIA/nccl#1716)
     "hgx-nvswitch": Case(SimNode(nvswitches=("0000:05:00.0", "0000:06:00.0")), {
         "nvswitch": ("WARN", "2 NVSwitch device(s)"),

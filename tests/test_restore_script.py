@@ -163,6 +163,31 @@ def test_a_driver_older_than_the_minimum_is_named_before_apply_fails(tmp_path: P
         assert ran.text.index(line) < ran.text.index("FAILED: nvidia-mig-parted apply")
 
 
+GB200 = "  - model: gb200-186gb\n    mig: {layout: {3g.93gb: 2}}\n"
+PARAMS = 'EnableUserNUMAManagement: 1\nCoherentGPUMemoryMode: "{}"\nRegistryDwords: ""\n'  # nv-procfs.c's lines
+
+
+@pytest.mark.parametrize(("gpus", "mode", "said"), [(GB200, "driver", True), (GB200, "numa", False), (GB200, "", False),
+                                                    (GB200, None, False), (H200, "driver", False)],
+                         ids=["grace-cdmm-on", "grace-numa", "grace-unset", "grace-no-params", "h200-not-grace"])
+def test_cdmm_on_a_grace_system_is_named_before_apply_fails(tmp_path: Path, gpus: str, mode: str | None,
+                                                           said: bool) -> None:
+    """Grace: MIG does not work with CDMM; the log says CDMM is on (the module's params file) before apply fails."""
+    node = make_node(tmp_path, gpus, restore="  cdmm: disabled\n")
+    if mode is not None:
+        (node.proc / "driver/nvidia").mkdir(parents=True)
+        (node.proc / "driver/nvidia/params").write_text(PARAMS.format(mode))
+    node.set("apply", "fails")
+    ran = node.run()
+    line = (f'CDMM is on ({node.proc}/driver/nvidia/params: CoherentGPUMemoryMode: "driver"): MIG does not work '
+            "with CDMM on gb200-186gb (GPU Operator release notes 25.3.2); load nvidia with "
+            "NVreg_CoherentGPUMemoryMode=numa")
+    assert ran.rc == 1 and (line in ran.text) is said, ran.text
+    assert ("CDMM is on" in ran.text) is said, ran.text
+    if said:
+        assert ran.text.index(line) < ran.text.index("FAILED: nvidia-mig-parted apply")
+
+
 def test_no_metrics_file_without_the_key(tmp_path: Path) -> None:
     node = make_node(tmp_path, metrics=False)
     assert node.run().rc == 0

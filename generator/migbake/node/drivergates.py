@@ -16,7 +16,9 @@ facts from here, so that they word the ``driver-mig`` row alike:
   release notes). A node shows it in ``/proc/driver/nvidia/params``: ``CoherentGPUMemoryMode: "driver"`` is
   CDMM, ``"numa"`` (or unset, the default of the 580.65.06 module) onlines the memory as a NUMA node
   (NVIDIA/open-gpu-kernel-modules:kernel-open/nvidia/nv-reg.h@580.65.06, printed by nv-procfs.c). The
-  script's ``cdmm`` row reads it for profiles with a Grace model (catalog ``grace_system``).
+  script's ``cdmm`` row reads it for profiles with a Grace model (catalog ``grace_system``), and so does the
+  restore's log before its apply fails; ``validate`` warns (``cdmm-unknown``) until the profile states
+  ``restore.cdmm: disabled``, which also makes an unset mode a PASS.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from migbake.gpu.boardnames import twins
+from migbake.gpu.catalog import load_catalog
 from migbake.migparted.config import entry_pci_ids, uses_device_filter
 from migbake.profile.nodeprofile import NodeProfile
 
@@ -33,6 +35,9 @@ class Expectation:
     want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
     mode_persists: bool = False  # Ampere: a MIG mode change waits for a GPU reset
     want_named: tuple[tuple[str, str], ...] = ()  # mig.layouts: (name, want) per layout name (issue 40)
+    # boards of the same PCI id that name the same profiles otherwise (gpu/boardnames.py, NVIDIA/mig-parted#227):
+    # (that board's model, a want above in its names), for each want whose names differ there
+    board_wants: tuple[tuple[str, str], ...] = ()
 
     @property
     def expected(self) -> str:
@@ -57,7 +62,11 @@ def expectations(profile: NodeProfile, with_filter: bool | None = None) -> tuple
         named = tuple((name, f"MIG Enabled, {layout_text(lay)}") for name, lay in g.layouts) if g.mig_enabled else ()
         if named:  # the node's name is known only on the node: any of them, in words
             want = " or ".join(f"{w} ({name})" for name, w in named)
+        layouts = ([lay for _, lay in g.layouts] or [g.layout]) if g.mig_enabled else []
+        boards = tuple((other.key, f"MIG Enabled, {layout_text((renamed.get(p, p), n) for p, n in lay)}")
+                       for other, renamed in (twins(load_catalog(), m) if layouts else ())
+                       for lay in layouts if any(p in renamed for p, _ in lay))
         out.append(Expectation(f"gpus/{i}", m.key, entry_pci_ids(g, m), g.devices, filtered, mode,
                                sum(n for _, n in g.layout) if g.mig_enabled else 0, want, m.mig_mode_persists,
-                               named))
+                               named, boards))
     return tuple(out)

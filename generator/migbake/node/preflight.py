@@ -166,19 +166,38 @@ def _same(g: Gpu, e: Expectation) -> bool | None:
     return None  # MIG is on, but the capture does not name the MIG devices' profiles
 
 
+def _other_board(g: Gpu, e: Expectation) -> str:
+    """The model whose board names the GPU's MIG devices as the capture does, where the profile's model names
+    the same instances otherwise (matched by GPU-instance profile id and memory, gpu/boardnames.py); else ""."""
+    if g.mig_mode != "Enabled" or g.mig_devices is None:
+        return ""
+    return next((key for key, want in e.board_wants if _have(g) == want), "")
+
+
 def _mig_state(gpus: tuple[Gpu, ...], selected: dict[int, Expectation]) -> Check:
-    """The MIG state now, against what the restore will set (a NOTE: the next boot replaces it)."""
+    """The MIG state now, against what the restore will set (a NOTE: the next boot replaces it); a FAIL when the
+    node names the profile's instances as another board does (mig-parted applies names literally)."""
     if not selected:
         return Check("mig-state", "SKIP", "no GPU of the profile on the node")
     differ: dict[str, list[int]] = {}
+    boards: dict[tuple[str, str, str], list[int]] = {}
     unknown: list[int] = []
     for g in gpus:
         e = selected.get(g.index)
         same = None if e is None else _same(g, e)
-        if e is not None and same is False:
+        other = "" if e is None or same is not False else _other_board(g, e)
+        if e is not None and other:
+            boards.setdefault((_have(g), e.model, other), []).append(g.index)
+        elif e is not None and same is False:
             differ.setdefault(f"{_have(g)} (profile: {e.want})", []).append(g.index)
         elif e is not None and same is None:
             unknown.append(g.index)
+    if boards:
+        text = "; ".join(f"GPU {_ids(ix)}: {have}, the profile's instances as {other}'s boards name them (matched by "
+                         f"GPU-instance profile id and memory, NVIDIA/mig-parted#227): mig-parted applies names "
+                         f"literally, so the restore's apply fails with {model}'s names here; write model: {other}"
+                         for (have, model, other), ix in boards.items())
+        return Check("mig-state", "FAIL", text)
     if differ:
         text = "; ".join(f"GPU {_ids(ix)}: {state}" for state, ix in differ.items())
         return Check("mig-state", "NOTE", f"{text}; the next boot's restore replaces this")

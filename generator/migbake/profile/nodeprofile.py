@@ -20,6 +20,7 @@ KubeletLayout = Literal["generic", "kubeadm", "eks-al2023", "eks-al2"]
 Allocation = Literal["device-plugin", "dra", "dra-dynamic"]
 PlacementCheck = Literal["warn", "strict"]
 NoGpu = Literal["succeed", "fail"]
+Cdmm = Literal["disabled", "unknown"]
 
 
 
@@ -71,6 +72,7 @@ class Restore:
     metrics_textfile: str = ""  # empty: no metrics file
     placements: PlacementCheck = "warn"  # allocation dra: a placement other than the plan's fails the restore
     no_gpu: NoGpu = "succeed"  # a machine without an NVIDIA GPU (PCI): nothing to restore, or a failure
+    cdmm: Cdmm = "unknown"  # CDMM on the Grace nodes, as the profile states it (disabled: checked; cdmm-unknown)
     layout_from: tuple[str, ...] = ()  # restore.layout.from: where the node learns its layout name, in order
     layout_default: str = ""  # restore.layout.default ("": none, a node without a name fails closed)
     layout_ec2_tag_key: str = ""  # restore.layout.ec2_tag_key: the instance tag the ec2-tag source reads

@@ -1,7 +1,7 @@
-"""Rules about the GPU an entry names: a GPU without MIG keeps MIG off, and an entry's exact PCI ids.
+"""Rules about the GPU an entry names: a GPU without MIG keeps MIG off, an entry's exact PCI ids, CDMM on Grace.
 
-Split from ``rules.general`` because they read the catalog's PCI ids and its list of
-GPUs without MIG rather than MIG layouts.
+Split from ``rules.general`` because they read the catalog's PCI ids, its list of GPUs without MIG and
+its Grace systems rather than MIG layouts.
 """
 
 from __future__ import annotations
@@ -67,3 +67,28 @@ def rule_pci_device_ids(loaded: LoadedProfile, data: object, catalog: Catalog) -
                                      "pci-device-id")
             else:
                 seen[pci] = j
+
+
+# What a node shows and what the warning asks to check (node/drivergates.py holds the sources): MIG does not
+# work with CDMM, which the GPU Operator's driver container turns on from 580.65.06 on Grace-based systems
+# (NVIDIA/cloud-native-docs:gpu-operator/release-notes.rst, 25.3.2 known issues); the nvidia module's
+# NVreg_CoherentGPUMemoryMode, printed in /proc/driver/nvidia/params (NVIDIA/open-gpu-kernel-modules:
+# kernel-open/nvidia/nv-reg.h and nv-procfs.c@580.65.06).
+CDMM_CHECK = ("on the node, /proc/driver/nvidia/params must not show CoherentGPUMemoryMode: \"driver\" (CDMM; "
+              "\"numa\" or unset is not: the nvidia module's parameter NVreg_CoherentGPUMemoryMode); then state "
+              "restore.cdmm: disabled")
+
+
+@rule("cdmm-unknown", "warning", "MIG on a Grace model (GH200, GB200, GB300) without restore.cdmm: disabled")
+def rule_cdmm_unknown(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """On a Grace-based model MIG needs CDMM off: a profile with MIG on one says it checked (restore.cdmm)."""
+    if as_mapping(as_mapping(data).get("restore")).get("cdmm") == "disabled":
+        return
+    for ptr, group in gpu_entries(data):
+        model = group.get("model")
+        gpu = catalog.find_gpu(model) if isinstance(model, str) else None
+        if gpu is None or not gpu.grace_system or as_mapping(group.get("mig")).get("enabled", True) is False:
+            continue
+        yield loaded.problem(f"{ptr}/model", f"{gpu.short_name} ({gpu.key}) is in a Grace system, where MIG does "
+                             "not work with CDMM (coherent driver memory management), which the GPU Operator's "
+                             f"driver container turns on from driver 580.65.06; {CDMM_CHECK}", "cdmm-unknown")

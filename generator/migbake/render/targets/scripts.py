@@ -38,7 +38,8 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
     groups = [{"check": e.check, "model": e.model, "pci_ids": " ".join(e.pci_ids),
                "devices": "all" if e.devices == "all" else " ".join(map(str, e.devices)),
                "filtered": "yes" if e.filtered else "no", "want": e.want,
-               "persists": "yes" if e.mode_persists else "no", "want_named": list(e.want_named)}
+               "persists": "yes" if e.mode_persists else "no", "want_named": list(e.want_named),
+               "boards": ";".join(f"{key}|{want}" for key, want in e.board_wants)}
               for e in plan.expectations]
     count = "" if plan.profile.gpu_count is None else str(plan.profile.gpu_count)
     gate = plan.driver_gate
@@ -46,4 +47,4 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
                           "after_reset": plan.after_reset,
                           "minimums": " ".join(f"{key}={low}" for key, low in gate.minimums),
                           "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace),
-                          "mig": plan.mig_on}}
+                          "cdmm": plan.profile.restore.cdmm, "mig": plan.mig_on}}

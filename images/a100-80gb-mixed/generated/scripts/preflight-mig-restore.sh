@@ -87,7 +87,7 @@ if [ -z "$pci_gpus" ]; then skip_why=$words_no_gpu; fi
 
 # --- nvidia-smi and the driver -----------------------------------------------------------------
 gpu_ids=()
-declare -A gpu_name=() gpu_pci=() gpu_mode=() selected=() own=() persists=()
+declare -A gpu_name=() gpu_pci=() gpu_mode=() selected=() own=() board_wants=() sel_model=() persists=()
 smi_ok=no
 if [ -z "$pci_gpus" ]; then
   add nvidia-smi SKIP "$skip_why"
@@ -189,7 +189,9 @@ fi
 
 # check_group CHECK MODEL PCI_IDS DEVICES FILTERED WANT PERSISTS: one gpus entry. Listed GPUs must exist
 # and be MODEL; "all" without a device-filter means every GPU. Records the GPUs mig-parted will apply
-# it to (and, PERSISTS yes, that their MIG mode lives in the InfoROM: a change waits for a GPU reset).
+# it to (and, PERSISTS yes, that their MIG mode lives in the InfoROM: a change waits for a GPU reset),
+# with $group_boards: "MODEL|WANT;..." where WANT names the same instances as another board of the PCI id
+# names them (MODEL's catalog names; gpu/boardnames.py, NVIDIA/mig-parted#227).
 check_group() {
   local check=$1 model=$2 pci_ids=" $3 " devices=$4 filtered=$5 want=$6 persist=$7 i
   local expected="$model (${3// /, })"
@@ -205,13 +207,19 @@ check_group() {
     elif [[ $pci_ids == *" ${gpu_pci[$i]} "* ]]; then
       ok+=("$i")
       selected[$i]=$want
+      board_wants[$i]=$group_boards
+      sel_model[$i]=$model
       own[$i]=yes
       persists[$i]=$persist
     else
       if [ "$filtered" = no ] || [ "$devices" != all ]; then
         wrong+=("GPU $i is ${gpu_name[$i]} (${gpu_pci[$i]})")
       fi
-      if [ "$filtered" = no ]; then selected[$i]=$want; persists[$i]=$persist; fi
+      if [ "$filtered" = no ]; then
+        selected[$i]=$want; persists[$i]=$persist
+        board_wants[$i]=$group_boards
+        sel_model[$i]=$model
+      fi
     fi
   done
   if some "${wrong[@]}"; then parts+=("$words_foreign: $(joinby ', ' "${wrong[@]}"), not $expected"); fi
@@ -227,7 +235,9 @@ check_group() {
   fi
 }
 
+group_boards=''
 check_group 'gpus/0' 'a100-80gb' '0x20B210DE 0x20B510DE 0x20F310DE 0x20F510DE' '0 1 2 3' 'no' 'MIG Enabled, 2x 1g.10gb, 1x 2g.20gb, 1x 3g.40gb' 'yes'
+group_boards=''
 check_group 'gpus/1' 'a100-80gb' '0x20B210DE 0x20B510DE 0x20F310DE 0x20F510DE' '4 5 6 7' 'no' 'MIG Enabled, 7x 1g.10gb' 'yes'
 
 # mig-parted assert fails unless every GPU matches some entry ("not all GPUs match the specified config")
@@ -273,6 +283,8 @@ else
                 END { if (n) print prev "\t" line }')"
   differ=()
   members=()
+  boards=()
+  board_members=()
   for i in "${gpu_ids[@]}"; do
     if [ -z "${selected[$i]+set}" ]; then continue; fi
     if [ "${gpu_mode[$i]}" = Enabled ]; then
@@ -281,6 +293,23 @@ else
       have="MIG ${gpu_mode[$i]}"
     fi
     if [ "$have" = "${selected[$i]}" ]; then continue; fi
+    other=''
+    if [ "${gpu_mode[$i]}" = Enabled ]; then
+      IFS=';' read -ra board_list <<<"${board_wants[$i]}"
+      for board in "${board_list[@]}"; do
+        if [ "$have" = "${board#*|}" ]; then other=${board%%|*}; break; fi
+      done
+    fi
+    if [ -n "$other" ]; then
+      # the profile's instances as the other board names them: mig-parted applies names literally
+      text="$have, the profile's instances as $other's boards name them (matched by GPU-instance profile id and memory, NVIDIA/mig-parted#227): mig-parted applies names literally, so the restore's apply fails with ${sel_model[$i]}'s names here; write model: $other"
+      found=no
+      for k in "${!boards[@]}"; do
+        if [ "${boards[$k]}" = "$text" ]; then board_members[k]+=",$i"; found=yes; fi
+      done
+      if [ "$found" = no ]; then boards+=("$text"); board_members+=("$i"); fi
+      continue
+    fi
     text="$have (profile: ${selected[$i]})"
     found=no
     for k in "${!differ[@]}"; do
@@ -288,7 +317,11 @@ else
     done
     if [ "$found" = no ]; then differ+=("$text"); members+=("$i"); fi
   done
-  if ! some "${differ[@]}"; then
+  if some "${boards[@]}"; then
+    parts=()
+    for k in "${!boards[@]}"; do parts+=("GPU ${board_members[k]}: ${boards[k]}"); done
+    add mig-state FAIL "$(joinby '; ' "${parts[@]}")"
+  elif ! some "${differ[@]}"; then
     add mig-state PASS "every GPU already has the profile's MIG state"
   else
     parts=()
