@@ -166,7 +166,7 @@ def test_every_output_target_reads_only_the_plan() -> None:
     "from migbake.migparted import config",
     "from migbake.node.expectations import AFTER_RESET",
     "from migbake.slurm.gres import slurm_nodes",
-    "from migbake.render.firstboot import commands",
+    "from migbake.profile.firstboot import commands",
     "import jinja2",
 ], ids=["profile", "catalog", "kubernetes", "migparted", "node", "slurm", "a-derivation", "jinja2"])
 def test_a_target_that_imports_the_profile_or_the_catalog_fails_the_rule(tmp_path: Path, source: str) -> None:

@@ -18,7 +18,7 @@ import yaml
 from realtools import run
 from support import generate
 
-from migbake.render.firstboot import base_image_check
+from migbake.profile.firstboot import base_image_check
 from migbake.rules.validate import check_bytes
 
 needs_root = pytest.mark.skipif(  # in CI (root) these always run; a non-root CI fails them instead

@@ -24,6 +24,7 @@ gpus:
     mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}
 """
 V25_8 = H200.replace("{allocation: dra}", "{allocation: dra, dra_driver_version: v25.8.1}")
+STRICT_PLACEMENTS = "restore: {placements: strict}\n"
 TWO_MODELS = """\
 version: 1
 name: h200-a100
@@ -154,7 +155,16 @@ V25_8_WORDS = "device names: the form of DRA driver v25.3.0 to v25.8.1"
     (H200, "h200-moved-v25.8.1.json", 1, "FAIL", "moved placements: publishes gpu-1-mig-19-4-1, gpu-1-mig-19-5-1, "
      "gpu-1-mig-9-0-4 where the plan has gpu-1-mig-19-0-1, gpu-1-mig-19-1-1, gpu-1-mig-9-4-4", "GPU 0"),
     (H200, "h200-ready-renamed.json", 0, "PASS", "6 device(s) read by attributes (profile, memory slices)", ""),
-], ids=["v25.8.1-default", "v25.8.1-said", "v25.12-on-v25.8.1-profile", "v25.8.1-moved", "attributes"])
+    (H200 + STRICT_PLACEMENTS, "h200-ready-v25.8.1.json", 0, "PASS", f"on 2 GPU(s) (0, 1); {V25_8_WORDS}", "moved"),
+    (V25_8 + STRICT_PLACEMENTS, "h200-ready-v25.8.1.json", 0, "PASS", f"on 2 GPU(s) (0, 1); {V25_8_WORDS}",
+     "the profile expects"),
+    (H200 + STRICT_PLACEMENTS, "h200-moved-v25.8.1.json", 1, "FAIL", "moved placements: publishes gpu-1-mig-19-4-1, "
+     "gpu-1-mig-19-5-1, gpu-1-mig-9-0-4 where the plan has gpu-1-mig-19-0-1, gpu-1-mig-19-1-1, gpu-1-mig-9-4-4",
+     "GPU 0"),
+    (V25_8 + STRICT_PLACEMENTS, "h200-moved-v25.8.1.json", 1, "FAIL", "moved placements: publishes "
+     "gpu-1-mig-19-4-1, gpu-1-mig-19-5-1, gpu-1-mig-9-0-4 where the plan has gpu-1-mig-19-0-1", "GPU 0"),
+], ids=["v25.8.1-default", "v25.8.1-said", "v25.12-on-v25.8.1-profile", "v25.8.1-moved", "attributes",
+        "v25.8.1-strict", "v25.8.1-said-strict", "v25.8.1-moved-strict", "v25.8.1-said-moved-strict"])
 def test_both_namings(tmp_path: Path, profile: str, fixture: str, rc: int, status: str, words: str,
                       absent: str) -> None:
     """Issue 41: a node of DRA driver v25.8.1 that publishes the plan's placements is READY; the verdict says

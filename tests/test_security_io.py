@@ -11,6 +11,7 @@ cases mount a tmpfs in a private mount namespace (``unshare -m``): as root in CI
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -340,3 +341,48 @@ def test_an_endless_file_is_refused_and_a_huge_one_read_with_a_bound(command: st
     ran = sh(f"ulimit -v $((1024 * 1024)); migbake {command.replace('/dev/zero', 'huge')}", tmp_path, timeout=60)
     one_line(ran, 2, "huge: larger than ")
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+# --- what --check reads in OUT ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [f"generate {PROFILE} -o out --check", "images images --check"],
+                         ids=["generate", "images"])
+@pytest.mark.parametrize("odd", ["fifo", "fifo-as-marker", "huge", "huge-unlisted", "unreadable"])
+def test_check_reads_what_is_in_out_with_a_bound_and_never_waits(command: str, odd: str, tmp_path: Path) -> None:
+    """Issue 42: ``--check`` compares OUT with what would be written: a FIFO there (also where a generated file or
+    the marker is) is a difference, never waited on; a 2 GiB sparse file is read no further than the generated
+    file it stands for (one more byte says it differs), or not at all where nothing is generated; a file that
+    cannot be read is one located line, exit 2."""
+    if command.startswith("images"):
+        shutil.copytree(IMAGES[0], tmp_path / "images" / IMAGES[0].name,
+                        ignore=shutil.ignore_patterns("generated"))
+        out = tmp_path / "images" / IMAGES[0].name / "generated"
+        assert sh(f"migbake {command.replace(' --check', '')}", tmp_path).returncode == 0
+    else:
+        out = tmp_path / "out"
+        assert sh(f"migbake {command.replace(' --check', '')}", tmp_path).returncode == 0
+    target = {"fifo": out / "cloud-init/user-data", "fifo-as-marker": out / ".migbake-output",
+              "huge": out / "cloud-init/user-data", "huge-unlisted": out / "cloud-init/huge.bin",
+              "unreadable": out / "cloud-init/user-data"}[odd]
+    if target.exists():
+        target.unlink()
+    if odd.startswith("fifo"):
+        os.mkfifo(target)
+    else:
+        target.touch()
+        os.truncate(target, 2 * 1024 * 1024 * 1024 if odd.startswith("huge") else 0)
+    prefix = AS_USER + " " if odd == "unreadable" else ""
+    if odd == "unreadable":
+        _as_user_works(tmp_path)
+        target.write_text("x")
+        target.chmod(0)
+    ran = sh(f"ulimit -v $((1024 * 1024)); {prefix}migbake {command}", tmp_path, timeout=60)
+    assert "Traceback" not in ran.stderr and "MemoryError" not in ran.stderr, ran.stderr
+    rel = target.relative_to(out).as_posix()
+    if odd == "unreadable":
+        one_line(ran, 2, f"{rel}: cannot read it", "Permission denied")
+        return
+    assert ran.returncode == 1, (ran.returncode, ran.stdout[-2000:], ran.stderr)
+    said = {"fifo": f"not a regular file: {rel}", "fifo-as-marker": f"not a regular file: {rel}",
+            "huge": f"{rel}: 2147483648 bytes on disk, ", "huge-unlisted": f"not generated (would be removed): {rel}"}
+    assert said[odd] in ran.stdout, ran.stdout[-2000:]

@@ -83,6 +83,7 @@ def preflight(tmp_path: Path, profile: str, fixture: str, node: str) -> tuple[st
 
 UNCOUNTED = H200.replace("gpu_count: 2\n", "")
 STRICT = H200 + "restore: {placements: strict}\n"
+V25_8_STRICT = V25_8 + "restore: {placements: strict}\n"
 CASES = {
     # id: (profile, fixture, node, the verdict verify gives when preflight's differs, or "")
     "ready": (H200, "h200-ready.json", "h200-node", ""),
@@ -101,6 +102,10 @@ CASES = {
     "v25.8.1-profile-on-v25.12-node": (V25_8, "h200-ready.json", "h200-node", ""),
     "v25.8.1-moved": (H200, "h200-moved-v25.8.1.json", "h200-node", "WARN"),
     "v25.8.1-moved-said": (V25_8, "h200-moved-v25.8.1.json", "h200-node", "WARN"),
+    "v25.8.1-strict": (STRICT, "h200-ready-v25.8.1.json", "h200-node", ""),
+    "v25.8.1-strict-said": (V25_8_STRICT, "h200-ready-v25.8.1.json", "h200-node", ""),
+    "v25.8.1-moved-strict": (STRICT, "h200-moved-v25.8.1.json", "h200-node", ""),
+    "v25.8.1-moved-strict-said": (V25_8_STRICT, "h200-moved-v25.8.1.json", "h200-node", ""),
     "renamed": (H200, "h200-ready-renamed.json", "h200-node", ""),
     "generations": (H200, "h200-generations.json", "h200-node", ""),
     "two-models": (TWO_MODELS, "h200-a100.json", "mixed-node", ""),
@@ -135,6 +140,18 @@ def test_the_verdicts_differ_between_cases(tmp_path: Path) -> None:
                   "the form of DRA driver v25.3.0 to v25.8.1", "read by attributes", "the profile expects the names",
                   "GPU 2 publishes no device (stranded"):
         assert words in details, words
+
+
+@pytest.mark.parametrize(("case", "verdict"), [("v25.8.1-strict", "PASS"), ("v25.8.1-strict-said", "PASS"),
+                                              ("v25.8.1-moved-strict", "FAIL"), ("v25.8.1-moved-strict-said", "FAIL")])
+def test_strict_placements_judge_the_v25_8_1_names(tmp_path: Path, case: str, verdict: str) -> None:
+    """Issue 41: under restore.placements: strict, a node of DRA driver v25.8.1 that publishes the plan's placements
+    passes verify's dra-devices check, and one whose placements moved fails it (not the WARN of the default
+    placements), whichever naming the profile expects."""
+    profile, fixture, node, _ = CASES[case]
+    assert preflight(tmp_path, profile, fixture, node)[0] == verdict
+    ran, lines = verify(tmp_path, profile, fixture, "--node", node)
+    assert len(lines) == 1 and lines[0].startswith(f"{verdict}  dra-devices: "), ran.out
 
 
 @pytest.mark.skipif(BUSYBOX is None, reason="no busybox here")

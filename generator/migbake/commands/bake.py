@@ -16,9 +16,9 @@ from migbake.commands.common import (
     NonEmptyPath,
     generated_dir,
     say,
-    valid_profile,
+    valid_checked,
 )
-from migbake.commands.generate import artifacts_for, warn_sizes
+from migbake.commands.generate import artifacts_for, warn_rendered, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
@@ -125,7 +125,9 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     """
     profile, out_dir = _profile_and_out(target, out)
     _check_sources(only, variables)
-    prof = valid_profile(profile, "nothing baked")
+    checked = valid_checked(profile, "nothing baked")
+    prof = checked.profile
+    assert prof is not None  # valid_checked raises for an invalid profile
     _check_base_ami(only, variables, var_files, eks_family(prof))
     if prof.outputs and "packer" not in prof.outputs:
         raise UsageError(f"{profile}: outputs: ({', '.join(prof.outputs)}) leaves out packer, which bake builds "
@@ -135,6 +137,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
     if recorded is not None:
         origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with
     artifacts = artifacts_for(prof, origin, out_dir)
+    warn_rendered(profile, checked, artifacts, "nothing baked")
     _check_vars(artifacts, only, variables, var_files)
     wants_seed = "qemu.image" in only and not any(v.startswith("qemu_seed_dir=") for v in variables)
     if dry_run:

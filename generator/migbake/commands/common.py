@@ -16,9 +16,10 @@ import click
 from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice, GpuModel
-from migbake.problems import STDIN_NAME, ProfileError, UnreadableProfile, read_stdin, unreadable
+from migbake.problems import STDIN_NAME, Problem, ProfileError, UnreadableProfile, read_stdin, set_aside, unreadable
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.onefile import write_file
+from migbake.rules.ignore import profile_suppressions
 from migbake.rules.validate import Checked, check_bytes, check_file
 
 
@@ -81,13 +82,32 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     A profile that cannot be read at all is ``UnreadableProfile`` (exit 2, as the exit-code table says).
     ``strict``: a warning is an error too (``--strict``), unless the profile's ``validation.ignore`` sets it aside.
     """
+    model = valid_checked(profile, consequence, strict=strict).profile
+    assert model is not None  # valid_checked raises for a profile without one
+    return model
+
+
+def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False) -> Checked:
+    """``valid_profile``'s check as a whole (the loaded file too: ``later_problems`` locates with it)."""
     checked = check_profile(profile)
     if checked.profile is None or (strict and checked.problems):
         error = UnreadableProfile if unreadable(checked.problems) else ProfileError
         raise error(profile_name(profile), checked.problems, consequence)
     for line in [p.format() for p in checked.problems] + [i.format() for i in checked.ignored]:
         click.echo(line, err=True)
-    return checked.profile
+    return checked
+
+
+def later_problems(profile: Path, checked: Checked, found: list[Problem], consequence: str, *,
+                   strict: bool = False) -> None:
+    """Print the warnings found after validation (``render.limits``: once rendered) as validation prints its own,
+    less those the profile's ``validation.ignore`` sets aside; ``strict``: they refuse the profile (ProfileError)."""
+    assert checked.loaded is not None
+    kept, ignored = set_aside(found, profile_suppressions(checked.loaded, checked.problems))
+    if strict and kept:
+        raise ProfileError(profile_name(profile), [*checked.problems, *kept], consequence)
+    for line in [p.format() for p in kept] + [i.format() for i in ignored]:
+        click.echo(line, err=True)
 
 
 _PROFILE_SUFFIXES = (".profile.yaml", ".profile.yml", ".yaml", ".yml")

@@ -10,18 +10,19 @@ import shlex
 from pathlib import Path
 
 import click
-import yaml
 
-from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile
+from migbake.commands.common import PROFILE_PATH, NonEmptyPath, later_problems, profile_name, say, valid_checked
 from migbake.exits import EXIT_INVALID
+from migbake.gpu.catalog import CatalogChoice
 from migbake.problems import UsageError, read_bounded
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
+from migbake.render.limits import render_problems
 from migbake.render.plan import MimePart, UserDataForms
-from migbake.render.targets.karpenter import EC2NODECLASS
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
+from migbake.rules.validate import Checked
 from migbake.wording import plural
 
 
@@ -70,7 +71,9 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     profile (path, name, sha256), these options and the output folders written (--outputs, else the
     profile's outputs:, else all); generating another profile into it needs --force.
     """
-    prof = valid_profile(profile, "nothing written", strict=strict)
+    checked = valid_checked(profile, "nothing written", strict=strict)
+    prof = checked.profile
+    assert prof is not None and checked.loaded is not None  # valid_checked raises for an invalid profile
     origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
                        user_data_mime=mime_part or "", outputs=outputs or in_order(prof.outputs),
                        outputs_option=bool(outputs))
@@ -80,6 +83,7 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     if recorded is not None and recorded.outputs_option and not outputs:
         origin = origin.same_outputs(recorded)  # and the folders --outputs chose then
     artifacts = artifacts_for(prof, origin, out)
+    warn_rendered(profile, checked, artifacts, "nothing written", strict=strict)
     if check:
         if report_diff(artifacts, out, origin, f"migbake generate {_fix_args(profile, out, origin)}"):
             return EXIT_INVALID
@@ -102,6 +106,15 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
                          f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
     forms = UserDataForms(origin.user_data_gzip, _mime_part(origin.mime_argument(out) or None))
     return only_outputs(render(prof, forms), origin.outputs)
+
+
+def warn_rendered(profile: Path, checked: Checked, artifacts: list[Artifact], consequence: str, *,
+                  strict: bool = False) -> None:
+    """The warnings only the rendered files show (``render.limits``), printed before anything is written, located
+    in the profile as validation's; ``strict``: they refuse it (ProfileError ending with ``consequence``)."""
+    assert checked.loaded is not None  # a checked profile that has a model was loaded
+    catalog = click.get_current_context().ensure_object(CatalogChoice).load()
+    later_problems(profile, checked, render_problems(checked.loaded, catalog, artifacts), consequence, strict=strict)
 
 
 def report_diff(artifacts: list[Artifact], out: Path, origin: Origin, fix: str) -> bool:
@@ -153,9 +166,3 @@ def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
     warning = None if sent is None else userdata.size_warning(sent.path, sent.data, gzipped=gzipped)
     if warning:
         say(f"migbake: warning: {warning}", err=True)
-    ec2 = forms.get(EC2NODECLASS)
-    if ec2 is not None:
-        spec = yaml.safe_load(ec2.data).get("spec", {})
-        warning = userdata.karpenter_warning(ec2.path, str(spec.get("userData", "")).encode("utf-8"))
-        if warning:
-            say(f"migbake: warning: {warning}", err=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import NonEmptyPath, generated_dir, say
-from migbake.commands.generate import artifacts_for, report_diff, warn_sizes
+from migbake.commands.generate import artifacts_for, report_diff, warn_rendered, warn_sizes
 from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
 from migbake.render.tree import in_order
@@ -47,6 +47,7 @@ def images(images_dir: Path, check: bool) -> int:
         if recorded is not None:
             origin = origin.same_options(recorded)  # keep the user-data forms it was generated with
         artifacts = artifacts_for(checked.profile, origin, out)
+        warn_rendered(profile, checked, artifacts, "")
         if check:
             stale = report_diff(artifacts, out, origin, f"migbake images {images_dir}")
             failed += stale

@@ -24,6 +24,11 @@ def _fast_check() -> ShapeCheck:
     return compile_schema(load_schema())
 
 
+def shape_ok(data: object) -> bool:
+    """Whether ``data`` has the schema's shape (the yes/no fast path: no message)."""
+    return _fast_check()(data)
+
+
 def schema_problems(loaded: LoadedProfile, catalog: CatalogChoice = PACKAGED) -> list[Problem]:
     """Every shape problem of a loaded profile (empty list: the shape is right).
 

@@ -107,7 +107,7 @@ def _resolve(rel: str, out: Path) -> Path:
     return Path(os.path.normpath(Path(out) / rel))
 
 
-_MAX_MARKER_BYTES = 1024 * 1024
+MAX_MARKER_BYTES = 1024 * 1024  # a marker lists every file of OUT: far below this
 FILES_HEADER = "files:"
 
 
@@ -117,8 +117,8 @@ def marker_text(tree: Path) -> str | None:
     try:
         if marker.is_symlink():
             return None
-        data = read_regular(marker, _MAX_MARKER_BYTES)  # a FIFO put there in between: refused, never waited on
-        return data.decode("utf-8") if len(data) <= _MAX_MARKER_BYTES else None
+        data = read_regular(marker, MAX_MARKER_BYTES)  # a FIFO put there in between: refused, never waited on
+        return data.decode("utf-8") if len(data) <= MAX_MARKER_BYTES else None
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -50,6 +50,7 @@ from migbake.kubernetes.resources import NodeKind, node_kinds, per_gpu, verify_g
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.drivergates import NO_GATE, DriverGate, driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
+from migbake.profile.firstboot import commands
 from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
 from migbake.profile.units import (
     GPU_CLIENTS,
@@ -59,7 +60,6 @@ from migbake.profile.units import (
     RESTORE_SCRIPT,
     immutable_writable,
 )
-from migbake.render.firstboot import commands
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan

@@ -100,20 +100,6 @@ def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
     return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include{only}"
 
 
-def karpenter_warning(name: str, data: bytes) -> str | None:
-    """The warning for a Karpenter EC2NodeClass whose userData (``data``) is over EC2's limit, else None.
-
-    Karpenter appends its own NodeConfig part to it (aws/karpenter-provider-aws:pkg/providers/amifamily/
-    bootstrap/nodeadm.go@v1.14.1), so the instance's user data is larger still; EC2 refuses the launch.
-    """
-    if not too_big_for_ec2(data):
-        return None
-    return (f"{name}: its userData is {len(data)} bytes, above EC2's 16 KB limit for instance user data (before "
-            "Karpenter adds its own NodeConfig part): EC2 refuses to launch its nodes. The AMI baked from this "
-            "profile already holds the restore's files: keep only the NodeConfig part in userData, or make the "
-            "profile smaller (fewer consumers or node labels, a shorter description)")
-
-
 def gzip_user_data(text: str) -> bytes:
     """Gzip with no name and a zero timestamp: cloud-init detects and inflates it; output is deterministic."""
     return gzip_bytes(text.encode("utf-8"))

@@ -20,15 +20,16 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from migbake.problems import STDIN_NAME, OutputError
+from migbake.problems import NOT_REGULAR, STDIN_NAME, OutputError, read_regular
 from migbake.render.artifact import Artifact
 from migbake.render.origin import (
     EXPORT_ORIGIN,
     FILES_HEADER,
     MARKER_TEXT,
+    MAX_MARKER_BYTES,
     OUTPUT_MARKER,
     Origin,
     listed_files,
@@ -280,17 +281,32 @@ def _swap(tmp: Path, out: Path, force: bool, origin: Origin | None, paths: Colle
     shutil.rmtree(old)
 
 
-def _read_tree(out: Path) -> dict[str, tuple[bytes | None, int]]:
-    found: dict[str, tuple[bytes | None, int]] = {}
+def _read_tree(out: Path, bounds: Mapping[str, int]) -> dict[str, tuple[bytes | None, int, int]]:
+    """OUT's files: (bytes, mode, size on disk); bytes None for what is not a regular file (a FIFO, a socket, a
+    symlink). Only the files ``bounds`` names are read, each through ``read_regular`` (never waited on, even if a
+    FIFO took its place since it was listed) and at most one byte more than its bound, the size of what would be
+    written there: a 2 GiB file there differs from it, and is never read whole."""
+    found: dict[str, tuple[bytes | None, int, int]] = {}
     for dirpath, dirnames, filenames in os.walk(out):
         for name in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
             path = Path(dirpath) / name
             rel = path.relative_to(out).as_posix()
             st = path.lstat()
             if not stat.S_ISREG(st.st_mode):
-                found[rel] = (None, 0)
+                found[rel] = (None, 0, 0)
                 continue
-            found[rel] = (path.read_bytes(), stat.S_IMODE(st.st_mode))
+            if rel not in bounds:  # not generated: named, never read
+                found[rel] = (b"", stat.S_IMODE(st.st_mode), st.st_size)
+                continue
+            try:
+                data = read_regular(path, bounds[rel])
+            except OSError as err:
+                if err.strerror == NOT_REGULAR:
+                    found[rel] = (None, 0, 0)
+                    continue
+                raise OutputError(f"{path}: cannot read it to compare with what would be generated: "
+                                  f"{err.strerror or err}") from err
+            found[rel] = (data, stat.S_IMODE(st.st_mode), max(st.st_size, len(data)))
     return found
 
 
@@ -302,7 +318,10 @@ def diff_tree(artifacts: Sequence[Artifact], out: Path, origin: Origin | None = 
     if not out.is_dir():
         return [f"{out}: does not exist (run migbake generate)"]
     want = {a.path: a for a in _with_marker(artifacts, origin)}
-    have = _read_tree(out)
+    bounds = {rel: len(a.data) for rel, a in want.items()}
+    if origin is None:
+        bounds[OUTPUT_MARKER] = MAX_MARKER_BYTES
+    have = _read_tree(out, bounds)
     if origin is None and OUTPUT_MARKER in have and have[OUTPUT_MARKER][0] is not None:
         want[OUTPUT_MARKER] = Artifact(OUTPUT_MARKER, have[OUTPUT_MARKER][0] or b"", 0o644)
     lines: list[str] = []
@@ -313,12 +332,14 @@ def diff_tree(artifacts: Sequence[Artifact], out: Path, origin: Origin | None = 
         if rel not in want:
             lines.append(f"not generated (would be removed): {rel}")
             continue
-        data, mode = have[rel]
+        data, mode, size = have[rel]
         a = want[rel]
         if data is None:
             lines.append(f"not a regular file: {rel}")
             continue
-        if data != a.data:
+        if len(data) > len(a.data):  # read one byte past the generated size: no diff of what was not read
+            lines.append(f"{rel}: {size} bytes on disk, {len(a.data)} generated")
+        elif data != a.data:
             lines.extend(_diff(rel, out.name, data, a.data))
         if mode != a.mode:
             lines.append(f"mode of {rel}: {mode:04o} on disk, {a.mode:04o} generated")

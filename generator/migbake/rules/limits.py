@@ -12,22 +12,54 @@
   ``value`` (the node labels) at most 1024 characters (``maxLength: 1024``, kubernetes-sigs/cluster-api:
   bootstrap/kubeadm/config/crd/bases/bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml@v1.14.0, as
   tests/fixtures/crds/kubeadmconfigtemplate-v1beta2.openapi.json holds it; v1beta1's map has no limit):
-  ``cluster-api-limit``. A ``preKubeadmCommands`` item (``maxLength: 10240``) is checked where it is made,
-  in ``render.targets.clusterapi``.
+  ``cluster-api-limit``. Also each ``preKubeadmCommands`` item (``maxLength: 10240`` in v1beta1 and v1beta2, the
+  same file): the first boot's runcmd (``profile.firstboot``), whose last command names kubelet's unit and every
+  consumer several times, with both tools' paths. It is reachable within the unit-line limit (16 consumers that
+  make a 2047-byte comment line make a 10573-character item), so it is measured on the typed profile once the
+  profile has no other error, and located at the profile key that adds the most to it
+  (``render.targets.clusterapi`` keeps its own check as a guard).
+- EC2 takes at most 16 KB of instance user data, "in raw form, before it is base64-encoded" (AWS, Amazon EC2 User
+  Guide, "Work with instance user data": https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+  instancedata-add-user-data.html; RequestLaunchTemplateData ``UserData``: "User data is limited to 16 KB").
+  Karpenter re-writes an EC2NodeClass's userData (each part's Content-Type and body, boundary ``//``), appends its
+  own NodeConfig (cluster name, endpoint, CA bundle, kubelet settings) and gives the whole to
+  ``ec2:CreateLaunchTemplate``, which refuses more than 16384 bytes; Karpenter logs from 90% of that and reports the
+  size (aws/karpenter-provider-aws: pkg/providers/amifamily/bootstrap/nodeadm.go ``Script``, bootstrap/mime/mime.go
+  ``Serialize``, pkg/providers/launchtemplate/launchtemplate.go ``createLaunchTemplate`` and metrics.go
+  ``userDataMaxBytes``, ``userDataWarnBytes``, pkg/controllers/nodeclass/validation.go
+  ``UserDataSizeLimitExceeded``, all @v1.14.1). The userData is known only once rendered (the restore's files,
+  gzipped), so ``karpenter-user-data-size`` is found by ``render.limits`` after rendering and before anything is
+  written, and located here: at the profile key that grows it the most, each one measured by leaving it out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from migbake.document.loader import LoadedProfile, as_mapping
 from migbake.gpu.catalog import Catalog
-from migbake.problems import Problem
-from migbake.rules.declare import rule
+from migbake.problems import Problem, has_errors
+from migbake.profile.schema import shape_ok
+from migbake.rules.declare import Rule, rule
+
+if TYPE_CHECKING:
+    from migbake.profile.nodeprofile import NodeProfile
 
 SYSTEMD_LINE_MAX = 2048  # go-systemd: a line of this many bytes or more is refused
 CAPI_ARG_VALUE_MAX = 1024  # cluster-api v1beta2 KubeadmConfigTemplate: kubeletExtraArgs[].value maxLength
+CAPI_COMMAND_MAX = 10240  # cluster-api v1beta1 and v1beta2 KubeadmConfigTemplate: preKubeadmCommands[] maxLength
+# render.targets.clusterapi writes a runcmd word bare when it matches this, else in single quotes (render.quoting)
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=:@%+-]+")
+EC2_USER_DATA_MAX = 16384  # bytes of instance user data EC2 takes, raw (before base64)
+KARPENTER_WARN_BYTES = EC2_USER_DATA_MAX * 9 // 10  # Karpenter's own warning (launchtemplate/metrics.go@v1.14.1)
+# the profile keys Karpenter's userData grows with (render.limits measures each by leaving it out)
+USER_DATA_KEYS = (("consumers",), ("kubernetes", "node_labels"), ("description",), ("tools",))
+KARPENTER_RULE = Rule("karpenter-user-data-size", "render", "Karpenter's userData from this profile leaves too little "
+                      "of EC2's 16 KB of user data for Karpenter's own NodeConfig, or is over it", "warning")
+# the profile keys a preKubeadmCommands item grows with: each is measured by leaving it out (its default then)
+COMMAND_KEYS = (("consumers",), ("tools",), ("kubelet", "unit"), ("restore", "unit"), ("conflicting_manager", "unit"))
 OUR_VARIABLE = "MIGBAKE_KUBELET_ARGS"  # kubernetes.kubelet.OUR_VARIABLE (kubeadm's drop-in)
 
 
@@ -80,13 +112,62 @@ def rule_unit_lines(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
                                  "use fewer or shorter names", "unit-line-too-long")
 
 
+def pre_kubeadm_command(argv: Sequence[str]) -> str:
+    """One runcmd argv as a ``preKubeadmCommands`` item of render.targets.clusterapi: each word bare or quoted."""
+    return " ".join(w if _PLAIN_WORD.fullmatch(w) else "'" + w.replace("'", "'\\''") + "'" for w in argv)
+
+
+def longest_pre_kubeadm_command(profile: NodeProfile) -> int:
+    """The length of the longest ``preKubeadmCommands`` item OUT/cluster-api would hold for ``profile``."""
+    from migbake.profile.firstboot import commands
+
+    return max(len(pre_kubeadm_command(argv)) for argv in commands(profile)[1])
+
+
+def without_key(d: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
+    """``d`` without the key at ``path`` (None: it has none there)."""
+    if len(path) == 1:
+        return {k: v for k, v in d.items() if k != path[0]} if path[0] in d else None
+    inner = d.get(path[0])
+    if not isinstance(inner, dict) or path[1] not in inner:
+        return None
+    return {**d, path[0]: {k: v for k, v in inner.items() if k != path[1]}}
+
+
+def _command_problem(loaded: LoadedProfile, d: dict[str, Any], catalog: Catalog) -> Problem | None:
+    from migbake.profile.nodeprofile import build_profile  # only for a kubeadm profile without errors
+
+    size = longest_pre_kubeadm_command(build_profile(d, loaded.text, catalog))
+    if size <= CAPI_COMMAND_MAX:
+        return None
+    grown = {}
+    for path in COMMAND_KEYS:
+        less = without_key(d, path)
+        if less is not None:
+            grown["/" + "/".join(path)] = size - longest_pre_kubeadm_command(build_profile(less, loaded.text, catalog))
+    pointer, named = _grown_by(grown)
+    return loaded.problem(pointer, f"a preKubeadmCommands item of OUT/cluster-api would be {size} "
+                          f"characters; Cluster API's KubeadmConfigTemplate (v1beta1 and v1beta2) takes at most "
+                          f"{CAPI_COMMAND_MAX} (its CRD's maxLength), so the API server would refuse it. The first "
+                          "boot's last command names kubelet's unit and every consumer several times, and both "
+                          f"tools' paths{f' (characters each key adds: {named})' if named else ''}: use fewer or "
+                          "shorter unit names, or shorter tool paths", "cluster-api-limit")
+
+
 @rule("cluster-api-limit", "error",
-      "node labels longer than Cluster API's kubeletExtraArgs value limit (1024, v1beta2 CRD)")
-def rule_cluster_api_limits(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """The node labels fit Cluster API's kubeletExtraArgs value limit (1024 characters, v1beta2)."""
+      "node labels or a first-boot command longer than Cluster API's KubeadmConfigTemplate takes (kubeletExtraArgs "
+      "value 1024, preKubeadmCommands item 10240)", late=True)
+def rule_cluster_api_limits(loaded: LoadedProfile, data: object, catalog: Catalog,
+                            earlier: Sequence[Problem]) -> Iterator[Problem]:
+    """The node labels fit Cluster API's kubeletExtraArgs value limit (1024 characters, v1beta2), and each first-boot
+    command its preKubeadmCommands item limit (10240, v1beta1 and v1beta2; measured once nothing else is wrong)."""
     d = as_mapping(data)
     if as_mapping(d.get("kubelet")).get("layout") != "kubeadm":
         return  # OUT/cluster-api is written for kubelet.layout kubeadm only
+    if shape_ok(d) and not has_errors(earlier):  # the typed profile is built from a valid one only
+        command = _command_problem(loaded, d, catalog)
+        if command is not None:
+            yield command
     flag = labels_flag(d)
     value = flag[len("--node-labels="):]
     if len(value) > CAPI_ARG_VALUE_MAX:
@@ -94,3 +175,33 @@ def rule_cluster_api_limits(loaded: LoadedProfile, data: object, catalog: Catalo
                              f"API's KubeadmConfigTemplate (v1beta2) takes a kubeletExtraArgs value of at "
                              f"most {CAPI_ARG_VALUE_MAX} (its CRD's maxLength), so the API server would refuse "
                              "OUT/cluster-api; use fewer or shorter labels", "cluster-api-limit")
+
+
+def _grown_by(grown: dict[str, int]) -> tuple[str, str]:
+    """The pointer of the key that adds the most ("": the profile's root) and the keys named with their bytes."""
+    most = sorted((-n, p) for p, n in grown.items() if n > 0)
+    return (most[0][1] if most else ""), ", ".join(f"{p} {-n}" for n, p in most)
+
+
+def karpenter_user_data_problem(loaded: LoadedProfile, size: int, grown: dict[str, int]) -> Problem | None:
+    """``karpenter-user-data-size`` for a userData of ``size`` bytes as Karpenter sends it (less its own NodeConfig's
+    content), at the key of ``grown`` (pointer -> bytes it adds) that adds the most; None below Karpenter's warning."""
+    if size < KARPENTER_WARN_BYTES:
+        return None
+    pointer, named = _grown_by(grown)
+    what = (f"Karpenter's userData (OUT/karpenter/ec2nodeclass.yaml) is {size} bytes as Karpenter sends it to EC2, "
+            "before its own NodeConfig part: ")
+    if size > EC2_USER_DATA_MAX:
+        what += (f"above EC2's limit of {EC2_USER_DATA_MAX} bytes of user data (raw, before base64), so "
+                 "ec2:CreateLaunchTemplate refuses it and no node of this EC2NodeClass launches (its condition "
+                 "ValidationSucceeded: False, reason UserDataSizeLimitExceeded)")
+    else:
+        what += (f"Karpenter's NodeConfig (the cluster's name, endpoint and CA bundle, kubelet settings) must fit in "
+                 f"the {EC2_USER_DATA_MAX - size} bytes left of EC2's {EC2_USER_DATA_MAX} (raw, before base64), or "
+                 f"EC2 refuses the launch; Karpenter warns from {KARPENTER_WARN_BYTES} and reports the size as "
+                 "karpenter_ec2nodeclasses_userdata_bytes")
+    grows = f". Bytes each key adds: {named}" if named else ""
+    line, col = loaded.where(pointer)  # found outside a check: made with the declaration's severity
+    return Problem(loaded.file, line, col, pointer, f"{what}{grows}. The AMI baked from this profile already holds the "
+                   "restore's files: keep only the NodeConfig part in userData, or use fewer or shorter consumers "
+                   "and node labels", KARPENTER_RULE.id, KARPENTER_RULE.severity)

@@ -29,13 +29,15 @@ if TYPE_CHECKING:
 class Checked:
     """A profile file after every check: its problems, and the model when it has no errors.
 
-    ``ignored``: the warnings its ``validation.ignore`` sets aside (not in ``problems``; reports list them).
+    ``ignored``: the warnings its ``validation.ignore`` sets aside (not in ``problems``; reports list them);
+    ``loaded``: the file as loaded, with the positions of its keys (what is found later is located with them).
     """
 
     file: str
     problems: list[Problem]
     profile: NodeProfile | None
     ignored: list[Ignored] = field(default_factory=list)
+    loaded: LoadedProfile | None = None
 
     @property
     def ok(self) -> bool:
@@ -83,7 +85,7 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
 
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text, catalog.load())
-    return Checked(loaded.file, problems, profile, ignored)
+    return Checked(loaded.file, problems, profile, ignored, loaded)
 
 
 # the names of a profile in a folder: ``validate DIR``, ``images DIR`` (and pre-commit's hook) find these, at any

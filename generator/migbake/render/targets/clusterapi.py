@@ -41,7 +41,9 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
     """Both versions of the KubeadmConfigTemplate (declared to apply for a kubeadm-started kubelet)."""
     files = [file_entry(rel, a.data, a.mode) for rel, a in done.under(ROOTFS)]
     commands = [" ".join(w if _PLAIN.fullmatch(w) else sh_quote(w) for w in argv) for argv in plan.first_boot.runcmd]
-    for command in commands:  # preKubeadmCommands items: maxLength 10240 in both versions (tests/fixtures/crds)
+    # preKubeadmCommands items: maxLength 10240 in both versions (tests/fixtures/crds). The rule cluster-api-limit
+    # (rules.limits) refuses such a profile, located, before anything is rendered: this stays as a guard
+    for command in commands:
         if len(command) > MAX_CONTENT:
             raise RenderError(f"/consumers: a preKubeadmCommands item of OUT/cluster-api would be {len(command)} "
                               f"characters, above the KubeadmConfigTemplate CRD's maxLength {MAX_CONTENT} (the API "

@@ -31,6 +31,7 @@ writes them into its NodeConfig as one ``--node-labels="k=v,..."`` kubelet flag
 
 from __future__ import annotations
 
+import email
 import hashlib
 import re
 
@@ -83,6 +84,23 @@ def user_data(parts: list[tuple[str, str]]) -> str:
         out += [f"--{boundary}", f"Content-Type: {media_type}{params}", "", text.rstrip("\n")]
     out.append(f"--{boundary}--")
     return "\n".join(out) + "\n"
+
+
+def karpenter_sends(data: str) -> int:
+    """The bytes of user data Karpenter gives EC2 for the userData ``data``, less its own NodeConfig's content.
+
+    Karpenter reads the MIME document (Go's ``mail.ReadMessage`` and ``multipart.Reader``), keeps of each part its
+    Content-Type and body, and writes them again with its NodeConfig last: ``MIME-Version`` and ``Content-Type``
+    lines, then per part ``--//``, its Content-Type, an empty line and the body, parts apart by a newline, closed by
+    ``--//--``, every carriage return removed (bootstrap/mime/mime.go ``Serialize``@v1.14.1). A part's body ends
+    before the newline that precedes the next delimiter (``user_data`` writes each text without its last newline).
+    """
+    message = email.message_from_string(data)
+    parts = [(str(p["Content-Type"]), str(p.get_payload())) for p in message.walk() if p is not message]
+    parts.append((NODECONFIG_TYPE, ""))  # Karpenter's own, its content left out
+    out = f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{KARPENTER_BOUNDARY}"\n\n'
+    out += "\n".join(f"--{KARPENTER_BOUNDARY}\nContent-Type: {kind}\n\n{body}" for kind, body in parts)
+    return len((out + f"\n--{KARPENTER_BOUNDARY}--\n").encode("utf-8"))
 
 
 def ec2nodeclass(plan: RenderPlan, data: str) -> str:
