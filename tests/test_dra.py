@@ -72,12 +72,12 @@ def test_strategy_warns_only_under_dra() -> None:
 def test_dynamic_config_mig_on_for_ampere_off_for_hopper() -> None:
     """dra-dynamic: no instances anywhere; MIG on (reset path) on Ampere, off on Hopper; mig.enabled false wins."""
     plan = make_plan(_profile(A100_H200.format(allocation="dra-dynamic", a100="", h200="")))
-    entries = yaml.safe_load(plan.config_text)["mig-configs"]["current"]
+    entries = yaml.safe_load(plan.mig.config_text)["mig-configs"]["current"]
     assert [(e["mig-enabled"], e["mig-devices"]) for e in entries] == [(True, {}), (False, {})]
-    assert plan.reset_models == ("A100-SXM4-80GB",) and plan.reset_path == "reboot-once"
-    assert plan.claim_templates == "" and plan.dra == ()
+    assert plan.restore.reset_models == ("A100-SXM4-80GB",) and plan.restore.reset_path == "reboot-once"
+    assert plan.dra.claim_templates == "" and plan.dra.entries == ()
     off = make_plan(_profile(A100_H200.format(allocation="dra-dynamic", a100=OFF, h200="")))
-    assert [e["mig-enabled"] for e in yaml.safe_load(off.config_text)["mig-configs"]["current"]] == [False, False]
+    assert [e["mig-enabled"] for e in yaml.safe_load(off.mig.config_text)["mig-configs"]["current"]] == [False, False]
 
 
 @pytest.mark.parametrize(("profile", "name"), [
@@ -114,8 +114,8 @@ def test_dra_names_per_gpu() -> None:
                                                          "gpu-2-mig-1g18gb-19-1"]
     assert [d.name(0) for d in entries[0].instances] == ["gpu-0-mig-3g40gb-9-4"]
     plan = make_plan(prof)
-    assert plan.dra == entries and plan.placement_check == "warn"
-    assert [(i.profile, i.start) for i in plan.placements[1].instances] == [("3g.71gb", 4), ("1g.18gb", 0),
+    assert plan.dra.entries == entries and plan.dra.placement_check == "warn"
+    assert [(i.profile, i.start) for i in plan.expect.placements[1].instances] == [("3g.71gb", 4), ("1g.18gb", 0),
                                                                             ("1g.18gb", 1)]
     assert [t["metadata"]["name"] for t in claim_templates(prof)] == ["mig-1g-18gb", "mig-3g-40gb", "mig-3g-71gb"]
 

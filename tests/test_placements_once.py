@@ -1,5 +1,5 @@
 """Placements are predicted once per ``gpus`` entry per render (issue 39): the render plan keeps them
-(``RenderPlan.placements``) and every reader — the DRA device names and expectations, Slurm's explicit
+(``RenderPlan.expect.placements``) and every reader — the DRA device names and expectations, Slurm's explicit
 device lines, restore.sh's ``-lgi`` comparison — takes them from there, never predicting again."""
 
 from __future__ import annotations
