@@ -41,12 +41,13 @@ from migbake.kubernetes.kubelet import (
     labels_apply,
     node_labels_flag,
     nodeadm_dropin,
+    nodeconfig_labels,
     nodeconfig_part,
     unit_checked,
 )
 from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
-from migbake.kubernetes.resources import NodeKind, node_kinds, per_gpu, verify_groups
+from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.drivergates import driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
@@ -158,13 +159,15 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     if layout == "generic" and p.kubernetes.kubelet_args_env:
         assignment = f"{p.kubernetes.kubelet_args_env}={flag}"
     binary = kubelet_binary(p)
-    if layout == "kubeadm":
-        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(binary)
-    eks = layout == "eks-al2023"
     checked = p.kubelet.layout if unit_checked(p) else ""
-    return KubeletPlan(layout, flag, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
-                       nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "", binary, checked,
-                       kubeadm_command(binary) if checked == "kubeadm" else "")
+    command = kubeadm_command(binary) if "kubeadm" in (layout, checked) else ""  # once: our ExecStart= and the check
+    if layout == "kubeadm":
+        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(command)
+    nodeconfig = nodeconfig_labels(flag) if layout == "eks-al2023" else ""  # once: the drop-in and the MIME part
+    return KubeletPlan(layout, flag, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if nodeconfig else "",
+                       nodeadm_dropin(nodeconfig, head) if nodeconfig else "",
+                       nodeconfig_part(nodeconfig) if nodeconfig else "", binary, checked,
+                       command if checked == "kubeadm" else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
@@ -213,11 +216,12 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says
     filtered = uses_device_filter(p)
     config = mig_parted_config(p, with_filter=filtered)
-    kinds = tuple(node_kinds(p, filtered))
+    resources = entry_resources(p)  # once: the kinds' totals and verify's groups both read it
+    kinds = tuple(node_kinds(p, filtered, resources))
     head = header(p)
     reset_models = tuple(sorted({g.gpu.name_as_written(g.model) for g in p.gpus if g.gpu.mig_mode_persists}))
     bootcmd, runcmd = commands(p)
-    groups, placed = tuple(verify_groups(p, filtered)), _placements(p)
+    groups, placed = tuple(verify_groups(p, filtered, resources)), _placements(p)
     where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it
     dra = dra_entries(p, where)
     dra_on = p.kubernetes.allocation == "dra"
