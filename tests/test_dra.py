@@ -11,7 +11,7 @@ import yaml
 
 from migbake.gpu.catalog import load_catalog
 from migbake.gpu.driverplacement import creation_order, predict
-from migbake.kubernetes.dra import canonical_profile, claim_templates, dra_entries
+from migbake.kubernetes.dra import canonical_profile, claim_templates, dra_entries, placements
 from migbake.render.plan import make_plan
 from migbake.rules.validate import check_bytes
 
@@ -109,7 +109,7 @@ def test_prediction_reproduces_the_public_observation() -> None:
 def test_dra_names_per_gpu() -> None:
     prof = _profile(A100_H200.format(allocation="dra", a100=LAYOUT.format("3g.40gb"),
                                      h200="    mig:\n      layout:\n        3g.71gb: 1\n        1g.18gb: 2"))
-    entries = dra_entries(prof)
+    entries = dra_entries(prof, placements(prof))
     assert [d.name(2) for d in entries[1].instances] == ["gpu-2-mig-3g71gb-9-4", "gpu-2-mig-1g18gb-19-0",
                                                          "gpu-2-mig-1g18gb-19-1"]
     assert [d.name(0) for d in entries[0].instances] == ["gpu-0-mig-3g40gb-9-4"]
@@ -148,6 +148,6 @@ def test_rtx_pro_6000_names_use_the_drivers_ids_and_grid(layout: dict[str, int],
     lines = "".join(f"\n        {name}: {n}" for name, n in layout.items())
     prof = _profile(f"version: 1\nname: rtx\nkubernetes:\n  allocation: dra\ngpus:\n"
                     f"  - model: rtx-pro-6000-blackwell-96gb\n    mig:\n      layout:{lines}\n")
-    devices = dra_entries(prof)[0].instances
+    devices = dra_entries(prof, placements(prof))[0].instances
     assert [d.name(0) for d in devices] == names
     assert all("?" not in d.name(0) for d in devices)
