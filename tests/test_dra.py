@@ -11,7 +11,7 @@ import yaml
 
 from migbake.gpu.catalog import load_catalog
 from migbake.gpu.driverplacement import creation_order, predict
-from migbake.kubernetes.dra import canonical_profile, claim_templates, dra_entries
+from migbake.kubernetes.dra import canonical_profile, claim_templates, dra_entries, placements
 from migbake.render.plan import make_plan
 from migbake.rules.validate import check_bytes
 
@@ -72,12 +72,12 @@ def test_strategy_warns_only_under_dra() -> None:
 def test_dynamic_config_mig_on_for_ampere_off_for_hopper() -> None:
     """dra-dynamic: no instances anywhere; MIG on (reset path) on Ampere, off on Hopper; mig.enabled false wins."""
     plan = make_plan(_profile(A100_H200.format(allocation="dra-dynamic", a100="", h200="")))
-    entries = yaml.safe_load(plan.config_text)["mig-configs"]["current"]
+    entries = yaml.safe_load(plan.mig.config_text)["mig-configs"]["current"]
     assert [(e["mig-enabled"], e["mig-devices"]) for e in entries] == [(True, {}), (False, {})]
-    assert plan.reset_models == ("A100-SXM4-80GB",) and plan.reset_path == "reboot-once"
-    assert plan.claim_templates == "" and plan.dra == ()
+    assert plan.restore.reset_models == ("A100-SXM4-80GB",) and plan.restore.reset_path == "reboot-once"
+    assert plan.dra.claim_templates == "" and plan.dra.entries == ()
     off = make_plan(_profile(A100_H200.format(allocation="dra-dynamic", a100=OFF, h200="")))
-    assert [e["mig-enabled"] for e in yaml.safe_load(off.config_text)["mig-configs"]["current"]] == [False, False]
+    assert [e["mig-enabled"] for e in yaml.safe_load(off.mig.config_text)["mig-configs"]["current"]] == [False, False]
 
 
 @pytest.mark.parametrize(("profile", "name"), [
@@ -109,13 +109,13 @@ def test_prediction_reproduces_the_public_observation() -> None:
 def test_dra_names_per_gpu() -> None:
     prof = _profile(A100_H200.format(allocation="dra", a100=LAYOUT.format("3g.40gb"),
                                      h200="    mig:\n      layout:\n        3g.71gb: 1\n        1g.18gb: 2"))
-    entries = dra_entries(prof)
+    entries = dra_entries(prof, placements(prof))
     assert [d.name(2) for d in entries[1].instances] == ["gpu-2-mig-3g71gb-9-4", "gpu-2-mig-1g18gb-19-0",
                                                          "gpu-2-mig-1g18gb-19-1"]
     assert [d.name(0) for d in entries[0].instances] == ["gpu-0-mig-3g40gb-9-4"]
     plan = make_plan(prof)
-    assert plan.dra == entries and plan.placement_check == "warn"
-    assert [(i.profile, i.start) for i in plan.placements[1].instances] == [("3g.71gb", 4), ("1g.18gb", 0),
+    assert plan.dra.entries == entries and plan.dra.placement_check == "warn"
+    assert [(i.profile, i.start) for i in plan.expect.placements[1].instances] == [("3g.71gb", 4), ("1g.18gb", 0),
                                                                             ("1g.18gb", 1)]
     assert [t["metadata"]["name"] for t in claim_templates(prof)] == ["mig-1g-18gb", "mig-3g-40gb", "mig-3g-71gb"]
 
@@ -148,6 +148,6 @@ def test_rtx_pro_6000_names_use_the_drivers_ids_and_grid(layout: dict[str, int],
     lines = "".join(f"\n        {name}: {n}" for name, n in layout.items())
     prof = _profile(f"version: 1\nname: rtx\nkubernetes:\n  allocation: dra\ngpus:\n"
                     f"  - model: rtx-pro-6000-blackwell-96gb\n    mig:\n      layout:{lines}\n")
-    devices = dra_entries(prof)[0].instances
+    devices = dra_entries(prof, placements(prof))[0].instances
     assert [d.name(0) for d in devices] == names
     assert all("?" not in d.name(0) for d in devices)

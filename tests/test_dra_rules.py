@@ -20,6 +20,7 @@ from support import CliRunner, generate
 
 from migbake.cli.group import main
 from migbake.kubernetes.dra import dra_report, naming
+from migbake.render.plan import make_plan
 from migbake.resources import catalog_text
 from migbake.rules.validate import check_bytes
 
@@ -112,7 +113,7 @@ def test_show_prints_the_naming_the_profile_names() -> None:
         text = H200.format(allocation="dra" + extra, layout="{3g.71gb: 2}", model="NVIDIA H200", extra="")
         profile = check_bytes(text.encode(), "p.yaml").profile
         assert profile is not None
-        assert name in "\n".join(dra_report(profile))
+        assert name in "\n".join(dra_report(profile, make_plan(profile).dra.entries))
 
 
 @pytest.mark.parametrize(("allocation", "written"), [("device-plugin", True), ("dra", False), ("dra-dynamic", False)])

@@ -162,7 +162,7 @@ def test_two_layouts_on_one_nodepool_name_are_refused() -> None:
     clash = "x-" + hashlib.sha256(b"X").hexdigest()[:8]  # what layout "X" becomes after the profile's name
     assert nodepool_name("layouts-eks", "X") == nodepool_name("layouts-eks", clash)
     with pytest.raises(RenderError, match="two layout names give one NodePool name"):
-        nodepools(dataclasses.replace(plan, layout_names=("X", clash)))
+        nodepools(dataclasses.replace(plan, mig=dataclasses.replace(plan.mig, layout_names=("X", clash))))
 
 
 @pytest.mark.parametrize(("sources", "said"), [

@@ -1,13 +1,16 @@
 """Placements are predicted once per ``gpus`` entry per render (issue 39): the render plan keeps them
-(``RenderPlan.placements``) and every reader — the DRA device names and expectations, Slurm's explicit
+(``RenderPlan.expect.placements``) and every reader — the DRA device names and expectations, Slurm's explicit
 device lines, restore.sh's ``-lgi`` comparison — takes them from there, never predicting again."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import IMAGES, REPO
+from support import IMAGES, REPO, cli
 
 from migbake.gpu import driverplacement
 from migbake.render.tree import render
@@ -45,8 +48,70 @@ def test_a_reader_that_predicts_again_is_counted(monkeypatch: pytest.MonkeyPatch
     from migbake.kubernetes import dra
     profile = REPO / "tests/cases/valid/allocation-dra/node-profile.yaml"
     original = dra.dra_expectations
-    monkeypatch.setattr(dra, "dra_expectations", lambda p, entries=None: original(p))
     import migbake.render.plan as plan
-    monkeypatch.setattr(plan, "dra_expectations", lambda p, entries=None: original(p))
+    monkeypatch.setattr(plan, "dra_expectations",
+                        lambda p, entries: original(p, dra.dra_entries(p, dra.placements(p))))
     calls, entries = _predictions(profile, monkeypatch)
-    assert calls > entries
+    assert calls == 2 * entries
+
+
+# Every reader outside the plan takes the plan's placements as a required argument: none predicts again
+# when it is left out (issue 39: show's DRA names and Slurm lines, preflight --resource-slices' verdict)
+READERS = [("migbake.kubernetes.dra", "dra_entries", "placed"),
+           ("migbake.kubernetes.dra", "dra_expectations", "entries"),
+           ("migbake.kubernetes.dra", "dra_report", "entries"),
+           ("migbake.slurm.gres", "slurm_nodes", "placed"),
+           ("migbake.slurm.gres", "slurm_plan", "placed"),
+           ("migbake.slurm.gres", "show_lines", "nodes"),
+           ("migbake.node.draverdict", "slice_checks", "expected")]
+
+
+def _optional(function: Callable[..., object], parameter: str) -> bool:
+    """Whether ``function`` can be called without ``parameter`` (and would then have to predict itself)."""
+    return inspect.signature(function).parameters[parameter].default is not inspect.Parameter.empty
+
+
+@pytest.mark.parametrize(("module", "name", "parameter"), READERS, ids=[r[1] for r in READERS])
+def test_the_readers_require_the_plans_placements(module: str, name: str, parameter: str) -> None:
+    assert not _optional(getattr(importlib.import_module(module), name), parameter)
+
+
+def test_an_optional_placement_argument_is_caught() -> None:
+    def old_dra_entries(profile: object, placed: object = None) -> object:  # the signature before issue 39
+        return profile, placed
+    assert _optional(old_dra_entries, "placed")
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    """``migbake ARGS``: how often it predicted placements, and what it printed."""
+    calls = []
+    real = driverplacement.predict
+
+    def counting(*a: object, **kw: object) -> object:
+        calls.append(a)
+        return real(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(driverplacement, "predict", counting)
+    rc, out, err = cli(*args)
+    assert rc in (0, 1), (out, err)
+    return len(calls), out
+
+
+@pytest.mark.parametrize("case", ["allocation-dra", "slurm-two-models-explicit"])
+def test_show_predicts_each_entry_once(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = REPO / "tests/cases/valid" / case / "node-profile.yaml"
+    checked = check_file(path)
+    assert checked.profile is not None
+    calls, out = _counted(monkeypatch, "show", str(path))
+    assert calls == sum(g.mig_enabled for g in checked.profile.gpus)
+    assert ("Kubernetes DRA" in out) if case == "allocation-dra" else ("Slurm GRES" in out)
+
+
+def test_preflight_resource_slices_predicts_each_entry_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text("version: 1\nname: h200-dra\nkubernetes: {allocation: dra}\ngpu_count: 2\ngpus:\n"
+                       "  - model: NVIDIA H200\n    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}\n")
+    calls, out = _counted(monkeypatch, "preflight", str(profile), "--resource-slices",
+                          str(REPO / "tests/fixtures/dra/h200-ready.json"), "--node", "h200-node", "--json")
+    assert calls == 1
+    assert "publishes exactly the plan's devices on 2 GPU(s)" in out

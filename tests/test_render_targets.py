@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ import pytest
 from support import CASES_ROOT, IMAGES
 
 from migbake.problems import RenderError
+from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import tree
 from migbake.render.artifact import Artifact
-from migbake.render.plan import MimePart, UserDataForms, make_plan
+from migbake.render.plan import MimePart, RenderPlan, UserDataForms, make_plan
 from migbake.render.tree import OUTPUT_NAMES, TARGETS, Target, check_order, render_plan
 from migbake.rules.validate import check_file
 
@@ -168,9 +170,47 @@ def test_the_plan_places_every_instance_once() -> None:
     for path in PROFILES:
         plan = _plan(path)
         # with named layouts (mig.layouts) the placements are the first name's
-        config = plan.layout_names[0] if plan.layout_names else plan.profile.restore.config_name
-        for placed in plan.placements:
-            group = dict(plan.config["mig-configs"][config][placed.entry].get("mig-devices") or {})
+        config = plan.mig.layout_names[0] if plan.mig.layout_names else plan.profile.restore.config_name
+        for placed in plan.expect.placements:
+            group = dict(plan.mig.config["mig-configs"][config][placed.entry].get("mig-devices") or {})
             assert sorted(i.profile for i in placed.instances) == sorted(
                 name for name, n in group.items() for _ in range(n)), (path, placed)
             assert all(0 <= i.start < placed.memory_slices for i in placed.instances)
+
+
+# The plan in parts (issue 39): a few top-level fields, each part a frozen dataclass of one concern
+MAX_TOP_LEVEL, MAX_PART = 20, 15
+
+
+def _oversized(cls: type, limit: int = MAX_TOP_LEVEL, part_limit: int = MAX_PART) -> list[str]:
+    """What of ``cls`` (a plan) is too big: itself (over ``limit`` fields), or a part (over ``part_limit``),
+    or a part that is not a frozen dataclass with a docstring."""
+    hints = typing.get_type_hints(cls)
+    found = [f"{cls.__name__}: {len(dataclasses.fields(cls))} fields"] if len(dataclasses.fields(cls)) > limit else []
+    for f in dataclasses.fields(cls):
+        kinds = [t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if dataclasses.is_dataclass(t)]
+        for part in kinds:
+            if part is NodeProfile:
+                continue
+            if len(dataclasses.fields(part)) > part_limit:
+                found.append(f"{cls.__name__}.{f.name}: {len(dataclasses.fields(part))} fields")
+            if not part.__dataclass_params__.frozen or not (part.__doc__ or "").strip():  # type: ignore[attr-defined]
+                found.append(f"{cls.__name__}.{f.name}: not a frozen dataclass with a docstring")
+    return found
+
+
+def test_the_plan_is_a_few_parts_each_small_and_frozen() -> None:
+    assert _oversized(RenderPlan) == []
+    parts = [f.name for f in dataclasses.fields(RenderPlan)
+             if dataclasses.is_dataclass(typing.get_type_hints(RenderPlan)[f.name])]
+    assert {"mig", "expect", "kubelet", "dra", "platforms", "restore", "consumers", "first_boot"} <= set(parts)
+
+
+def test_an_oversized_plan_or_part_is_caught() -> None:
+    # the plan before issue 39 had 55 fields at the top level: the bound refuses it
+    flat = dataclasses.make_dataclass("Flat", [(f"f{i}", int) for i in range(55)], frozen=True)
+    assert _oversized(flat) == ["Flat: 55 fields"]
+    assert _oversized(RenderPlan, part_limit=10) == ["RenderPlan.kubelet: 11 fields", "RenderPlan.restore: 13 fields"]
+    loose = dataclasses.make_dataclass("Loose", [("x", int)])  # not frozen
+    holder = dataclasses.make_dataclass("Holder", [("part", loose)], frozen=True)
+    assert _oversized(holder) == ["Holder.part: not a frozen dataclass with a docstring"]

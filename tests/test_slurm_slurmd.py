@@ -167,7 +167,7 @@ def test_device_lines_name_the_gpu_instances_where_the_plan_places_them(tmp_path
     text = profile_text("placed", _PLACED, False)
     profile = check_bytes(text.encode(), "p.yaml").profile
     assert profile is not None
-    placed = make_plan(profile).placements[0]
+    placed = make_plan(profile).expect.placements[0]
     assert sorted((i.profile, i.start) for i in placed.instances) == [("1g.10gb", 0), ("3g.40gb", 4)]
     out = generate(text, tmp_path / "out")
     devices = [d for d in (out / "slurm/gres.conf").read_text().splitlines() if d.startswith("Name=")]

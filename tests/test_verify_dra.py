@@ -2,7 +2,7 @@
 
 A fake ``kubectl`` prints the fixtures of tests/fixtures/dra/ for ``get resourceslices -o json``; the
 verify script's ``dra-devices`` line must say what ``migbake preflight --resource-slices`` says of the same
-capture, word for word (one expectation in the plan, ``RenderPlan.dra_expected``), except that moved
+capture, word for word (one expectation in the plan, ``RenderPlan.dra.expected``), except that moved
 placements alone are a WARN there unless ``restore.placements: strict`` (the Ansible activation runs verify,
 and a prediction that is off must not keep a node drained). INFO when kubectl is absent or cannot read
 the slices. The JSON is read by the script's own awk: run with the system's awk and with BusyBox's.

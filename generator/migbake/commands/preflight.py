@@ -15,6 +15,7 @@ from migbake.node.draverdict import slice_checks
 from migbake.node.driveroffer import read_generate_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.node.preflight import check_capture, table
+from migbake.render.plan import make_plan
 
 
 @click.command()
@@ -93,7 +94,8 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
             raise click.UsageError("--resource-slices checks what NVIDIA's DRA driver publishes: the profile's "
                                    "kubernetes.allocation is device-plugin (use dra or dra-dynamic)")
         node = node_name or read_node_name(node_file)  # type: ignore[arg-type]
-        slices = slice_checks(prof, read_resource_slices(slices_file, node), node)
+        expected = make_plan(prof).dra.expected  # the plan's placements, as the generated verify has them
+        slices = slice_checks(prof, expected, read_resource_slices(slices_file, node), node)
     if kind == "GPUCluster":
         slices = [*(slices or []), ("gpu-cluster", "NOTE", GPU_CLUSTER_NOTE)]
     result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""), offers=offers,

@@ -14,7 +14,6 @@ from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import printable
 from migbake.gpu.boardnames import twin_lines
 from migbake.gpu.catalog import Catalog, CatalogChoice
-from migbake.gpu.driverplacement import placements_of
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.dra import dra_report
@@ -22,9 +21,9 @@ from migbake.kubernetes.kubelet import eks_family, layout_report
 from migbake.kubernetes.managed import entries_of, managed_report
 from migbake.kubernetes.resources import resource_report
 from migbake.profile.nodeprofile import NodeProfile
-from migbake.render.plan import gpu_notes
+from migbake.render.plan import gpu_notes, make_plan
 from migbake.render.targets.karpenter import NODEPOOLS, nodepool_name
-from migbake.slurm.gres import show_lines, slurm_applies
+from migbake.slurm.gres import show_lines
 from migbake.wording import instances
 
 
@@ -76,6 +75,7 @@ def show(profile: Path) -> None:
 
 def _layout(prof: NodeProfile, catalog: Catalog, *, named: bool) -> None:
     """Each entry drawn, then the resources and the managed platforms of one layout of the profile."""
+    plan = make_plan(prof)  # the placements, Slurm's nodes and the DRA devices: predicted once, as generate does
     for i, (group, m) in enumerate(zip(prof.gpus, prof.models)):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
         _say(f"\n/gpus/{i}: {m.key}, {devices}")
@@ -91,16 +91,17 @@ def _layout(prof: NodeProfile, catalog: Catalog, *, named: bool) -> None:
         _say(f"  {instances(layout)}")
         for line in twin_lines(catalog, m, layout):
             _say(line)
-        placed = placements_of(m, layout) if prof.kubernetes.allocation == "dra" else fit(m, layout).placements
+        # under dra the plan's placements (what the driver names and the restore checks), else the packing
+        placed = plan.expect.placements[i].instances if prof.kubernetes.allocation == "dra" else \
+            fit(m, layout).placements
         _say(render_slice_map(m, placed))
-    slurm = slurm_applies(prof)
-    if slurm:
-        for line in show_lines(prof):
+    if plan.slurm is not None:
+        for line in show_lines(prof, plan.slurm.nodes, plan.expect.node_kinds):
             _say(line)
-    if prof.kubelet.present or not slurm:
-        if slurm:
+    if prof.kubelet.present or plan.slurm is None:
+        if plan.slurm is not None:
             _say()
-        for line in (dra_report(prof) if prof.dra else resource_report(prof)):
+        for line in (dra_report(prof, plan.dra.entries) if prof.dra else resource_report(prof)):
             _say(line)
         for line in layout_report(prof):
             _say(line)

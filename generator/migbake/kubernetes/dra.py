@@ -124,12 +124,11 @@ def _devices(group: GpuGroup, model: GpuModel, placed: tuple[PlacedInstance, ...
     return tuple(out)
 
 
-def dra_entries(profile: NodeProfile, placed: EntryPlacements | None = None) -> tuple[DraEntry, ...]:
+def dra_entries(profile: NodeProfile, placed: EntryPlacements) -> tuple[DraEntry, ...]:
     """Per ``gpus`` entry, the MIG devices each of its GPUs publishes (empty for MIG off or other allocations),
-    from the entries' placements (``placements``: the render plan passes its own, predicted once)."""
+    from the entries' placements (``placed``: the render plan's, predicted once by ``placements``)."""
     if profile.kubernetes.allocation != "dra":
         return ()
-    placed = placements(profile) if placed is None else placed
     return tuple(DraEntry(i, m.key, "all" if g.devices == "all" else " ".join(map(str, g.devices)),
                           g.mig_enabled, _devices(g, m, where))
                  for i, (g, m, where) in enumerate(zip(profile.gpus, profile.models, placed)))
@@ -148,13 +147,12 @@ class DraExpectation:
     model: str = ""
 
 
-def dra_expectations(profile: NodeProfile, entries: tuple[DraEntry, ...] | None = None
-                     ) -> tuple[DraExpectation, ...]:
+def dra_expectations(profile: NodeProfile, entries: tuple[DraEntry, ...]) -> tuple[DraExpectation, ...]:
     """Per ``gpus`` entry under ``dra``, the GPUs to check and the devices each publishes (() otherwise), from
-    ``entries`` (``dra_entries``: the render plan passes its own)."""
+    ``entries`` (``dra_entries``: the render plan's)."""
     out = []
     several = len({m.key for m in profile.models}) > 1
-    for e, m in zip(dra_entries(profile) if entries is None else entries, profile.models):
+    for e, m in zip(entries, profile.models):
         if e.devices != "all":
             gpus: tuple[int, ...] | None = tuple(int(x) for x in e.devices.split())
         else:
@@ -261,8 +259,9 @@ def _gpu_indices(devices: str, count: int | None) -> list[str]:
     return [str(i) for i in range(count)] if count else ["<minor>"]
 
 
-def dra_report(profile: NodeProfile) -> list[str]:
-    """Lines for ``migbake show`` under a DRA allocation: what the driver publishes (dra) or does (dra-dynamic)."""
+def dra_report(profile: NodeProfile, entries: tuple[DraEntry, ...]) -> list[str]:
+    """Lines for ``migbake show`` under a DRA allocation: what the driver publishes (dra) or does (dra-dynamic);
+    ``entries``: the render plan's (``RenderPlan.dra.entries``)."""
     if profile.kubernetes.allocation == "dra-dynamic":
         lines = ["Kubernetes DRA (kubernetes.allocation: dra-dynamic): the DRA driver's DynamicMIG creates MIG "
                  "devices per claim; the restore creates none."]
@@ -279,7 +278,7 @@ def dra_report(profile: NodeProfile) -> list[str]:
     lines = [f"Kubernetes DRA (kubernetes.allocation: dra): the devices driver {DRIVER} publishes in the node's "
              f"ResourceSlice (device class {MIG_CLASS}); names {NAMINGS[form]} (kubernetes.dra_driver_version), "
              "<minor> the GPU's device minor (/dev/nvidiaN, usually its index):"]
-    for e in dra_entries(profile):
+    for e in entries:
         if not e.mig:
             for gpu in _gpu_indices(e.devices, profile.gpu_count):
                 lines.append(f"  gpu-{gpu} (the whole GPU: MIG off)")

@@ -66,9 +66,10 @@ def kubeadm_command(binary: str) -> str:
     return " ".join([binary, *(f"${v}" for v in KUBEADM_VARIABLES)])
 
 
-def kubeadm_exec_start(binary: str = KUBEADM_KUBELET) -> str:
-    """Our ExecStart= for kubeadm's kubelet: theirs, then ``$MIGBAKE_KUBELET_ARGS`` (last: its labels win)."""
-    return f"{kubeadm_command(binary)} ${OUR_VARIABLE}"
+def kubeadm_exec_start(command: str) -> str:
+    """Our ExecStart= for kubeadm's kubelet: theirs (``kubeadm_command``), then ``$MIGBAKE_KUBELET_ARGS`` (last:
+    its labels win)."""
+    return f"{command} ${OUR_VARIABLE}"
 
 
 def unit_checked(profile: NodeProfile) -> bool:
@@ -85,36 +86,38 @@ def unit_checked(profile: NodeProfile) -> bool:
     return k.layout == "generic" and bool(k.binary or (labels_apply(profile) and profile.kubernetes.kubelet_args_env))
 
 
-def nodeconfig_labels(profile: NodeProfile) -> str:
-    """A partial NodeConfig whose only setting is the ``--node-labels`` kubelet flag (nodeadm appends flags)."""
+def nodeconfig_labels(flag: str) -> str:
+    """A partial NodeConfig whose only setting is the ``--node-labels`` kubelet flag ``flag`` (``node_labels_flag``;
+    nodeadm appends flags)."""
     return "\n".join([
         f"apiVersion: {NODECONFIG_API_VERSION}",
         f"kind: {NODECONFIG_KIND}",
         "spec:",
         "  kubelet:",
         "    flags:",
-        f"      - {flow_scalar(node_labels_flag(profile), ascii_only=True)}",
+        f"      - {flow_scalar(flag, ascii_only=True)}",
     ]) + "\n"
 
 
-def nodeadm_dropin(profile: NodeProfile, header: str) -> str:
-    """The NodeConfig drop-in for nodeadm (a partial NodeConfig, merged over user data)."""
+def nodeadm_dropin(nodeconfig: str, header: str) -> str:
+    """The NodeConfig drop-in for nodeadm: ``nodeconfig`` (``nodeconfig_labels``), merged over user data."""
     return "\n".join([
         header,
         "#",
         "# kubernetes.node_labels for nodeadm (EKS AL2023): nodeadm-run.service merges every NodeConfig of",
         "# /etc/eks/nodeadm.d/ over the one of user data, appending spec.kubelet.flags, so kubelet gets these",
         "# labels besides the flags user data gives. Labels apply when the node registers.",
-        nodeconfig_labels(profile),
+        nodeconfig,
     ])
 
 
-def nodeconfig_part(profile: NodeProfile) -> str:
-    """The same labels as a NodeConfig part of MIME user data (for AMIs older than the drop-in folder)."""
+def nodeconfig_part(nodeconfig: str) -> str:
+    """The same labels (``nodeconfig``: ``nodeconfig_labels``) as a NodeConfig part of MIME user data (for AMIs
+    older than the drop-in folder)."""
     return "\n".join([
         "# migbake: kubernetes.node_labels as a NodeConfig part of user data; nodeadm appends its",
         "# spec.kubelet.flags to those of the other parts (the baked drop-in gives the same labels).",
-        nodeconfig_labels(profile),
+        nodeconfig,
     ])
 
 

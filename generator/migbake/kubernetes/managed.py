@@ -66,9 +66,9 @@ def platform_models(platform: Platform) -> dict[str, Any]:
     return models
 
 
-def _native_profiles(platform: Platform, model: str) -> dict[str, tuple[str, int, str]]:
-    """``{MIG profile: (the platform's value, count per GPU, model key)}`` of a model the platform knows."""
-    row = platform_models(platform).get(model)
+def _native_profiles(platform: Platform, row: Any) -> dict[str, tuple[str, int, str]]:
+    """``{MIG profile: (the platform's value, count per GPU, model key)}`` of a model the platform knows (``row``:
+    its table in ``platform_models``; None: a model it does not know)."""
     if row is None:
         return {}
     if platform == "gke":
@@ -93,14 +93,15 @@ def verdicts(platform: Platform, entries: Sequence[Entry]) -> list[Verdict]:
     by_model: dict[str, list[Entry]] = {}
     for e in entries:
         by_model.setdefault(e.model, []).append(e)
-    return [_verdict(platform, model, group) for model, group in by_model.items()]
+    models = platform_models(platform)  # once: every model's verdict reads the same table
+    return [_verdict(platform, model, group, models) for model, group in by_model.items()]
 
 
-def _verdict(platform: Platform, model: str, group: Sequence[Entry]) -> Verdict:
+def _verdict(platform: Platform, model: str, group: Sequence[Entry], models: dict[str, Any]) -> Verdict:
     name = PLATFORM_NAMES[platform]
     first = group[0]
-    native = _native_profiles(platform, model)
-    known = ", ".join(platform_models(platform))
+    native = _native_profiles(platform, models.get(model))
+    known = ", ".join(models)
     if not native:
         return Verdict(platform, model, pointer=f"{first.pointer}/model",
                        reason=f"{model or 'this GPU'} is not a GPU model {name} partitions natively ({known})")

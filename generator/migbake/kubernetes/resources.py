@@ -17,6 +17,7 @@ instance profiles (go-nvlib ``VisitMigProfiles``: the plain profiles before thei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from migbake.document.emitter import flow_scalar
@@ -65,6 +66,12 @@ def per_gpu(group: GpuGroup, strategy: MigStrategy, plugin_version: str = "") ->
     return out
 
 
+def entry_resources(profile: NodeProfile) -> tuple[dict[str, int], ...]:
+    """Per ``gpus`` entry, the resources one of its GPUs advertises (``per_gpu`` under the profile's strategy)."""
+    strategy, version = profile.kubernetes.mig_strategy, profile.kubernetes.device_plugin_version
+    return tuple(per_gpu(g, strategy, version) for g in profile.gpus)
+
+
 @dataclass(frozen=True)
 class NodeKind:
     """One kind of node the image serves: which entries apply, how many GPUs each covers, the totals."""
@@ -80,9 +87,12 @@ def _gpus(profile: NodeProfile, members: list[int]) -> list[int | None]:
     return [len(d) if (d := profile.gpus[i].devices) != "all" else profile.gpu_count for i in members]
 
 
-def node_kinds(profile: NodeProfile, with_filter: bool | None = None) -> list[NodeKind]:
+def node_kinds(profile: NodeProfile, with_filter: bool | None = None,
+               resources: Sequence[dict[str, int]] | None = None) -> list[NodeKind]:
     """One kind per GPU model when entries filter by model and there are several, else one kind
-    (``with_filter``: ``uses_device_filter(profile)`` when the caller knows it)."""
+    (``with_filter``: ``uses_device_filter(profile)``, ``resources``: ``entry_resources(profile)``, when the caller
+    knows them)."""
+    per_entry = entry_resources(profile) if resources is None else resources
     models = [m.key for m in profile.models]
     kinds: dict[str, list[int]] = {}
     filtered = uses_device_filter(profile) if with_filter is None else with_filter
@@ -97,8 +107,7 @@ def node_kinds(profile: NodeProfile, with_filter: bool | None = None) -> list[No
             if n is None or totals is None:
                 totals = None
                 continue
-            for res, c in per_gpu(profile.gpus[i], profile.kubernetes.mig_strategy,
-                                  profile.kubernetes.device_plugin_version).items():
+            for res, c in per_entry[i].items():
                 totals[res] = totals.get(res, 0) + c * n
         label = f"a node whose GPUs are {key}" if key else "the node"
         out.append(NodeKind(label, tuple(members), tuple(gpus), totals))
@@ -140,16 +149,18 @@ def resource_report(profile: NodeProfile) -> list[str]:
     return lines
 
 
-def verify_groups(profile: NodeProfile, with_filter: bool | None = None) -> list[dict[str, str]]:
+def verify_groups(profile: NodeProfile, with_filter: bool | None = None,
+                  resources: Sequence[dict[str, int]] | None = None) -> list[dict[str, str]]:
     """Per ``gpus`` entry, what the verify script needs to match GPUs like mig-parted and sum resources
-    (``with_filter``: ``uses_device_filter(profile)`` when the caller knows it)."""
+    (``with_filter``: ``uses_device_filter(profile)``, ``resources``: ``entry_resources(profile)``, when the caller
+    knows them)."""
     filtered = uses_device_filter(profile) if with_filter is None else with_filter
-    strategy, version = profile.kubernetes.mig_strategy, profile.kubernetes.device_plugin_version
+    per_entry = entry_resources(profile) if resources is None else resources
     return [{"model": m.key, "pci_ids": " ".join(entry_pci_ids(g, m)),
              "devices": "all" if g.devices == "all" else " ".join(map(str, g.devices)),
              "filtered": "yes" if filtered else "no",
-             "resources": " ".join(f"{r}={n}" for r, n in per_gpu(g, strategy, version).items())}
-            for g, m in zip(profile.gpus, profile.models)]
+             "resources": " ".join(f"{r}={n}" for r, n in res.items())}
+            for g, m, res in zip(profile.gpus, profile.models, per_entry)]
 
 
 def configmap_name(profile: NodeProfile) -> str:

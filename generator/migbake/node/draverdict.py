@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraExpectation, dra_expectations, naming
+from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraExpectation, naming
 from migbake.node.draslices import NodeSlices, Published
 from migbake.node.preflight import Status
 from migbake.profile.nodeprofile import NodeProfile
@@ -110,8 +110,10 @@ def _dynamic(devices: list[Published], node: str) -> list[tuple[str, Status, str
     return [(CHECK, "PASS", f"node {node}: no static MIG device ({parts} DynamicMIG partition(s) advertised)")]
 
 
-def slice_checks(profile: NodeProfile, capture: NodeSlices, node: str) -> list[tuple[str, Status, str]]:
-    """``dra-devices``: does the node publish what the profile's allocation promises?"""
+def slice_checks(profile: NodeProfile, expected: tuple[DraExpectation, ...], capture: NodeSlices, node: str
+                 ) -> list[tuple[str, Status, str]]:
+    """``dra-devices``: does the node publish what the profile's allocation promises (``expected``: the render
+    plan's, ``RenderPlan.dra.expected``: its placements, predicted once)?"""
     if capture.slices == 0:
         return [(CHECK, "FAIL", f"no slices for node {node}: the capture has no ResourceSlice of driver {DRIVER} "
                  f"with nodeName {node} (is the DRA driver's kubelet plugin running there, and is {node} the "
@@ -143,7 +145,7 @@ def slice_checks(profile: NodeProfile, capture: NodeSlices, node: str) -> list[t
                 "neither gpu-<minor>-mig-"] if unread else []
     published = sorted(set(per_gpu) | whole)
     checked, claimed, uncounted = 0, set(), False
-    for e in dra_expectations(profile):
+    for e in expected:
         uncounted = uncounted or e.gpus is None
         gpus = published if e.gpus is None else list(e.gpus)
         if e.products:  # devices: all in a profile of several models: the GPUs of this model

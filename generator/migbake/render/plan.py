@@ -8,19 +8,19 @@ orders. Every output target (``render/targets/``) reads this plan and derives no
 may read the profile's own settings through ``plan.profile`` (its name, paths, units, timeouts), never
 its GPUs or their catalog models, and never calls the derivations. It is also the object to read when
 asking "what will this node get?".
+
+The plan is a few top-level fields and one part per concern (``render.parts``: ``mig``, ``expect``, ``kubelet``,
+``dra``, ``slurm``, ``platforms``, ``restore``, ``consumers``, ``first_boot``); a target reads the part it needs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from migbake import __version__
 from migbake.gpu.placement import PlacedInstance
-from migbake.gpu.presence import GpuPresence, gpu_presence
+from migbake.gpu.presence import gpu_presence
 from migbake.kubernetes.dra import (
-    DRIVER,
-    STRANDED_LOG,
     DraDevice,
     DraEntry,
     DraExpectation,
@@ -41,149 +41,61 @@ from migbake.kubernetes.kubelet import (
     labels_apply,
     node_labels_flag,
     nodeadm_dropin,
+    nodeconfig_labels,
     nodeconfig_part,
     unit_checked,
 )
 from migbake.kubernetes.labels import unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
-from migbake.kubernetes.resources import NodeKind, node_kinds, per_gpu, verify_groups
+from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
-from migbake.node.drivergates import NO_GATE, DriverGate, driver_gate
+from migbake.node.drivergates import driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
 from migbake.profile.firstboot import commands
-from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer, NodeProfile
-from migbake.profile.units import (
-    GPU_CLIENTS,
-    GPU_RESET_TARGET,
-    REBOOT_MARKER,
-    RESTORE_AFTER,
-    RESTORE_SCRIPT,
-    immutable_writable,
-)
+from migbake.profile.nodeprofile import BasePiece, Consumer, NodeProfile
+from migbake.profile.units import immutable_writable
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
+from migbake.render.parts import (
+    NO_FORMS,
+    ConsumerPlan,
+    DraPlan,
+    ExpectPlan,
+    FirstBoot,
+    GroupPlacement,
+    KubeletPlan,
+    MigPlan,
+    MimePart,
+    PlatformPlan,
+    RestorePlan,
+    UserDataForms,
+)
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "MimePart",
-           "NodeKind", "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "UserDataForms", "make_plan"]
+__all__ = ["NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
+           "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
+           "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
+           "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 SYSTEM_UNITS = "etc/systemd/system"
 
 
 @dataclass(frozen=True)
-class KubeletPlan:
-    """How kubelet gets the profile's node labels, per ``kubelet.layout`` (``none``: no label to pass)."""
-
-    layout: str  # generic, kubeadm, eks-al2023, eks-al2, or none
-    labels_assignment: str  # ``VAR=--node-labels=...`` for an Environment= line of our drop-in, or ""
-    exec_start: str  # kubeadm: our ExecStart= (kubeadm's command plus our variable), else ""
-    our_variable: str  # the variable our kubeadm drop-in adds to kubeadm's command
-    nodeadm_path: str  # eks-al2023: the NodeConfig drop-in's absolute path, else ""
-    nodeadm_text: str  # ... and its text (header included), else ""
-    nodeconfig_part: str = ""  # eks-al2023: the same labels as a NodeConfig part of MIME user data, else ""
-    binary: str = ""  # kubelet's executable (kubelet.binary, else the layout's; "" for generic without one)
-    unit_layout: str = ""  # the layout preflight and verify check kubelet's unit against ("": no check)
-    kubeadm_command: str = ""  # kubeadm: the ExecStart= kubeadm's drop-in must have on the node, else ""
-
-
-@dataclass(frozen=True)
-class FirstBoot:
-    """cloud-init's commands: bootcmd holds the GPU's users, runcmd restores and starts them again."""
-
-    bootcmd: tuple[tuple[str, ...], ...]
-    runcmd: tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class MimePart:
-    """The user's own part of a multi-part user-data (``generate --user-data-mime FILE[:TYPE]``)."""
-
-    text: str
-    name: str  # the file's name, the part's filename
-    kind: str | None = None  # TYPE, when given
-
-
-@dataclass(frozen=True)
-class UserDataForms:
-    """The forms of the user-data ``generate`` is asked for besides cloud-init/user-data (the ``user-data`` target)."""
-
-    gzip: bool = False
-    mime: MimePart | None = None
-
-
-NO_FORMS = UserDataForms()
-
-
-@dataclass(frozen=True)
-class GroupPlacement:
-    """Where the restore places the instances of one ``gpus`` entry on each of its GPUs."""
-
-    entry: int  # the index of the ``gpus`` entry
-    model: str  # the catalog model's key
-    memory_slices: int  # the model's memory slices (placements start at 0 .. memory_slices - 1)
-    instances: tuple[PlacedInstance, ...]  # in the order apply creates them; empty with MIG off
-    # (gpu.driverplacement: mig-parted's creation order and the modelled driver choice of placement)
-
-
-@dataclass(frozen=True)
 class RenderPlan:
-    """What the output tree is made of, for one node profile (paths are relative to the node's /)."""
+    """What the output tree is made of, for one node profile (paths are relative to the node's /), in parts."""
 
-    profile: NodeProfile  # its settings only (name, paths, units, timeouts): every derived value is a field
+    profile: NodeProfile  # its settings only (name, paths, units, timeouts): every derived value is in a part
     header: str  # the comment lines every generated file starts with (``#`` form)
-    config: dict[str, Any]  # the mig-parted config (format v1), as data
-    config_text: str  # ... and as the YAML the node gets
-    device_filter: bool  # whether the config's entries carry device-filters
-    filter_notes: tuple[str, ...]
-    expectations: tuple[Expectation, ...]  # what verify and preflight expect of each gpus entry
-    verify_groups: tuple[dict[str, str], ...]
-    node_kinds: tuple[NodeKind, ...]  # the kinds of node the image serves, with their Kubernetes resources
-    placements: tuple[GroupPlacement, ...]  # per gpus entry, where each instance goes
-    gpu_notes: tuple[str, ...]  # what a reboot loses, per GPU model
-    reset_models: tuple[str, ...]  # display names of the models whose MIG mode survives a reboot (Ampere)
-    reset_path: str  # restore.on_reset_required when a model needs a reset for a mode change, else ``none``
-    after_reset: str  # what the first restore does after a MIG mode change waits for a reset (preflight's words)
-    per_gpu: str  # the layouts, one text (``1g.18gb: 7``), or ``MIG off``
-    layout_names: tuple[str, ...]  # mig.layouts' names (configs of the same names; restore.layout chooses one)
-    named_resources: tuple[tuple[str, tuple[str, ...]], ...]  # per name, each entry's resources (verify's form)
-    node_label_flag: str  # ``--node-labels=k=v,...`` for kubelet, or "" when no label is set
+    mig: MigPlan
+    expect: ExpectPlan
     kubelet: KubeletPlan
-    unselectable_config: str  # the mig-config WARN when no nvidia.com/mig.config label could name our config
-    config_rel: str
-    unit_rel: str
-    consumers: tuple[Consumer, ...]  # kubelet (when present), then the profile's consumers
-    consumers_text: str  # ``kubelet.service and slurmd.service`` (``no consumer``)
-    held_text: str  # ... the fail-closed ones only
-    held_units: tuple[str, ...]  # the fail-closed consumers
-    bake_pieces: tuple[BasePiece, ...]  # what the bake checks the base image for (tools, units)
-    boot_pieces: tuple[BasePiece, ...]  # ... and what restore.sh checks at boot instead (image.provided_later)
-    first_boot: FirstBoot
+    dra: DraPlan
     slurm: SlurmPlan | None  # the slurm/ files' content, or None when the profile writes none
-    eks: str  # eks-al2023 or eks-al2 when kubelet is started the EKS way (base AMI, Karpenter), else ""
-    presence: GpuPresence  # whether the machine has an NVIDIA GPU (sysfs): the profile's models, the words
-    allocation: str = "device-plugin"  # kubernetes.allocation: device-plugin, dra or dra-dynamic
-    dra: tuple[DraEntry, ...] = ()  # allocation dra: per gpus entry, the MIG devices each GPU publishes
-    dra_expected: tuple[DraExpectation, ...] = ()  # allocation dra: what verify and preflight check per entry
-    mig_on: bool = False  # some gpus entry has MIG on (preflight's nvswitch row)
-    driver_gate: DriverGate = NO_GATE  # the oldest driver per MIG model; a mixed MIG/full-GPU node
-    advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
-    dra_driver: str = DRIVER  # the DRA driver whose ResourceSlices verify reads
-    dra_naming: str = "v25.12"  # kubernetes.dra_driver_version's device naming (v25.12 or v25.8)
-    dra_stranded_log: str = STRANDED_LOG  # what the driver logs for a stranded GPU (verify's words)
-    claim_templates: str = ""  # allocation dra: one ResourceClaimTemplate per profile, YAML documents
-    placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
-    placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
-    gpu_modes: tuple[str, ...] = ()  # per gpus entry, "on" (MIG on) or "off", as the config says (dra-dynamic's verify)
-    bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
-    ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
-    download_mig_parted: bool = False  # cloud-init, Karpenter and Packer download it (tools.nvidia_mig_parted_url)
-    gpu_clients: tuple[str, ...] = GPU_CLIENTS  # NVIDIA's units that use the GPU (ordered after the restore)
-    restore_after: tuple[str, ...] = RESTORE_AFTER  # what the restore orders after
-    reset_target: str = GPU_RESET_TARGET
-    restore_script: str = RESTORE_SCRIPT
-    reboot_marker: str = REBOOT_MARKER
-    unit_dirs: tuple[str, ...] = UNIT_DIRS  # systemd's unit folders, the node's first
+    platforms: PlatformPlan
+    restore: RestorePlan
+    consumers: ConsumerPlan
+    first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
 
     @property
@@ -198,7 +110,7 @@ class RenderPlan:
     @property
     def dropin_paths(self) -> list[str]:
         """Every consumer's drop-in, as an absolute path."""
-        return ["/" + self.consumer_dropin_rel(c.drop_in_dir) for c in self.consumers]
+        return ["/" + self.consumer_dropin_rel(c.drop_in_dir) for c in self.consumers.all]
 
 
 def header(profile: NodeProfile, comment: str = "#") -> str:
@@ -247,13 +159,15 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     if layout == "generic" and p.kubernetes.kubelet_args_env:
         assignment = f"{p.kubernetes.kubelet_args_env}={flag}"
     binary = kubelet_binary(p)
-    if layout == "kubeadm":
-        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(binary)
-    eks = layout == "eks-al2023"
     checked = p.kubelet.layout if unit_checked(p) else ""
-    return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
-                       nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "", binary, checked,
-                       kubeadm_command(binary) if checked == "kubeadm" else "")
+    command = kubeadm_command(binary) if "kubeadm" in (layout, checked) else ""  # once: our ExecStart= and the check
+    if layout == "kubeadm":
+        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(command)
+    nodeconfig = nodeconfig_labels(flag) if layout == "eks-al2023" else ""  # once: the drop-in and the MIME part
+    return KubeletPlan(layout, flag, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if nodeconfig else "",
+                       nodeadm_dropin(nodeconfig, head) if nodeconfig else "",
+                       nodeconfig_part(nodeconfig) if nodeconfig else "", binary, checked,
+                       command if checked == "kubeadm" else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
@@ -302,58 +216,71 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     flag = node_labels_flag(p) if labels_apply(p) else ""  # passed as kubelet.layout says
     filtered = uses_device_filter(p)
     config = mig_parted_config(p, with_filter=filtered)
-    kinds = tuple(node_kinds(p, filtered))
+    resources = entry_resources(p)  # once: the kinds' totals and verify's groups both read it
+    kinds = tuple(node_kinds(p, filtered, resources))
     head = header(p)
     reset_models = tuple(sorted({g.gpu.name_as_written(g.model) for g in p.gpus if g.gpu.mig_mode_persists}))
     bootcmd, runcmd = commands(p)
-    groups, placed = tuple(verify_groups(p, filtered)), _placements(p)
+    groups, placed = tuple(verify_groups(p, filtered, resources)), _placements(p)
     where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it
     dra = dra_entries(p, where)
+    dra_on = p.kubernetes.allocation == "dra"
     return RenderPlan(
         profile=p,
         header=head,
-        config=config,
-        config_text=config_yaml(config),
-        device_filter=filtered,
-        filter_notes=tuple(filter_notes(p, filtered)),
-        expectations=expectations(p, filtered),
-        verify_groups=groups,
-        node_kinds=kinds,
-        placements=placed,
-        gpu_notes=tuple(gpu_notes(p)),
-        reset_models=reset_models,
-        reset_path=p.restore.on_reset_required if reset_models else "none",
-        after_reset=AFTER_RESET.get(p.restore.on_reset_required, ""),  # another value: the guard stops it
-        per_gpu=per_gpu,
-        layout_names=p.layout_names,
-        named_resources=_named_resources(p),
-        node_label_flag=flag,
+        mig=MigPlan(
+            config=config,
+            config_text=config_yaml(config),
+            device_filter=filtered,
+            filter_notes=tuple(filter_notes(p, filtered)),
+            gpu_notes=tuple(gpu_notes(p)),
+            per_gpu=per_gpu,
+            layout_names=p.layout_names,
+            named_resources=_named_resources(p),
+            unselectable_config=unselectable_config(p.restore.config_name),
+        ),
+        expect=ExpectPlan(
+            expectations=expectations(p, filtered),
+            verify_groups=groups,
+            node_kinds=kinds,
+            placements=placed,
+            gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
+            mig_on=any(g.mig_enabled for g in p.gpus),
+        ),
         kubelet=_kubelet(p, flag, head),
-        unselectable_config=unselectable_config(p.restore.config_name),
-        config_rel=p.restore.config_path.lstrip("/"),
-        unit_rel=f"{SYSTEM_UNITS}/{p.restore.unit}",
-        consumers=p.all_consumers,
-        consumers_text=p.consumers_text(),
-        held_text=p.consumers_text(only_fail_closed=True),
-        held_units=p.held_units,
-        bake_pieces=p.base_pieces_at("bake"),
-        boot_pieces=p.base_pieces_at("boot"),
-        first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
+        dra=DraPlan(
+            allocation=p.kubernetes.allocation,
+            entries=dra,
+            expected=dra_expectations(p, dra),
+            naming=naming(p.kubernetes.dra_driver_version) or "v25.12",
+            claim_templates=claim_templates_yaml(p),
+            placement_check=p.restore.placements if dra_on else "",
+            placement_groups=_placement_groups(groups, placed) if dra_on else (),
+            advertises=advertised(p),
+        ),
         slurm=slurm_plan(p, kinds, where),
-        allocation=p.kubernetes.allocation,
-        dra=dra,
-        dra_expected=dra_expectations(p, dra),
-        dra_naming=naming(p.kubernetes.dra_driver_version) or "v25.12",
-        driver_gate=driver_gate(p),
-        mig_on=any(g.mig_enabled for g in p.gpus),
-        advertises=advertised(p),
-        claim_templates=claim_templates_yaml(p),
-        placement_check=p.restore.placements if p.kubernetes.allocation == "dra" else "",
-        placement_groups=_placement_groups(groups, placed) if p.kubernetes.allocation == "dra" else (),
-        gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
-        bottlerocket=_bottlerocket(p),
-        ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
-        download_mig_parted=bool(p.tools.nvidia_mig_parted_url),
-        eks=eks_family(p),
-        presence=gpu_presence(p.restore.no_gpu, [g["pci_ids"] for g in groups]),
+        platforms=PlatformPlan(
+            eks=eks_family(p),
+            bottlerocket=_bottlerocket(p),
+            ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
+            download_mig_parted=bool(p.tools.nvidia_mig_parted_url),
+        ),
+        restore=RestorePlan(
+            config_rel=p.restore.config_path.lstrip("/"),
+            unit_rel=f"{SYSTEM_UNITS}/{p.restore.unit}",
+            reset_models=reset_models,
+            reset_path=p.restore.on_reset_required if reset_models else "none",
+            after_reset=AFTER_RESET.get(p.restore.on_reset_required, ""),  # another value: the guard stops it
+            presence=gpu_presence(p.restore.no_gpu, [g["pci_ids"] for g in groups]),
+            driver_gate=driver_gate(p),
+        ),
+        consumers=ConsumerPlan(
+            all=p.all_consumers,
+            text=p.consumers_text(),
+            held_text=p.consumers_text(only_fail_closed=True),
+            held_units=p.held_units,
+            bake_pieces=p.base_pieces_at("bake"),
+            boot_pieces=p.base_pieces_at("boot"),
+        ),
+        first_boot=FirstBoot(tuple(map(tuple, bootcmd)), tuple(map(tuple, runcmd))),
     )

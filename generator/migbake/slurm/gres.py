@@ -22,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel
-from migbake.gpu.driverplacement import EntryPlacements, entry_placements
+from migbake.gpu.driverplacement import EntryPlacements
 from migbake.gpu.placement import PlacedInstance
-from migbake.kubernetes.resources import NodeKind, node_kinds
+from migbake.kubernetes.resources import NodeKind
 from migbake.profile.nodeprofile import NodeProfile
 
 # GPU-instance memory in MiB as NVML reports it, per model and GPU-instance profile (a +me profile has
@@ -103,13 +103,11 @@ class SlurmNode:
         return ",".join(f"gpu:{t}:{n}" for t, n in self.counts.items())
 
 
-def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None,
-                placed: EntryPlacements | None = None) -> list[SlurmNode]:
-    """Per kind of node (one per GPU model when the image serves several), what slurmd will count; explicit
-    device lines from the entries' placements (``placed``: the render plan's, predicted once)."""
+def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPlacements) -> list[SlurmNode]:
+    """Per kind of node (``kinds``: one per GPU model when the image serves several), what slurmd will count;
+    explicit device lines from the entries' placements (``placed``: the render plan's, predicted once)."""
     models = profile.models
     out = []
-    kinds = node_kinds(profile) if kinds is None else kinds
     for kind in kinds:
         counts: dict[str | None, int] = {}
         unknown: list[str] = []
@@ -139,8 +137,6 @@ def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind] | None = None,
         key = models[kind.groups[0]].key if len(kinds) > 1 else ""
         node = SlurmNode(kind.label, gpus, counts, why, key)
         if not profile.slurm.autodetect:
-            if placed is None:
-                placed = entry_placements((g.mig_enabled, m, g.layout_dict) for g, m in zip(profile.gpus, models))
             node = replace(node, devices=tuple(_explicit_lines(profile, kind, node, placed)))
         out.append(node)
     return out
@@ -191,8 +187,7 @@ class SlurmPlan:
     nodes: tuple[SlurmNode, ...]
 
 
-def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPlacements | None = None
-               ) -> SlurmPlan | None:
+def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPlacements) -> SlurmPlan | None:
     """The Slurm files' content for ``profile`` (None when it writes none), from its kinds of node and the
     entries' placements (the render plan's)."""
     if not slurm_applies(profile):
@@ -201,9 +196,9 @@ def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPla
     return SlurmPlan(profile.slurm.node_name or profile.name, profile.slurm.autodetect, tuple(nodes))
 
 
-def show_lines(profile: NodeProfile) -> list[str]:
-    """Lines for ``migbake show``: what slurmd will count, per kind of node."""
-    nodes = slurm_nodes(profile)
+def show_lines(profile: NodeProfile, nodes: Sequence[SlurmNode], kinds: Sequence[NodeKind]) -> list[str]:
+    """Lines for ``migbake show``: what slurmd will count, per kind of node (``nodes`` and ``kinds``: the render
+    plan's, ``RenderPlan.slurm.nodes`` and ``RenderPlan.expect.node_kinds``)."""
     if profile.slurm.autodetect:
         where = "slurm/gres.conf: AutoDetect=nvml"
     elif len(nodes) > 1:
@@ -219,7 +214,7 @@ def show_lines(profile: NodeProfile) -> list[str]:
         if node.why_untyped and node.total:
             lines.append(f"    untyped: {node.why_untyped}")
     models = profile.models
-    typed = [(t, models[kind.groups[0]]) for node, kind in zip(nodes, node_kinds(profile))
+    typed = [(t, models[kind.groups[0]]) for node, kind in zip(nodes, kinds)
              for t in node.counts if t and models[kind.groups[0]].nvidia_smi_names][:1]
     if typed:
         t, m = typed[0]

@@ -5,7 +5,8 @@ the plan (``render.plan``), the files of the targets it declares it reads (``ren
 quoting and guard helpers (``render.quoting``, ``render.guard``) and the template environment
 (``render.environment``, with the variables every target shares from ``context``). It never imports the
 profile, the catalog, ``kubernetes``, ``migparted``, ``node`` or ``slurm``: when a target needs a value
-the plan does not have, the plan grows a field (tests/test_architecture.py holds this for every module here).
+the plan does not have, the part of the plan that serves it (``render.parts``) grows a field
+(tests/test_architecture.py holds this for every module here).
 
 May import ``render.plan``, ``render.artifact``, ``render.quoting``, ``render.guard``, ``render.environment``,
 its own folder and the foundation.

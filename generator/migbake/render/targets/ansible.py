@@ -8,7 +8,7 @@ role with one group, Ansible's ``all`` (every host the playbooks run on), whose 
 
 Nothing here re-derives what a node gets: the data are the bytes of the rendered rootfs/ tree (with the
 modes the Packer provisioner sets), the rendered preflight and verify scripts and the bake's base-image
-checks (``plan.bake_pieces``). Every string of the data is ``!unsafe`` (``quoting.vars_yaml``).
+checks (``plan.consumers.bake_pieces``). Every string of the data is ``!unsafe`` (``quoting.vars_yaml``).
 """
 
 from __future__ import annotations
@@ -101,14 +101,14 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, str, int]], scripts
         "mig_restore_manager_action": prof.conflicting_manager.action,
         "mig_restore_consumers": facts["consumers"],
         "mig_restore_kubernetes": facts["kubernetes"],
-        "mig_restore_advertises": plan.advertises,
+        "mig_restore_advertises": plan.dra.advertises,
         "mig_restore_slurm": facts["slurm"],
         "mig_restore_slurm_reason": f"migbake: MIG layout change ({prof.name})",
         "mig_restore_unit_wait_seconds": facts["unit_wait"],
         # Ampere: the restore reboots the node once for a MIG mode change (restore.on_reset_required), and
         # records that reboot in its marker; activate waits through that reboot
-        "mig_restore_reboot_once": plan.reset_path == "reboot-once",
-        "mig_restore_reset_marker": plan.reboot_marker,
+        "mig_restore_reboot_once": plan.restore.reset_path == "reboot-once",
+        "mig_restore_reset_marker": plan.restore.reboot_marker,
         "mig_restore_preflight_script": payload(preflight),
         "mig_restore_verify_script": payload(verify),
     }
@@ -123,11 +123,12 @@ def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str,
     # the base-image checks of the bake (its pieces); a running node must also hold those that
     # image.provided_later leaves to a later provisioner of an image build: it boots into the restore now
     unit_wait = restore.timeout_seconds + restore.driver_wait_seconds + 60
+    c = plan.consumers
     return {
-        "files": files, "dirs": dirs, "tools": _tools(plan.bake_pieces), "later_tools": _tools(plan.boot_pieces),
-        "units": _units(plan.bake_pieces), "later_units": _units(plan.boot_pieces), "unit_dirs": list(plan.unit_dirs),
-        "kubernetes": plan.profile.kubelet.present, "slurm": any(c.unit == SLURM_UNIT for c in plan.consumers),
-        "unit_wait": unit_wait, "consumers": [c.unit for c in plan.consumers],
+        "files": files, "dirs": dirs, "tools": _tools(c.bake_pieces), "later_tools": _tools(c.boot_pieces),
+        "units": _units(c.bake_pieces), "later_units": _units(c.boot_pieces), "unit_dirs": list(plan.restore.unit_dirs),
+        "kubernetes": plan.profile.kubelet.present, "slurm": any(u.unit == SLURM_UNIT for u in c.all),
+        "unit_wait": unit_wait, "consumers": [u.unit for u in c.all],
     }
 
 

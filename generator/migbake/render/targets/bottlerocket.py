@@ -4,7 +4,7 @@ Bottlerocket's NVIDIA device plugin settings (bottlerocket-os/bottlerocket-setti
 bottlerocket-settings-models/modeled-types/src/kubernetes.rs@25e4241f) take
 ``device-partitioning-strategy = "mig"`` and one ``mig.profile."<model>"`` per GPU model; its
 nvidia-migmanager fills every GPU of that model with the profile at boot. Written only when
-Bottlerocket can say the profile's layout (``plan.bottlerocket``: uniform per model, models it knows);
+Bottlerocket can say the profile's layout (``plan.platforms.bottlerocket``: uniform per model, models it knows);
 otherwise nothing, and ``migbake show`` says why (with ``bottlerocket.required``, a warning too). TOML
 values and keys pass through ``toml_string``.
 """
@@ -21,7 +21,7 @@ SETTINGS = "settings.kubelet-device-plugins.nvidia"
 
 
 def bottlerocket(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """settings.toml (declared to apply only when Bottlerocket can express the layout: ``plan.bottlerocket``)."""
+    """settings.toml (declared to apply only when Bottlerocket can say the layout: ``plan.platforms.bottlerocket``)."""
     lines = [
         plan.header,
         "#",
@@ -29,9 +29,9 @@ def bottlerocket(plan: RenderPlan, done: Rendered, templates: Templates) -> list
         "# partitions with MIG, nvidia-migmanager fills every GPU of a model with its profile at boot (a change",
         "# needs a reboot). Merge these tables into the node's user data.",
     ]
-    if len(plan.bottlerocket) > 1:
+    if len(plan.platforms.bottlerocket) > 1:
         lines.append("# One model per instance: nvidia-migmanager refuses an instance with GPUs of several models.")
     lines += ["", f"[{SETTINGS}]", f"device-partitioning-strategy = {toml_string('mig')}", "",
               f"[{SETTINGS}.mig.profile]"]
-    lines += [f"{toml_string(model)} = {toml_string(profile)}" for model, profile in plan.bottlerocket]
+    lines += [f"{toml_string(model)} = {toml_string(profile)}" for model, profile in plan.platforms.bottlerocket]
     return [Artifact("bottlerocket/settings.toml", Block("\n".join(lines) + "\n"), 0o644)]

@@ -90,7 +90,8 @@ def butane_config(plan: RenderPlan, rootfs: list[tuple[str, str, int]], variant:
                 {"name": dropin, "contents": text})
         else:
             files.append({"path": "/" + rel, "mode": mode, "overwrite": True, "contents": {"inline": text}})
-    if plan.ignition_fetch and variant != "openshift":  # openshift: data: URLs only (rule openshift-binary-in-image)
+    # openshift: data: URLs only (rule openshift-binary-in-image)
+    if plan.platforms.ignition_fetch and variant != "openshift":
         files.append({"path": p.tools.nvidia_mig_parted, "mode": 0o755, "overwrite": True,
                       "contents": {"source": p.tools.nvidia_mig_parted_url,
                                    "verification": {"hash": f"sha256-{p.tools.nvidia_mig_parted_sha256}"}}})

@@ -37,11 +37,11 @@ def cloud_config(plan: RenderPlan, done: Rendered, templates: Templates, *, gzip
             f["content"] = indent(a.text, 6)
         files.append(f)
     runcmd = [list(c) for c in plan.first_boot.runcmd]
-    if plan.download_mig_parted:  # first: before the restore is enabled, and before its check of the node
+    if plan.platforms.download_mig_parted:  # first: before the restore is enabled, and before its check of the node
         runcmd.insert(0, ["sh", "-c", templates.text(MIG_PARTED_STEP), "install-mig-parted"])
     return templates.text("cloud-init/user-data.j2", {
         "files": files,
         "bootcmd": [yaml_flow_list(list(c)) for c in plan.first_boot.bootcmd],
         "runcmd": [yaml_flow_list(c) for c in runcmd],
-        "download_mig_parted": plan.download_mig_parted,
+        "download_mig_parted": plan.platforms.download_mig_parted,
     })

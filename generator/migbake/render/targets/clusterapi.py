@@ -49,7 +49,7 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
                               f"characters, above the KubeadmConfigTemplate CRD's maxLength {MAX_CONTENT} (the API "
                               "server would refuse it): it names kubelet's unit and every consumer several times; "
                               "use fewer or shorter unit names")
-    labels = plan.node_label_flag[len(LABELS_FLAG):] if plan.node_label_flag else ""
+    labels = plan.kubelet.label_flag[len(LABELS_FLAG):] if plan.kubelet.label_flag else ""
     return [Artifact(TEMPLATE_V1BETA2, template(plan, "v1beta2", files, commands, labels), 0o644),
             Artifact(TEMPLATE_V1BETA1, template(plan, "v1beta1", files, commands, labels), 0o644)]
 

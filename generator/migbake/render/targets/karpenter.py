@@ -66,7 +66,7 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     if plan.kubelet.nodeconfig_part:
         parts.append((NODECONFIG_TYPE, plan.kubelet.nodeconfig_part))
     files = [Artifact(EC2NODECLASS, ec2nodeclass(plan, user_data(parts)), 0o644)]
-    if plan.layout_names:
+    if plan.mig.layout_names:
         files.append(Artifact(NODEPOOLS, nodepools(plan), 0o644))
     return files
 
@@ -170,7 +170,7 @@ def nodepool_name(profile: str, layout: str) -> str:
 
 def nodepools(plan: RenderPlan) -> str:
     """One NodePool (karpenter.sh/v1) per layout name, each labelling its nodes ``nvidia.com/mig.config=NAME``."""
-    names = [nodepool_name(plan.profile.name, n) for n in plan.layout_names]
+    names = [nodepool_name(plan.profile.name, n) for n in plan.mig.layout_names]
     if len(set(names)) < len(names):
         raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
     labels = plan.profile.kubernetes.node_labels  # never nvidia.com/mig.config beside names (node-label-mig-owner)
@@ -185,7 +185,7 @@ def nodepools(plan: RenderPlan) -> str:
         f"# layout with nodeSelector {{{MIG_CONFIG_LABEL}: NAME}}. Fill in each {CHANGE_ME} value (the instance",
         "# types with this profile's GPUs) and apply after ec2nodeclass.yaml.",
     ]
-    for layout, name in zip(plan.layout_names, names):
+    for layout, name in zip(plan.mig.layout_names, names):
         out += [
             "---",
             "apiVersion: karpenter.sh/v1",

@@ -24,4 +24,4 @@ def kubernetes(plan: RenderPlan, done: Rendered, templates: Templates) -> list[A
              "# one from a pod's spec.resourceClaims[].resourceClaimTemplateName and the container's",
              "# resources.claims. resource.k8s.io/v1 needs Kubernetes 1.34 or later (docs/dra.md has the",
              "# v1beta2 form for 1.32/1.33). Apply with kubectl apply -n NAMESPACE -f this file."]
-    return [Artifact(CLAIM_TEMPLATES, "\n".join(lines) + "\n" + plan.claim_templates, 0o644)]
+    return [Artifact(CLAIM_TEMPLATES, "\n".join(lines) + "\n" + plan.dra.claim_templates, 0o644)]

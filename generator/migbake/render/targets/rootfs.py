@@ -18,9 +18,9 @@ def rootfs(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artif
     def put(template: str, rel: str, extra: dict[str, object] | None = None) -> None:
         out.append(templates.file(template, f"{ROOTFS}/{rel}", 0o644, extra))
 
-    put("rootfs/etc/nvidia-mig/config.yaml.j2", plan.config_rel)
-    put("rootfs/etc/nvidia-mig/restore.sh.j2", plan.restore_script.lstrip("/"))
-    put(f"{UNITS}/nvidia-mig-restore.service.j2", plan.unit_rel)
+    put("rootfs/etc/nvidia-mig/config.yaml.j2", plan.restore.config_rel)
+    put("rootfs/etc/nvidia-mig/restore.sh.j2", plan.restore.script.lstrip("/"))
+    put(f"{UNITS}/nvidia-mig-restore.service.j2", plan.restore.unit_rel)
     if plan.profile.kubelet.present:
         put(f"{UNITS}/kubelet.service.d/20-mig-restore.conf.j2", plan.dropin_rel)
     if plan.kubelet.nodeadm_path:  # labels: JSON-quoted in the plan's text

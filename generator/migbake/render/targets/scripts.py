@@ -22,15 +22,15 @@ def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
 
 
 def _verify(plan: RenderPlan) -> dict[str, Any]:
-    """The DRA devices verify expects: ``plan.dra_expected``, the expectations ``preflight --resource-slices`` uses."""
+    """The DRA devices verify expects: ``plan.dra.expected``, the expectations ``preflight --resource-slices`` uses."""
     count = plan.profile.gpu_count
     return {"dra_checks": [{"gpus": "published" if e.gpus is None else " ".join(map(str, e.gpus)),
                             "mig": "yes" if e.mig else "no",
                             "want": " ".join(f"{d.profile}={d.start}={d.suffix}={d.legacy_suffix}" for d in e.want),
                             "products": "|".join(e.products)}
-                           for e in plan.dra_expected],
+                           for e in plan.dra.expected],
             "dra_gpu_count": "" if count is None else str(count),
-            "dra_form": plan.dra_naming}
+            "dra_form": plan.dra.naming}
 
 
 def _preflight(plan: RenderPlan) -> dict[str, Any]:
@@ -40,11 +40,11 @@ def _preflight(plan: RenderPlan) -> dict[str, Any]:
                "filtered": "yes" if e.filtered else "no", "want": e.want,
                "persists": "yes" if e.mode_persists else "no", "want_named": list(e.want_named),
                "boards": ";".join(f"{key}|{want}" for key, want in e.board_wants)}
-              for e in plan.expectations]
+              for e in plan.expect.expectations]
     count = "" if plan.profile.gpu_count is None else str(plan.profile.gpu_count)
-    gate = plan.driver_gate
+    gate = plan.restore.driver_gate
     return {"preflight": {"gpu_count": count, "groups": groups, "reset": any(g["persists"] == "yes" for g in groups),
-                          "after_reset": plan.after_reset,
+                          "after_reset": plan.restore.after_reset,
                           "minimums": " ".join(f"{key}={low}" for key, low in gate.minimums),
                           "mixed": "yes" if gate.mixed else "no", "grace": " ".join(gate.grace),
-                          "cdmm": plan.profile.restore.cdmm, "mig": plan.mig_on}}
+                          "cdmm": plan.profile.restore.cdmm, "mig": plan.expect.mig_on}}
