@@ -44,7 +44,7 @@ from migbake.kubernetes.kubelet import (
     nodeconfig_part,
     unit_checked,
 )
-from migbake.kubernetes.labels import unselectable_config
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
@@ -64,10 +64,11 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "MimePart",
+__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "MimePart",
            "NodeKind", "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "UserDataForms", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
+LAYOUT_FILE = "/etc/migbake/layout"  # restore.layout's ``file`` source (templates/scripts/_layout-source.sh.j2)
 SYSTEM_UNITS = "etc/systemd/system"
 
 

@@ -25,6 +25,7 @@ from migbake.document.loader import LoadedProfile, as_mapping
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
 from migbake.rules.declare import rule
+from migbake.rules.layoutnames import layout_names
 
 SYSTEMD_LINE_MAX = 2048  # go-systemd: a line of this many bytes or more is refused
 CAPI_ARG_VALUE_MAX = 1024  # cluster-api v1beta2 KubeadmConfigTemplate: kubeletExtraArgs[].value maxLength
@@ -88,7 +89,9 @@ def rule_cluster_api_limits(loaded: LoadedProfile, data: object, catalog: Catalo
     if as_mapping(d.get("kubelet")).get("layout") != "kubeadm":
         return  # OUT/cluster-api is written for kubelet.layout kubeadm only
     flag = labels_flag(d)
-    value = flag[len("--node-labels="):]
+    names = layout_names(data)  # a template per name adds nvidia.com/mig.config=NAME (render.targets.clusterapi)
+    longest = max(names, key=len) if names else ""
+    value = ",".join(filter(None, [flag[len("--node-labels="):], f"nvidia.com/mig.config={longest}" if names else ""]))
     if len(value) > CAPI_ARG_VALUE_MAX:
         yield loaded.problem("/kubernetes/node_labels", f"the node-labels value is {len(value)} characters; Cluster "
                              f"API's KubeadmConfigTemplate (v1beta2) takes a kubeletExtraArgs value of at "
