@@ -32,6 +32,7 @@ from migbake.kubernetes.dra import (
     placements,
 )
 from migbake.kubernetes.kubelet import (
+    LAYOUT_LABELS_ENV,
     NODEADM_DROPIN,
     OUR_VARIABLE,
     eks_family,
@@ -39,8 +40,10 @@ from migbake.kubernetes.kubelet import (
     kubeadm_exec_start,
     kubelet_binary,
     labels_apply,
+    layout_variable,
     node_labels_flag,
     nodeadm_dropin,
+    nodeadm_exec_start,
     nodeconfig_part,
     unit_checked,
 )
@@ -86,6 +89,11 @@ class KubeletPlan:
     binary: str = ""  # kubelet's executable (kubelet.binary, else the layout's; "" for generic without one)
     unit_layout: str = ""  # the layout preflight and verify check kubelet's unit against ("": no check)
     kubeadm_command: str = ""  # kubeadm: the ExecStart= kubeadm's drop-in must have on the node, else ""
+    # named layouts: the variable the restore sets in ``layout_env_file`` (the drop-in reads it), "" for none;
+    # ``layout_labels`` the profile's labels it carries besides nvidia.com/mig.config (``k=v,...``, "" for none)
+    layout_variable: str = ""
+    layout_labels: str = ""
+    layout_env_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -252,9 +260,17 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
         assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(binary)
     eks = layout == "eks-al2023"
     checked = p.kubelet.layout if unit_checked(p) else ""
+    variable = layout_variable(p)
+    if variable and p.kubelet.layout == "kubeadm":
+        exec_start = kubeadm_exec_start(binary)  # also without node labels: the name's label needs it
+    elif variable and p.kubelet.layout == "eks-al2023":
+        exec_start = nodeadm_exec_start(binary)
+    # the labels the variable carries besides the name's: those the drop-in's Environment= line gives it
+    carried = flag[len("--node-labels="):] if variable and assignment else ""
     return KubeletPlan(layout, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if eks else "",
                        nodeadm_dropin(p, head) if eks else "", nodeconfig_part(p) if eks else "", binary, checked,
-                       kubeadm_command(binary) if checked == "kubeadm" else "")
+                       kubeadm_command(binary) if checked == "kubeadm" else "", variable, carried,
+                       LAYOUT_LABELS_ENV if variable else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
