@@ -132,7 +132,8 @@ def test_named_layouts_get_one_template_per_name(tmp_path: Path, version: str) -
         labels = f"nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config={layout}"
         assert args == ({"node-labels": labels} if version == "v1beta1" else [{"name": "node-labels", "value": labels}])
         # the rootfs byte for byte, and the name where the restore's file source reads it (before runcmd)
-        assert {f["path"]: _decoded(f) for f in spec["files"]} == {**rootfs, "/etc/migbake/layout": f"{layout}\n".encode()}
+        layout_file = {"/etc/migbake/layout": f"{layout}\n".encode()}
+        assert {f["path"]: _decoded(f) for f in spec["files"]} == {**rootfs, **layout_file}
         assert OBJECT_NAME.fullmatch(doc["metadata"]["name"]) and doc["metadata"]["name"].startswith(
             "migbake-layouts-kubeadm-")
         names.append(doc["metadata"]["name"])

@@ -67,7 +67,8 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "MimePart",
+__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL",
+           "BasePiece", "Consumer", "DraDevice", "DraEntry", "DraExpectation", "Expectation", "KubeletPlan", "MimePart",
            "NodeKind", "PlacedInstance", "RenderPlan", "SlurmNode", "SlurmPlan", "UserDataForms", "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
