@@ -168,3 +168,16 @@ def test_without_the_file_source_no_layout_file_and_a_warning(tmp_path: Path) ->
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_show_names_each_template_and_how_the_node_learns_its_name(tmp_path: Path) -> None:
+    code, out, err = cli("show", str(NAMED))
+    assert code == 0, err
+    assert ("Cluster API: one KubeadmConfigTemplate per name in OUT/cluster-api/kubeadm-config-template-NAME.yaml, "
+            "which writes the name to /etc/migbake/layout (file).") in out
+    assert "Cluster API KubeadmConfigTemplate: migbake-layouts-kubeadm-infer" in out
+    assert ("Node label: when file gives the name, the restore gives kubelet nvidia.com/mig.config=NAME in "
+            "MIGBAKE_KUBELET_ARGS of /run/migbake/kubelet-labels.env, which the kubelet drop-in reads.") in out
+    text = NAMED.read_text().replace("from: [file, kubelet-labels]", "from: [kubelet-labels]")
+    code, out, err = cli("show", str(_write(tmp_path / "p.yaml", text)))
+    assert code == 0 and "labelled only: restore.layout.from lacks file" in out and "Node label: " not in out, out

@@ -76,10 +76,15 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
 
 
 def object_name(plan: RenderPlan, layout: str) -> str:
-    """The template of layout ``layout``: ``migbake-PROFILE-LAYOUT``, an object name (a layout name may hold upper
-    case and '_', which an object name may not: then lower-cased, cut and suffixed with 8 hex digits of the
-    name's sha256, as the Karpenter NodePools of the same names are)."""
-    return nodepool_name(f"migbake-{plan.profile.name}", layout)
+    """The template of layout ``layout`` (``object_name_of``)."""
+    return object_name_of(plan.profile.name, layout)
+
+
+def object_name_of(profile: str, layout: str) -> str:
+    """``migbake-PROFILE-LAYOUT``, an object name (a layout name may hold upper case and '_', which an object name
+    may not: then lower-cased, cut and suffixed with 8 hex digits of the name's sha256, as the Karpenter NodePools
+    of the same names are)."""
+    return nodepool_name(f"migbake-{profile}", layout)
 
 
 def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
