@@ -117,13 +117,13 @@ def template(plan: RenderPlan, version: str, files: list[list[str]], commands: l
                                                        if "file" in plan.profile.restore.layout_from else "")
                   + " (docs/layouts-at-boot.md)."]
     lines += [f"apiVersion: {GROUP}/{version}",
-             "kind: KubeadmConfigTemplate",
-             "metadata:",
-             f"  name: {yaml_scalar(name or 'migbake-' + plan.profile.name)}",
-             "spec:",
-             "  template:",
-             "    spec:",
-             "      files:"]
+              "kind: KubeadmConfigTemplate",
+              "metadata:",
+              f"  name: {yaml_scalar(name or 'migbake-' + plan.profile.name)}",
+              "spec:",
+              "  template:",
+              "    spec:",
+              "      files:"]
     for entry in files:
         lines += entry
     lines.append("      preKubeadmCommands:")
