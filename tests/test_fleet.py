@@ -368,7 +368,7 @@ def test_the_layout_move_is_checked_first_written_after_the_drain_and_verified(t
     copy = block[write]["block"][1]["ansible.builtin.copy"]
     assert copy["dest"] == "{{ mig_restore_layout_file }}" and copy["content"] == "{{ mig_restore_layout }}\n"
     check = names.index("Check that the node got the layout it was moved to")
-    assert names.index("Verify the restored layout") < check < names.index(
+    assert names.index("Say what the node advertises to Kubernetes") < check < names.index(
         "Label the Kubernetes node with its new layout (kubelet does not relabel a registered node)") < names.index(
         "Uncordon the Kubernetes node")
 
@@ -397,8 +397,9 @@ def test_real_ansible_refuses_a_bad_layout_move_before_touching_the_node(tmp_pat
     kubectl.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >>{log}\nexit 1\n")  # records, then fails the play
     kubectl.chmod(0o755)
     result = run([require("ansible-playbook"), "-i", "localhost,", "-c", "local", "activate.yml",
-                  "-e", "mig_restore_hosts=localhost", "-e", "ansible_become=false", "-e", f"mig_restore_kubectl={kubectl}",
-                  "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"mig_restore_layout={layout}"],
+                  "-e", "mig_restore_hosts=localhost", "-e", "ansible_become=false",
+                  "-e", f"mig_restore_kubectl={kubectl}", "-e", f"ansible_python_interpreter={sys.executable}",
+                  "-e", f"mig_restore_layout={layout}"],
                  cwd=out / "ansible", env=_ansible_env(tmp_path), timeout=300)
     assert result.rc == 2, result.text
     if said is None:
