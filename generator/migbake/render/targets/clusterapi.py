@@ -21,9 +21,10 @@ With named layouts (``mig.layouts``, issue 40) one template per name instead (bo
 object's label, which the GPU Operator selects a config by). The restore cannot learn the name from that flag on
 the first boot: kubeadm writes ``kubeletExtraArgs`` into ``/var/lib/kubelet/kubeadm-flags.env``
 (``KUBELET_KUBEADM_ARGS``, read by kubeadm's 10-kubeadm.conf) during ``kubeadm join``, which Cluster API runs after
-``preKubeadmCommands`` (that start the restore). So where ``restore.layout.from`` names ``file``, each template
-also writes the name to ``/etc/migbake/layout`` (a ``files`` entry: cloud-init writes it before runcmd);
-without ``file`` validation warns (``cluster-api-layout-source``).
+``preKubeadmCommands`` (that start the restore; ``bootstrap/kubeadm/internal/cloudinit/node.go``@01154007).
+So where ``restore.layout.from`` names ``file``, each template also writes the name to ``/etc/migbake/layout``
+(a ``files`` entry: cloud-init writes it before runcmd); without ``file`` validation warns
+(``cluster-api-layout-source``).
 """
 
 from __future__ import annotations
