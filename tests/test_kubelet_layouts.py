@@ -269,3 +269,27 @@ def test_a_label_file_the_drop_in_does_not_read_changes_nothing(tree: SystemdTre
     (tree.root / LABEL_ENV).write_text("MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train\n")
     argv = kubelet_argv(unit_section(tree.boot_graph().out, "kubelet.service"), tree.root)
     assert argv == ["/usr/bin/kubelet", *NODEADM_ARGS.split()], argv
+
+
+# kubespray's kubelet.service, its settings (kubernetes-sigs/kubespray:roles/kubernetes/node/templates/
+# kubelet.service.j2@v2.31.0): kubelet.env sets KUBELET_ARGS and leaves KUBELET_API_SERVER unset
+KUBESPRAY_KUBELET = ("[Unit]\nDescription=Kubernetes Kubelet Server (test fixture)\n[Service]\n"
+                     "EnvironmentFile=-/etc/kubernetes/kubelet.env\n"
+                     "ExecStart=/usr/local/bin/kubelet $KUBE_LOGTOSTDERR $KUBELET_API_SERVER $KUBELET_ARGS\n"
+                     "[Install]\nWantedBy=multi-user.target\n")
+
+
+def test_generic_kubespray_gets_the_name_in_its_variable_and_keeps_kubespray_s(tree: SystemdTree,
+                                                                               tmp_path: Path) -> None:
+    (tree.root / "usr/lib/systemd/system/kubelet.service").write_text(KUBESPRAY_KUBELET)
+    (tree.root / "usr/local/bin").mkdir(parents=True, exist_ok=True)
+    (tree.root / "usr/local/bin/kubelet").write_text("#!/bin/sh\nexit 0\n")
+    (tree.root / "usr/local/bin/kubelet").chmod(0o755)
+    (tree.root / "etc/kubernetes").mkdir(parents=True)
+    env_file = tree.root / "etc/kubernetes/kubelet.env"
+    env_file.write_text('KUBELET_ARGS="--config=/etc/kubernetes/kubelet-config.yaml"\n')
+    extra = "kubernetes: {kubelet_args_env: KUBELET_API_SERVER, node_labels: {team: a}}\n"
+    argv = _named_argv(tree, tmp_path, "generic", extra,
+                       "KUBELET_API_SERVER=--node-labels=team=a,nvidia.com/mig.config=train\n")
+    assert argv == ["/usr/local/bin/kubelet", "--node-labels=team=a,nvidia.com/mig.config=train",
+                    "--config=/etc/kubernetes/kubelet-config.yaml"], argv
