@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from crdschema import judge
-from support import IMAGES, generate
+from support import IMAGES, REPO, cli, generate
 
 from migbake.problems import RenderError
 from migbake.render.targets.clusterapi import file_entry
@@ -102,3 +103,81 @@ def test_only_kubeadm_gets_a_kubeadm_config_template(tmp_path: Path, layout: str
     if layout == "generic":
         text += "  kubelet_args_env: MIGBAKE_LABELS\n"
     assert not (generate(text, tmp_path / "o") / "cluster-api").exists()
+
+
+# Named layouts (issue 40): one template per name, labelled nvidia.com/mig.config=NAME
+NAMED = REPO / "tests/cases/valid/named-layouts-kubeadm/node-profile.yaml"  # infer and Train_full, file first
+OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")  # an object name (DNS subdomain, kept to 63)
+
+
+def _named(out: Path, version: str, layout: str) -> dict[str, Any]:
+    path = FILES[version].replace(".yaml", f"-{layout}.yaml")
+    doc: dict[str, Any] = yaml.safe_load((out / path).read_text())
+    return doc
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+def test_named_layouts_get_one_template_per_name(tmp_path: Path, version: str) -> None:
+    out = generate(NAMED.read_text(), tmp_path / "o")
+    assert sorted(p.relative_to(out).as_posix() for p in (out / "cluster-api").rglob("*.yaml")) == sorted(
+        FILES[v].replace(".yaml", f"-{n}.yaml") for v in FILES for n in ("infer", "Train_full"))
+    rootfs = {"/" + p.relative_to(out / "rootfs").as_posix(): p.read_bytes()
+              for p in (out / "rootfs").rglob("*") if p.is_file()}
+    names = []
+    for layout in ("infer", "Train_full"):
+        doc = _named(out, version, layout)
+        assert judge(doc, f"kubeadmconfigtemplate-{version}") == []
+        spec = doc["spec"]["template"]["spec"]
+        args = spec["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+        labels = f"nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config={layout}"
+        assert args == ({"node-labels": labels} if version == "v1beta1" else [{"name": "node-labels", "value": labels}])
+        # the rootfs byte for byte, and the name where the restore's file source reads it (before runcmd)
+        layout_file = {"/etc/migbake/layout": f"{layout}\n".encode()}
+        assert {f["path"]: _decoded(f) for f in spec["files"]} == {**rootfs, **layout_file}
+        assert OBJECT_NAME.fullmatch(doc["metadata"]["name"]) and doc["metadata"]["name"].startswith(
+            "migbake-layouts-kubeadm-")
+        names.append(doc["metadata"]["name"])
+    assert names[0] == "migbake-layouts-kubeadm-infer" and len(set(names)) == 2  # Train_full: lower-cased, hashed
+
+
+def test_a_template_s_layout_file_makes_the_restore_apply_its_layout(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_layout_restore import _applied, _node, _put
+
+    text = NAMED.read_text().replace("Train_full", "train")
+    entry = next(f for f in _named(generate(text, tmp_path / "o"), "v1beta2", "train")["spec"]["template"]["spec"]
+                 ["files"] if f["path"] == "/etc/migbake/layout")
+    node = _node(tmp_path / "n", monkeypatch, "file, kubelet-labels")
+    _put(node, "/etc/migbake/layout", _decoded(entry).decode())
+    _applied(node.run(), node, "train", "file")
+
+
+def test_without_the_file_source_no_layout_file_and_a_warning(tmp_path: Path) -> None:
+    text = NAMED.read_text().replace("from: [file, kubelet-labels]", "from: [kubelet-labels]")
+    out = generate(text, tmp_path / "o")
+    spec = _named(out, "v1beta2", "infer")["spec"]["template"]["spec"]
+    assert "/etc/migbake/layout" not in {f["path"] for f in spec["files"]}
+    assert spec["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"][0]["value"].endswith(
+        ",nvidia.com/mig.config=infer")
+    code, out_, err = cli("validate", str(_write(tmp_path / "p.yaml", text)))
+    assert code == 0 and "[cluster-api-layout-source]" in out_ + err, (out_, err)
+    code, out_, err = cli("validate", str(NAMED))
+    assert code == 0 and "cluster-api-layout-source" not in out_ + err, (out_, err)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_show_names_each_template_and_how_the_node_learns_its_name(tmp_path: Path) -> None:
+    code, out, err = cli("show", str(NAMED))
+    assert code == 0, err
+    assert ("Cluster API: one KubeadmConfigTemplate per name in OUT/cluster-api/kubeadm-config-template-NAME.yaml, "
+            "which writes the name to /etc/migbake/layout (file).") in out
+    assert "Cluster API KubeadmConfigTemplate: migbake-layouts-kubeadm-infer" in out
+    assert ("Node label: when file gives the name, the restore gives kubelet nvidia.com/mig.config=NAME in "
+            "MIGBAKE_KUBELET_ARGS of /run/migbake/kubelet-labels.env, which the kubelet drop-in reads.") in out
+    text = NAMED.read_text().replace("from: [file, kubelet-labels]", "from: [kubelet-labels]")
+    code, out, err = cli("show", str(_write(tmp_path / "p.yaml", text)))
+    assert code == 0 and "labelled only: restore.layout.from lacks file" in out and "Node label: " not in out, out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -298,8 +299,24 @@ kubernetes:
 """
 
 
+# named layouts (issue 40): the role's layout move (mig_restore_layout)
+NAMED = """version: 1
+name: moving
+gpus:
+  - model: h200-141gb
+    mig:
+      layouts:
+        infer: {1g.18gb: 7}
+        train: {7g.141gb: 1}
+kubelet: {layout: kubeadm}
+restore:
+  layout: {from: [file, kubelet-labels], default: infer}
+"""
+
+
 @pytest.mark.realtool
-@pytest.mark.parametrize("text", [ORDINARY, LONGEST], ids=["kubelet-and-three-consumers", "longest-names"])
+@pytest.mark.parametrize("text", [ORDINARY, LONGEST, NAMED], ids=["kubelet-and-three-consumers", "longest-names",
+                                                                  "named-layouts"])
 def test_ansible_lint_production_takes_long_lists_and_long_names(text: str, tmp_path: Path) -> None:
     ansible = generate(text, tmp_path / "out") / "ansible"
     result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
@@ -307,7 +324,8 @@ def test_ansible_lint_production_takes_long_lists_and_long_names(text: str, tmp_
     assert result.rc == 0 and "0 failure(s), 0 warning(s)" in result.text, result.text
 
 
-@pytest.mark.parametrize("text", [ORDINARY, LONGEST], ids=["kubelet-and-three-consumers", "longest-names"])
+@pytest.mark.parametrize("text", [ORDINARY, LONGEST, NAMED], ids=["kubelet-and-three-consumers", "longest-names",
+                                                                  "named-layouts"])
 def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: str, tmp_path: Path) -> None:
     """What yamllint's line-length (max 160, allow-non-breakable-words) takes, checked without ansible-lint;
     and the wrapped YAML still holds the render's file list, tools and units."""
@@ -324,3 +342,68 @@ def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: s
     assert all(f["mode"] == "0644" for f in data["mig_restore_files"])
     assert data["mig_restore_image_units"][0][0].startswith("kubelet")
     assert all(len(pair) == 2 for pair in data["mig_restore_image_units"])
+
+
+def _activate_tasks(out: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    tasks = yaml.safe_load((out / "ansible/roles/mig_restore/tasks/activate.yml").read_text())
+    block = next(t["block"] for t in tasks if t["name"] == "Activate the MIG layout on this node")
+    return [t["name"] for t in tasks], block
+
+
+def test_the_layout_move_is_checked_first_written_after_the_drain_and_verified(tmp_path: Path) -> None:
+    out = generate(NAMED, tmp_path / "out")
+    data = role_data((out / f"{ROLE}/defaults/main.yml").read_text())
+    assert data["mig_restore_layout"] == ""  # unset: the node keeps the name its sources give
+    assert data["mig_restore_layout_names"] == ["infer", "train"]
+    assert data["mig_restore_layout_file"] == "/etc/migbake/layout"
+    top, block = _activate_tasks(out)
+    # both checks before the block that cordons: a bad name changes nothing on the node
+    assert top.index("Check that the node has the layout it is to be moved to") < top.index(
+        "Activate the MIG layout on this node")
+    assert top.index("Check that the restore reads the layout file") < top.index("Activate the MIG layout on this node")
+    names = [t["name"] for t in block]
+    write = names.index("Set the layout name the restore applies at the next boot")
+    assert names.index("Drain the Kubernetes node") < names.index("Drain the Slurm node") < write
+    assert write == names.index("Reboot, so that the restore applies the layout before the GPU consumers start") - 1
+    copy = block[write]["block"][1]["ansible.builtin.copy"]
+    assert copy["dest"] == "{{ mig_restore_layout_file }}" and copy["content"] == "{{ mig_restore_layout }}\n"
+    check = names.index("Check that the node got the layout it was moved to")
+    assert names.index("Say what the node advertises to Kubernetes") < check < names.index(
+        "Label the Kubernetes node with its new layout (kubelet does not relabel a registered node)") < names.index(
+        "Uncordon the Kubernetes node")
+
+
+def test_without_the_file_source_the_role_has_no_layout_file(tmp_path: Path) -> None:
+    out = generate(NAMED.replace("from: [file, kubelet-labels]", "from: [kubelet-labels]"), tmp_path / "out")
+    data = role_data((out / f"{ROLE}/defaults/main.yml").read_text())
+    assert data["mig_restore_layout_file"] == "" and data["mig_restore_layout_names"] == ["infer", "train"]
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize(("text", "layout", "said"), [
+    (NAMED, "bogus", "mig_restore_layout bogus is not a layout of profile moving (it has: infer, train); "
+                     "nothing was changed on the node"),
+    (NAMED.replace("[file, kubelet-labels]", "[kubelet-labels]"), "train",
+     "restore.layout.from of profile moving does not name file (/etc/migbake/layout), so mig_restore_layout "
+     "cannot set the node's layout; nothing was changed on the node"),
+    (NAMED, "", None),  # unset: the checks are skipped, the activation goes on (here: to kubectl cordon)
+], ids=["unknown-name", "file-not-read", "unset"])
+def test_real_ansible_refuses_a_bad_layout_move_before_touching_the_node(tmp_path: Path, text: str, layout: str,
+                                                                          said: str | None) -> None:
+    """ansible-playbook on localhost: the checks run for real; a fake kubectl records whether the node was touched."""
+    out = generate(text, tmp_path / "out")
+    log = tmp_path / "kubectl.log"
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >>{log}\nexit 1\n")  # records, then fails the play
+    kubectl.chmod(0o755)
+    result = run([require("ansible-playbook"), "-i", "localhost,", "-c", "local", "activate.yml",
+                  "-e", "mig_restore_hosts=localhost", "-e", "ansible_become=false",
+                  "-e", f"mig_restore_kubectl={kubectl}", "-e", f"ansible_python_interpreter={sys.executable}",
+                  "-e", f"mig_restore_layout={layout}"],
+                 cwd=out / "ansible", env=_ansible_env(tmp_path), timeout=300)
+    assert result.rc == 2, result.text
+    if said is None:
+        assert log.read_text().split() == ["cordon", "localhost"], result.text  # went on to the node
+    else:
+        assert said in " ".join(result.text.split()), result.text
+        assert not log.exists(), "the node was touched"

@@ -189,3 +189,107 @@ def test_eks_al2023_node_config_drop_in(tmp_path: Path) -> None:
                    "spec": {"kubelet": {"flags": [f"--node-labels={LABELS}"]}}}
     dropin = (out / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf").read_text()
     assert "Environment=" not in dropin and "ExecStart" not in dropin
+
+
+# --- named layouts: the restore's label file (/run/migbake/kubelet-labels.env) reaches kubelet's argv --------
+NAMED = ("version: 1\nname: named-node\ngpus:\n  - model: h200-141gb\n    mig:\n      layouts:\n"
+         "        infer: {1g.18gb: 7}\n        train: {7g.141gb: 1}\n"
+         "restore:\n  layout: {from: [file, kubelet-labels], default: infer}\nkubelet: {layout: %s}\n%s")
+LABEL_ENV = "run/migbake/kubelet-labels.env"
+# EKS AL2023's kubelet.service, its settings (awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/systemd/
+# system/kubelet.service@v20260724) and nodeadm's environment file as it writes it (nodeadm/internal/kubelet/
+# environment.go: no newline after the last line)
+EKS_KUBELET = ("[Unit]\nDescription=Kubernetes Kubelet (test fixture)\n[Service]\n"
+               "EnvironmentFile=/etc/eks/kubelet/environment\nExecStart=/usr/bin/kubelet $NODEADM_KUBELET_ARGS\n"
+               "[Install]\nWantedBy=multi-user.target\n")
+NODEADM_ARGS = "--config=/etc/kubernetes/kubelet/config.json --node-labels=karpenter.sh/nodepool=p"
+
+
+def _named_argv(t: SystemdTree, tmp_path: Path, layout: str, extra: str, label: str | None) -> list[str]:
+    """kubelet's argv under the drop-in of a named-layouts profile, with the restore's ``label`` file (or none)."""
+    out = generate(NAMED % (layout, extra), tmp_path / "out")
+    t.install_rootfs(out / "rootfs")
+    if label is not None:
+        (t.root / LABEL_ENV).parent.mkdir(parents=True, exist_ok=True)
+        (t.root / LABEL_ENV).write_text(label)
+    ran = t.verify("kubelet.service")  # the drop-in as systemd-analyze reads it (rc 0, nothing on stderr)
+    assert ran.rc == 0 and ran.err == "", ran.text
+    graph = t.boot_graph()
+    assert graph.rc == 0 and "ordering cycle" not in graph.err, graph.text
+    return kubelet_argv(unit_section(graph.out, "kubelet.service"), t.root)
+
+
+@pytest.mark.parametrize("package", ["deb", "rpm"])
+def test_kubeadm_gets_the_name_s_label_last_and_keeps_the_rest(tree: SystemdTree, tmp_path: Path,
+                                                               package: str) -> None:
+    dropins = tree.root / "usr/lib/systemd/system/kubelet.service.d"
+    dropins.mkdir(parents=True)
+    (dropins / "10-kubeadm.conf").write_text(kubeadm_dropin(ENV_FILES[package]))
+    (tree.root / ENV_FILES[package].lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    (tree.root / ENV_FILES[package].lstrip("/")).write_text(f"KUBELET_EXTRA_ARGS={ADMIN}\n")
+    extra = "kubernetes: {node_labels: {team: a}}\n"
+    argv = _named_argv(tree, tmp_path / "a", "kubeadm", extra,
+                       "MIGBAKE_KUBELET_ARGS=--node-labels=team=a,nvidia.com/mig.config=train\n")
+    assert argv[-1] == "--node-labels=team=a,nvidia.com/mig.config=train"  # last: it wins
+    assert all(f in argv for f in ADMIN.split()) and "--config=/var/lib/kubelet/config.yaml" in argv, argv
+    (tree.root / LABEL_ENV).unlink()  # no file (the name came from kubelet's labels): the drop-in's labels only
+    graph = tree.boot_graph()
+    argv = kubelet_argv(unit_section(graph.out, "kubelet.service"), tree.root)
+    assert argv[-1] == "--node-labels=team=a" and not any("mig.config" in a for a in argv), argv
+
+
+def test_kubeadm_without_node_labels_still_passes_the_name(tree: SystemdTree, tmp_path: Path) -> None:
+    dropins = tree.root / "usr/lib/systemd/system/kubelet.service.d"
+    dropins.mkdir(parents=True)
+    (dropins / "10-kubeadm.conf").write_text(kubeadm_dropin(ENV_FILES["deb"]))
+    argv = _named_argv(tree, tmp_path, "kubeadm", "",
+                       "MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train\n")
+    assert argv[-1] == "--node-labels=nvidia.com/mig.config=train", argv
+
+
+def test_eks_al2023_keeps_nodeadm_s_arguments_and_adds_the_name(tree: SystemdTree, tmp_path: Path) -> None:
+    (tree.root / "usr/lib/systemd/system/kubelet.service").write_text(EKS_KUBELET)
+    (tree.root / "etc/eks/kubelet").mkdir(parents=True)
+    (tree.root / "etc/eks/kubelet/environment").write_text(f"NODEADM_KUBELET_ARGS={NODEADM_ARGS}")
+    argv = _named_argv(tree, tmp_path, "eks-al2023", "kubernetes: {node_labels: {team: a}}\n",
+                       "MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train\n")
+    assert argv == ["/usr/bin/kubelet", *NODEADM_ARGS.split(), "--node-labels=nvidia.com/mig.config=train"]
+
+
+def test_a_label_file_the_drop_in_does_not_read_changes_nothing(tree: SystemdTree, tmp_path: Path) -> None:
+    """The check above is not vacuous: without the drop-in's EnvironmentFile= the same file is not seen."""
+    (tree.root / "usr/lib/systemd/system/kubelet.service").write_text(EKS_KUBELET)
+    (tree.root / "etc/eks/kubelet").mkdir(parents=True)
+    (tree.root / "etc/eks/kubelet/environment").write_text(f"NODEADM_KUBELET_ARGS={NODEADM_ARGS}")
+    out = generate(NAMED % ("eks-al2023", ""), tmp_path / "out")
+    dropin = out / "rootfs/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+    dropin.write_text(dropin.read_text().replace("EnvironmentFile=-/run/migbake/kubelet-labels.env\n", ""))
+    tree.install_rootfs(out / "rootfs")
+    (tree.root / LABEL_ENV).parent.mkdir(parents=True)
+    (tree.root / LABEL_ENV).write_text("MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train\n")
+    argv = kubelet_argv(unit_section(tree.boot_graph().out, "kubelet.service"), tree.root)
+    assert argv == ["/usr/bin/kubelet", *NODEADM_ARGS.split()], argv
+
+
+# kubespray's kubelet.service, its settings (kubernetes-sigs/kubespray:roles/kubernetes/node/templates/
+# kubelet.service.j2@v2.31.0): kubelet.env sets KUBELET_ARGS and leaves KUBELET_API_SERVER unset
+KUBESPRAY_KUBELET = ("[Unit]\nDescription=Kubernetes Kubelet Server (test fixture)\n[Service]\n"
+                     "EnvironmentFile=-/etc/kubernetes/kubelet.env\n"
+                     "ExecStart=/usr/local/bin/kubelet $KUBE_LOGTOSTDERR $KUBELET_API_SERVER $KUBELET_ARGS\n"
+                     "[Install]\nWantedBy=multi-user.target\n")
+
+
+def test_generic_kubespray_gets_the_name_in_its_variable_and_keeps_kubespray_s(tree: SystemdTree,
+                                                                               tmp_path: Path) -> None:
+    (tree.root / "usr/lib/systemd/system/kubelet.service").write_text(KUBESPRAY_KUBELET)
+    (tree.root / "usr/local/bin").mkdir(parents=True, exist_ok=True)
+    (tree.root / "usr/local/bin/kubelet").write_text("#!/bin/sh\nexit 0\n")
+    (tree.root / "usr/local/bin/kubelet").chmod(0o755)
+    (tree.root / "etc/kubernetes").mkdir(parents=True)
+    env_file = tree.root / "etc/kubernetes/kubelet.env"
+    env_file.write_text('KUBELET_ARGS="--config=/etc/kubernetes/kubelet-config.yaml"\n')
+    extra = "kubernetes: {kubelet_args_env: KUBELET_API_SERVER, node_labels: {team: a}}\n"
+    argv = _named_argv(tree, tmp_path, "generic", extra,
+                       "KUBELET_API_SERVER=--node-labels=team=a,nvidia.com/mig.config=train\n")
+    assert argv == ["/usr/local/bin/kubelet", "--node-labels=team=a,nvidia.com/mig.config=train",
+                    "--config=/etc/kubernetes/kubelet-config.yaml"], argv

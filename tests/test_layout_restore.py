@@ -264,3 +264,75 @@ def test_preflight_cannot_read_the_credential_so_it_warns(tmp_path: Path, monkey
     ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file, credential]}\n")
     assert ran.status["layout"] == "WARN", ran.report
     assert "the credential migbake.layout reaches the restore unit only at boot" in ran.detail["layout"]
+
+
+# --- kubelet's label for the name, where it did not come from kubelet's own labels ------------------------
+LABEL_ENV = "/run/migbake/kubelet-labels.env"
+KUBEADM = "kubelet: {layout: kubeadm}\nkubernetes: {node_labels: {team: a}}\n"
+
+
+def _labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str, default: str = "",
+              kubelet: str = KUBEADM) -> Node:
+    """A node whose profile also says how kubelet is started (after gpus: make_node puts restore: after it)."""
+    layout = f"  layout: {{from: [{sources}]{', default: ' + default if default else ''}}}\n"
+    node = make_node(tmp_path, GPUS + kubelet, restore=layout)
+    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    return node
+
+
+def _label_env(node: Node) -> str | None:
+    path = node.root / LABEL_ENV.lstrip("/")
+    return path.read_text() if path.exists() else None
+
+
+@pytest.mark.parametrize("source", ["file", "credential", "default"])
+def test_the_restore_gives_kubelet_the_name_s_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     source: str) -> None:
+    node = _labelled(tmp_path, monkeypatch, "kubelet-labels, file, credential", "train" if source == "default" else "")
+    if source == "file":
+        _put(node, "/etc/migbake/layout", "train\n")
+    elif source == "credential":
+        creds = tmp_path / "credentials"
+        creds.mkdir()
+        (creds / "migbake.layout").write_text("train")
+        monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    ran = node.run()
+    _applied(ran, node, "train", source)
+    # the drop-in's own variable, its labels first (EnvironmentFile= replaces the drop-in's Environment= line)
+    assert _label_env(node) == "MIGBAKE_KUBELET_ARGS=--node-labels=team=a,nvidia.com/mig.config=train\n"
+    assert "kubelet's label: nvidia.com/mig.config=train (in /run/migbake/kubelet-labels.env)" in ran.out
+
+
+def test_no_label_file_when_kubelet_s_labels_gave_the_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = _labelled(tmp_path, monkeypatch, "kubelet-labels, file")
+    _put(node, "/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/mig.config=train\n")
+    _put(node, LABEL_ENV, "MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=infer\n")  # an earlier run's
+    _put(node, "/etc/migbake/layout", "infer\n")
+    _applied(node.run(), node, "train", "kubelet-labels")
+    assert _label_env(node) is None  # kubelet already has it; the earlier run's file is gone
+
+
+def test_no_label_file_when_the_restore_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = _labelled(tmp_path, monkeypatch, "file", "infer")
+    _put(node, LABEL_ENV, "MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=infer\n")
+    _put(node, "/etc/migbake/layout", "bogus\n")
+    ran = node.run()
+    assert ran.rc != 0 and _parted(node) == [] and _label_env(node) is None
+
+
+@pytest.mark.parametrize("kubelet,expected", [
+    ("kubelet: {layout: eks-al2023}\n", "MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train\n"),
+    ("kubelet: {layout: generic}\nkubernetes: {kubelet_args_env: KUBELET_API_SERVER, node_labels: {team: a}}\n",
+     "KUBELET_API_SERVER=--node-labels=team=a,nvidia.com/mig.config=train\n"),
+    ("kubelet: {layout: generic}\n", None),  # no variable kubelet expands: nothing to write
+    ("kubelet: {layout: eks-al2}\n", None),  # bootstrap.sh owns kubelet's unit
+], ids=["eks-al2023", "generic-kubespray-variable", "generic-without-variable", "eks-al2"])
+def test_the_label_file_per_kubelet_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kubelet: str,
+                                           expected: str | None) -> None:
+    node = _labelled(tmp_path, monkeypatch, "file", kubelet=kubelet)
+    _put(node, "/etc/migbake/layout", "train\n")
+    _applied(node.run(), node, "train", "file")
+    assert _label_env(node) == expected
+    dropin = (tmp_path / "out/rootfs" / KUBELET_DROPIN.lstrip("/")).read_text()
+    assert ("\nEnvironmentFile=-/run/migbake/kubelet-labels.env\n" in dropin) == (expected is not None)

@@ -229,6 +229,44 @@ def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseR
     assert re.search(r"^node1\s*:.*failed=1", said, re.M), said
 
 
+def test_activate_moves_the_layout_name_only_after_the_drain(base: BaseRootfs, work: Path) -> None:
+    """Issue 40's layout move: activate.yml -e mig_restore_layout=train over the chroot connection writes the name
+    where restore.layout's file source reads it after cordon and drain, then fails at the reboot (no reboot in a
+    chroot: the VM test boots it); an unknown name fails before anything: no kubectl call, no file."""
+    from test_fleet import NAMED
+
+    (work / "img").mkdir()
+    (work / "img/node-profile.yaml").write_text(NAMED)
+    out = generate(NAMED, work / "img/generated")
+    root = _node_root(base, work / "node", out)
+    install, _ = _playbook(out, root, work)
+    assert install.returncode == 0, install.stdout
+    kubectl = fake_kubectl(work)
+    log = work / "kubectl.log"
+    inventory = work / "inventory.ini"
+    inventory.write_text(
+        f"[gpu_nodes]\nnode1 ansible_host={root}\n\n"
+        "[gpu_nodes:vars]\nansible_connection=community.general.chroot\nansible_python_interpreter=/usr/bin/python3\n\n"
+        f"[control]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    layout_file = root / "etc/migbake/layout"
+    for name in ("bogus", "train"):
+        proc = subprocess.run([require("ansible-playbook"), "-i", str(inventory), str(out / "ansible/activate.yml"),
+                               "-e", f"mig_restore_kubectl={kubectl}", "-e", "mig_restore_reboot_timeout=60",
+                               "-e", f"mig_restore_layout={name}"],
+                              capture_output=True, text=True, env=ansible_env(work, KUBECTL_LOG=str(log)),
+                              timeout=600, check=False, stdin=subprocess.DEVNULL)
+        said = proc.stdout + proc.stderr
+        print(said[-4000:])
+        assert proc.returncode == 2, said
+        if name == "bogus":
+            assert "is not a layout of profile moving (it has: infer, train)" in " ".join(said.split()), said
+            assert not log.exists() and not layout_file.exists(), "the node was touched"
+        else:
+            assert log.read_text().splitlines() == ["cordon node1", DRAIN_NODE1], said
+            assert layout_file.read_text() == "train\n" and layout_file.stat().st_mode & 0o777 == 0o644
+            assert "node1 stays drained (not uncordoned, not resumed): Reboot" in said, said
+
+
 def test_a_failed_preflight_fails_the_host_before_anything_is_installed(base: BaseRootfs, work: Path) -> None:
     """As a running node (mig_restore_offline=false) the generated preflight runs: no host driver, a FAIL."""
     out = IMAGES[0] / "generated"

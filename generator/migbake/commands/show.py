@@ -17,11 +17,12 @@ from migbake.gpu.catalog import Catalog, CatalogChoice
 from migbake.gpu.placement import fit
 from migbake.gpu.slicemap import render_slice_map
 from migbake.kubernetes.dra import dra_report
-from migbake.kubernetes.kubelet import eks_family, layout_report
+from migbake.kubernetes.kubelet import LAYOUT_LABELS_ENV, eks_family, layout_report, layout_variable
 from migbake.kubernetes.managed import entries_of, managed_report
 from migbake.kubernetes.resources import resource_report
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.plan import gpu_notes, make_plan
+from migbake.render.targets.clusterapi import TEMPLATE_V1BETA2, object_name_of
 from migbake.render.targets.karpenter import NODEPOOLS, nodepool_name
 from migbake.slurm.gres import show_lines
 from migbake.wording import instances
@@ -66,10 +67,27 @@ def show(profile: Path) -> None:
              + ("which the restore reads (kubelet-labels)." if "kubelet-labels" in prof.restore.layout_from else
                 "but restore.layout.from lacks kubelet-labels: the restore does not read that label.")
              + " EC2 instance tags cannot say the name: Karpenter disables them in instance metadata.")
+    variable = layout_variable(prof)
+    others = [s for s in prof.restore.layout_from if s != "kubelet-labels"] + (["the default"] if default else [])
+    if prof.kubelet.present and others:
+        _say("  Node label: when " + " or ".join(others) + " gives the name"
+             + (f", the restore gives kubelet nvidia.com/mig.config=NAME in {variable} of {LAYOUT_LABELS_ENV}, "
+                "which the kubelet drop-in reads." if variable else
+                f", kubelet gets no label for it: kubelet.layout {prof.kubelet.layout} has no variable migbake "
+                "passes to kubelet (generic: kubernetes.kubelet_args_env)."))
+    capi = prof.kubelet.present and prof.kubelet.layout == "kubeadm"
+    if capi:
+        per_name = TEMPLATE_V1BETA2.replace(".yaml", "-NAME.yaml")
+        _say(f"  Cluster API: one KubeadmConfigTemplate per name in OUT/{per_name}"
+             + (", which writes the name to /etc/migbake/layout (file)." if "file" in prof.restore.layout_from else
+                ", labelled only: restore.layout.from lacks file, so a Cluster API node learns no name at its first "
+                "boot (cluster-api-layout-source)."))
     for name in prof.layout_names:
         _say(f"\n=== layout {name} (nvidia.com/mig.config={name}) ===")
         if karpenter:
             _say(f"  Karpenter NodePool: {nodepool_name(prof.name, name)}")
+        if capi:
+            _say(f"  Cluster API KubeadmConfigTemplate: {object_name_of(prof.name, name)}")
         _layout(prof.named(name), catalog, named=True)
 
 

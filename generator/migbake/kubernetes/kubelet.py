@@ -15,6 +15,17 @@
 - ``eks-al2``: ``bootstrap.sh --kubelet-extra-args ARGS`` (amazon-eks-ami, ``templates/al2/runtime/bootstrap.sh``
   before AL2 support was removed) writes them into a drop-in of its own; migbake can only print the argument.
 
+With named layouts (``mig.layouts``) the restore gives kubelet the label ``nvidia.com/mig.config=NAME`` where the
+name did not come from kubelet's own labels (``layout_variable``): it writes ``VAR=--node-labels=LABELS,
+nvidia.com/mig.config=NAME`` to ``LAYOUT_LABELS_ENV``, which the kubelet drop-in reads with ``EnvironmentFile=-``;
+systemd applies an ``EnvironmentFile=`` over ``Environment=`` (systemd.exec(5)), so the file's value, the drop-in's
+labels and the name's, replaces the drop-in's line. ``VAR`` is the variable the drop-in already passes labels in:
+``MIGBAKE_KUBELET_ARGS`` for kubeadm, ``kubelet_args_env`` for generic; for eks-al2023 the drop-in repeats EKS's
+``ExecStart=/usr/bin/kubelet $NODEADM_KUBELET_ARGS`` (awslabs/amazon-eks-ami:templates/al2023/runtime/rootfs/etc/
+systemd/system/kubelet.service@v20260724) with ``$MIGBAKE_KUBELET_ARGS`` last (the labels of nodeadm's flags stay:
+``--node-labels`` given twice merges, docs/kubernetes.md). eks-al2 (bootstrap.sh owns kubelet's unit) and generic
+without ``kubelet_args_env`` have no variable: no label.
+
 ``kubelet.binary`` is the kubelet the layout starts (``kubelet_binary``): kubeadm's packages install
 ``/usr/bin/kubelet`` (kubernetes/release:cmd/krel/templates/latest/kubelet/kubelet.spec@v0.21.1, ``%{_bindir}``),
 EKS AL2023 starts ``/usr/bin/kubelet $NODEADM_KUBELET_ARGS`` (awslabs/amazon-eks-ami:templates/al2023/runtime/
@@ -39,6 +50,7 @@ NODEADM_RUN = "nodeadm-run.service"
 OUR_VARIABLE = "MIGBAKE_KUBELET_ARGS"
 KUBEADM_ENV_FILES = {"deb": "/etc/default/kubelet", "rpm": "/etc/sysconfig/kubelet"}
 NODEADM_DROPIN = "/etc/eks/nodeadm.d/50-migbake-node-labels.yaml"
+LAYOUT_LABELS_ENV = "/run/migbake/kubelet-labels.env"  # the restore's label for the layout's name (named layouts)
 # nodeadm's one NodeConfig version, and the media type of a NodeConfig part of MIME user data
 # (awslabs/amazon-eks-ami:nodeadm/internal/configprovider/userdata.go@v20260724 L18-23, nodeadm/api/core.go L4)
 NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
@@ -70,6 +82,21 @@ def kubeadm_exec_start(command: str) -> str:
     """Our ExecStart= for kubeadm's kubelet: theirs (``kubeadm_command``), then ``$MIGBAKE_KUBELET_ARGS`` (last:
     its labels win)."""
     return f"{command} ${OUR_VARIABLE}"
+
+
+def nodeadm_exec_start(binary: str = KUBEADM_KUBELET) -> str:
+    """Our ExecStart= for EKS AL2023's kubelet (named layouts): its own, then ``$MIGBAKE_KUBELET_ARGS``."""
+    return f"{binary} ${NODEADM_VARIABLE} ${OUR_VARIABLE}"
+
+
+def layout_variable(profile: NodeProfile) -> str:
+    """The variable the restore's ``LAYOUT_LABELS_ENV`` sets for kubelet (named layouts), "" where none can reach it."""
+    k = profile.kubelet
+    if not profile.layout_names or not k.present:
+        return ""
+    if k.layout in ("kubeadm", "eks-al2023"):
+        return OUR_VARIABLE
+    return profile.kubernetes.kubelet_args_env if k.layout == "generic" else ""
 
 
 def unit_checked(profile: NodeProfile) -> bool:

@@ -38,6 +38,11 @@ class KubeletPlan:
     binary: str = ""  # kubelet's executable (kubelet.binary, else the layout's; "" for generic without one)
     unit_layout: str = ""  # the layout preflight and verify check kubelet's unit against ("": no check)
     kubeadm_command: str = ""  # kubeadm: the ExecStart= kubeadm's drop-in must have on the node, else ""
+    # named layouts: the variable the restore sets in ``layout_env_file`` (the drop-in reads it), "" for none;
+    # ``layout_labels`` the profile's labels it carries besides nvidia.com/mig.config (``k=v,...``, "" for none)
+    layout_variable: str = ""
+    layout_labels: str = ""
+    layout_env_file: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from migbake.kubernetes.dra import (
     placements,
 )
 from migbake.kubernetes.kubelet import (
+    LAYOUT_LABELS_ENV,
     NODEADM_DROPIN,
     OUR_VARIABLE,
     eks_family,
@@ -39,13 +40,15 @@ from migbake.kubernetes.kubelet import (
     kubeadm_exec_start,
     kubelet_binary,
     labels_apply,
+    layout_variable,
     node_labels_flag,
     nodeadm_dropin,
+    nodeadm_exec_start,
     nodeconfig_labels,
     nodeconfig_part,
     unit_checked,
 )
-from migbake.kubernetes.labels import unselectable_config
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL, unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
@@ -72,12 +75,13 @@ from migbake.render.parts import (
 )
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
+__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
            "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
            "make_plan"]
 
 DROPIN_NAME = "20-mig-restore.conf"
+LAYOUT_FILE = "/etc/migbake/layout"  # restore.layout's ``file`` source (templates/scripts/_layout-source.sh.j2)
 SYSTEM_UNITS = "etc/systemd/system"
 
 
@@ -164,10 +168,19 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     if layout == "kubeadm":
         assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(command)
     nodeconfig = nodeconfig_labels(flag) if layout == "eks-al2023" else ""  # once: the drop-in and the MIME part
+    variable = layout_variable(p)
+    if variable and p.kubelet.layout == "kubeadm":
+        command = command or kubeadm_command(binary)
+        exec_start = kubeadm_exec_start(command)  # also without node labels: the name's label needs it
+    elif variable and p.kubelet.layout == "eks-al2023":
+        exec_start = nodeadm_exec_start(binary)
+    # the labels the variable carries besides the name's: those the drop-in's Environment= line gives it
+    carried = flag[len("--node-labels="):] if variable and assignment else ""
     return KubeletPlan(layout, flag, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if nodeconfig else "",
                        nodeadm_dropin(nodeconfig, head) if nodeconfig else "",
                        nodeconfig_part(nodeconfig) if nodeconfig else "", binary, checked,
-                       command if checked == "kubeadm" else "")
+                       command if checked == "kubeadm" else "", variable, carried,
+                       LAYOUT_LABELS_ENV if variable else "")
 
 
 def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:

@@ -175,3 +175,20 @@ def rule_layouts_outputs(loaded: LoadedProfile, data: object, catalog: Catalog) 
                              "(one layout per image there); use mig.layout, or leave this out",
                              "layouts-not-yet-supported")
 
+
+@rule("cluster-api-layout-source", "warning", "kubelet.layout kubeadm with mig.layouts whose restore.layout.from lacks "
+      "file: a Cluster API node learns no name at its first boot")
+def rule_cluster_api_source(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """OUT/cluster-api gives each pool its layout name through /etc/migbake/layout: the file source must be read."""
+    d = as_mapping(data)
+    kubelet = as_mapping(d.get("kubelet"))
+    if not layout_names(data) or kubelet.get("layout") != "kubeadm" or kubelet.get("present", True) is not True:
+        return
+    sources = as_mapping(as_mapping(as_mapping(d.get("restore")).get("layout"))).get("from")
+    if isinstance(sources, list) and "file" not in sources:
+        yield loaded.problem("/restore/layout/from", "OUT/cluster-api's template of each layout name gives kubelet "
+                             "the label nvidia.com/mig.config=NAME through kubeletExtraArgs, which kubeadm join writes "
+                             "to /var/lib/kubelet/kubeadm-flags.env only after preKubeadmCommands started the restore, "
+                             "so a Cluster API node learns its name only from /etc/migbake/layout, which each template "
+                             "writes when the sources name file; add file to restore.layout.from "
+                             "(docs/cluster-api.md)", "cluster-api-layout-source")

@@ -46,6 +46,7 @@ from migbake.rules.declare import Rule, rule
 
 if TYPE_CHECKING:
     from migbake.profile.nodeprofile import NodeProfile
+from migbake.rules.layoutnames import layout_names
 
 SYSTEMD_LINE_MAX = 2048  # go-systemd: a line of this many bytes or more is refused
 CAPI_ARG_VALUE_MAX = 1024  # cluster-api v1beta2 KubeadmConfigTemplate: kubeletExtraArgs[].value maxLength
@@ -169,7 +170,9 @@ def rule_cluster_api_limits(loaded: LoadedProfile, data: object, catalog: Catalo
         if command is not None:
             yield command
     flag = labels_flag(d)
-    value = flag[len("--node-labels="):]
+    names = layout_names(data)  # a template per name adds nvidia.com/mig.config=NAME (render.targets.clusterapi)
+    longest = max(names, key=len) if names else ""
+    value = ",".join(filter(None, [flag[len("--node-labels="):], f"nvidia.com/mig.config={longest}" if names else ""]))
     if len(value) > CAPI_ARG_VALUE_MAX:
         yield loaded.problem("/kubernetes/node_labels", f"the node-labels value is {len(value)} characters; Cluster "
                              f"API's KubeadmConfigTemplate (v1beta2) takes a kubeletExtraArgs value of at "

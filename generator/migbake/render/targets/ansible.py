@@ -22,7 +22,7 @@ from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
-from migbake.render.plan import BasePiece, RenderPlan
+from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
 from migbake.render.quoting import payload, vars_yaml, yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
 
@@ -111,6 +111,10 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, str, int]], scripts
         "mig_restore_reset_marker": plan.restore.reboot_marker,
         "mig_restore_preflight_script": payload(preflight),
         "mig_restore_verify_script": payload(verify),
+        # named layouts: activate's mig_restore_layout moves a node to one of these by writing the file source's
+        # file ("" where restore.layout.from does not read it)
+        "mig_restore_layout_names": list(plan.mig.layout_names),
+        "mig_restore_layout_file": LAYOUT_FILE if "file" in prof.restore.layout_from else "",
     }
 
 

@@ -15,6 +15,16 @@ of the render plan: daemon-reload, mask (or disable) the packaged MIG manager, e
 the node has the tools and units the profile needs, start the restore and, only after it succeeded, the
 held units. The node labels go to kubelet through ``joinConfiguration.nodeRegistration.kubeletExtraArgs``
 (v1beta1: a map; v1beta2: a list of name/value).
+
+With named layouts (``mig.layouts``, issue 40) one template per name instead (both versions), the file and
+``metadata.name`` suffixed with the name, whose ``node-labels`` add ``nvidia.com/mig.config=NAME`` (the Node
+object's label, which the GPU Operator selects a config by). The restore cannot learn the name from that flag on
+the first boot: kubeadm writes ``kubeletExtraArgs`` into ``/var/lib/kubelet/kubeadm-flags.env``
+(``KUBELET_KUBEADM_ARGS``, read by kubeadm's 10-kubeadm.conf) during ``kubeadm join``, which Cluster API runs after
+``preKubeadmCommands`` (that start the restore; ``bootstrap/kubeadm/internal/cloudinit/node.go``@01154007).
+So where ``restore.layout.from`` names ``file``, each template also writes the name to ``/etc/migbake/layout``
+(a ``files`` entry: cloud-init writes it before runcmd); without ``file`` validation warns
+(``cluster-api-layout-source``).
 """
 
 from __future__ import annotations
@@ -25,8 +35,9 @@ import re
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered, gzip_bytes
 from migbake.render.environment import Templates
-from migbake.render.plan import RenderPlan
+from migbake.render.plan import LAYOUT_FILE, MIG_CONFIG_LABEL, RenderPlan
 from migbake.render.quoting import sh_quote, yaml_scalar
+from migbake.render.targets.karpenter import nodepool_name
 from migbake.render.targets.rootfs import ROOTFS
 
 TEMPLATE_V1BETA2 = "cluster-api/kubeadm-config-template.yaml"
@@ -50,8 +61,33 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
                               "server would refuse it): it names kubelet's unit and every consumer several times; "
                               "use fewer or shorter unit names")
     labels = plan.kubelet.label_flag[len(LABELS_FLAG):] if plan.kubelet.label_flag else ""
-    return [Artifact(TEMPLATE_V1BETA2, template(plan, "v1beta2", files, commands, labels), 0o644),
-            Artifact(TEMPLATE_V1BETA1, template(plan, "v1beta1", files, commands, labels), 0o644)]
+    if not plan.mig.layout_names:
+        return [Artifact(TEMPLATE_V1BETA2, template(plan, "v1beta2", files, commands, labels), 0o644),
+                Artifact(TEMPLATE_V1BETA1, template(plan, "v1beta1", files, commands, labels), 0o644)]
+    names = [object_name(plan, n) for n in plan.mig.layout_names]
+    if len(set(names)) < len(names):
+        raise RenderError(f"two layout names give one KubeadmConfigTemplate name ({', '.join(names)}): rename a layout")
+    out = []
+    for layout, name in zip(plan.mig.layout_names, names):
+        named = ",".join(filter(None, [labels, f"{MIG_CONFIG_LABEL}={layout}"]))
+        its_files = files + ([file_entry(LAYOUT_FILE.lstrip("/"), f"{layout}\n".encode(), 0o644)]
+                             if "file" in plan.profile.restore.layout_from else [])
+        for version, path in (("v1beta2", TEMPLATE_V1BETA2), ("v1beta1", TEMPLATE_V1BETA1)):
+            text = template(plan, version, its_files, commands, named, name=name, layout=layout)
+            out.append(Artifact(path.replace(".yaml", f"-{layout}.yaml"), text, 0o644))
+    return out
+
+
+def object_name(plan: RenderPlan, layout: str) -> str:
+    """The template of layout ``layout`` (``object_name_of``)."""
+    return object_name_of(plan.profile.name, layout)
+
+
+def object_name_of(profile: str, layout: str) -> str:
+    """``migbake-PROFILE-LAYOUT``, an object name (a layout name may hold upper case and '_', which an object name
+    may not: then lower-cased, cut and suffixed with 8 hex digits of the name's sha256, as the Karpenter NodePools
+    of the same names are)."""
+    return nodepool_name(f"migbake-{profile}", layout)
 
 
 def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
@@ -70,21 +106,27 @@ def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
             f"          content: {content}"]
 
 
-def template(plan: RenderPlan, version: str, files: list[list[str]], commands: list[str], labels: str) -> str:
-    """The KubeadmConfigTemplate of ``plan`` in ``version`` (v1beta1 or v1beta2)."""
+def template(plan: RenderPlan, version: str, files: list[list[str]], commands: list[str], labels: str, *,
+             name: str = "", layout: str = "") -> str:
+    """The KubeadmConfigTemplate of ``plan`` in ``version`` (v1beta1 or v1beta2); of layout ``layout`` if given."""
     lines = [plan.header, "#",
              f"# Cluster API KubeadmConfigTemplate ({GROUP}/{version}) for worker nodes of profile",
              f"# {plan.profile.name}: the bake's rootfs files, installed and enabled before kubeadm join; the restore",
              "# runs before kubelet. Point a MachineDeployment's spec.template.spec.bootstrap.configRef at it;",
-             "# merge joinConfiguration with your own (docs/cluster-api.md).",
-             f"apiVersion: {GROUP}/{version}",
-             "kind: KubeadmConfigTemplate",
-             "metadata:",
-             f"  name: {yaml_scalar('migbake-' + plan.profile.name)}",
-             "spec:",
-             "  template:",
-             "    spec:",
-             "      files:"]
+             "# merge joinConfiguration with your own (docs/cluster-api.md)."]
+    if layout:
+        lines += [f"# Nodes of this template get the MIG layout {layout}: kubelet's node-labels carry",
+                  f"# {MIG_CONFIG_LABEL}={layout}" + (f"; {LAYOUT_FILE} gives the restore the name"
+                                                       if "file" in plan.profile.restore.layout_from else "")
+                  + " (docs/layouts-at-boot.md)."]
+    lines += [f"apiVersion: {GROUP}/{version}",
+              "kind: KubeadmConfigTemplate",
+              "metadata:",
+              f"  name: {yaml_scalar(name or 'migbake-' + plan.profile.name)}",
+              "spec:",
+              "  template:",
+              "    spec:",
+              "      files:"]
     for entry in files:
         lines += entry
     lines.append("      preKubeadmCommands:")

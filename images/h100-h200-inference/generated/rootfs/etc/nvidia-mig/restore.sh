@@ -222,6 +222,10 @@ find_layout() {
   return 1
 }
 layout_problem=unread
+# kubelet's label for the name (its drop-in reads this file): written below unless kubelet's own labels gave the
+# name; never one of an earlier run
+layout_label_file="$layout_root"'/run/migbake/kubelet-labels.env'
+rm -f -- "$layout_label_file" || log "WARNING: could not remove ${layout_label_file#"$layout_root"} of an earlier run"
 if find_layout; then layout_found=yes; else layout_found=no; fi
 if [ -n "$layout_notes" ]; then log "layout sources that gave no name: $layout_notes"; fi
 if [ "$layout_found" = no ]; then
@@ -231,6 +235,16 @@ fi
 layout_problem=''
 config_name="$layout_name"
 log "layout $layout_name, from $layout_source (sources tried: $layout_tried)"
+if [ "$layout_source" != kubelet-labels ]; then
+  # a name of this image (find_layout returns no other): label characters only, no quoting needed
+  layout_label='MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config='"$layout_name"
+  if mkdir -p -- "${layout_label_file%/*}" && printf '%s\n' "$layout_label" >"$layout_label_file.tmp" \
+      && mv -f -- "$layout_label_file.tmp" "$layout_label_file"; then
+    log "kubelet's label: nvidia.com/mig.config=$layout_name (in ${layout_label_file#"$layout_root"})"
+  else
+    log "WARNING: could not write ${layout_label_file#"$layout_root"}: kubelet registers the node without nvidia.com/mig.config=$layout_name"
+  fi
+fi
 
 # --- 1. the driver ------------------------------------------------------------------------------
 # the wait is counted from its first poll: reading the PCI bus before it takes no time from the driver
