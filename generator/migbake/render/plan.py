@@ -75,7 +75,8 @@ from migbake.render.parts import (
 )
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
+__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL",
+           "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
            "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
            "make_plan"]
