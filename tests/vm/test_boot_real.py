@@ -94,6 +94,8 @@ def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, bo
         assert result.actor.startswith("NVIDIA nvidia-mig-parted")
         if layout is not None:  # the name came from where the boot put it, on every boot, also a failing one
             assert all("layout-chosen" in {c.id for c in boot.claims} for boot in result.boots), result.summary()
+            if scenario == "ok":  # ... and kubelet registers with it, whichever source gave it
+                assert all("layout-label" in {c.id for c in boot.claims} for boot in result.boots), result.summary()
         if scenario == "ok":
             # every claim the stand-in's ok boots make (test_boot.py), kubelet's where the image has kubelet
             # and metrics-success where it writes metrics (boottest.scenarios.claims.evaluate, node_claims)

@@ -138,3 +138,18 @@ def test_the_cli_takes_both_options_or_neither() -> None:
     rc, _, err = cli("boot-test", str(IMAGE / "node-profile.yaml"), "--layout-source", "file", "--layout", "serving")
     assert rc == 2 and "has the layouts inference, training" in err, err
     assert "--layout-source [file|kubelet-labels|credential]" in cli("boot-test", "--help")[1]
+
+
+def test_the_label_claim_reads_kubelet_s_arguments() -> None:
+    choice = layouts.LayoutChoice("credential", "training")
+    argv = ("--config=/var/lib/kubelet/config.yaml\n--node-ip=10.0.2.15\n"
+            "--node-labels=nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/mig.config=training\n")
+    [claim] = layouts.label_claim(argv, choice)
+    assert claim.id == "layout-label" and claim.passed, claim
+    for doctored in (argv.replace("=training", "=inference"),  # another name
+                     argv.replace(",nvidia.com/mig.config=training", ""),  # no label
+                     argv.replace("--node-labels=", "--node-ip=")):  # not a label argument
+        assert not layouts.label_claim(doctored, choice)[0].passed, doctored
+    assert not layouts.label_claim(argv.replace("=training", "=training-x"), choice)[0].passed  # whole value
+    assert not layouts.label_claim(None, choice)[0].passed
+    assert layouts.label_claim(argv, None) == []

@@ -328,6 +328,7 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
     if (report is not None and report.complete and ctx.scenario not in scenarios_node.FAILING
             and not scenarios_presence.fails(ctx)):
         claims += kubelet_fixtures.labels_claim(argv, ctx.kubelet_fixture, ctx.node_labels)  # type: ignore[arg-type]
+        claims += scenarios_layouts.label_claim(argv, layout)
     if run.exit_code != 0:
         why = f"killed after {run.duration_s:.0f} s" if run.timed_out else f"QEMU exited {run.exit_code}"
         claims.insert(0, Claim("powered-off", "the guest powered off before the timeout", False, why))

@@ -95,3 +95,20 @@ def layout_claim(report: GuestReport | None, choice: LayoutChoice | None, scenar
     said = [line for line in journal if wanted in line]
     evidence = said[0] if said else ("journal: " + " | ".join(x for x in journal if "layout" in x) or "no layout line")
     return [Claim("layout-chosen", text, bool(said), evidence)]
+
+
+def label_claim(argv_text: str | None, choice: LayoutChoice | None) -> list[Claim]:
+    """``layout-label``: kubelet started with ``nvidia.com/mig.config=NAME`` in a ``--node-labels`` argument.
+
+    From kubelet's own labels as the node had them, or, for another source, from the restore's label file that
+    migbake's kubelet drop-in reads (a boot whose kubelet started; ``scenarios.kubelet`` records its argv).
+    """
+    if choice is None:
+        return []
+    text = f"kubelet got the label {CONFIG_LABEL}={choice.name} (the layout's name, from {choice.source})"
+    if argv_text is None:
+        return [Claim("layout-label", text, False, "kubelet recorded no argv")]
+    wanted = f"{CONFIG_LABEL}={choice.name}"
+    labels = [a for a in argv_text.splitlines() if a.startswith("--node-labels=")]
+    found = any(wanted in a[len("--node-labels="):].split(",") for a in labels)
+    return [Claim("layout-label", text, found, f"--node-labels arguments: {labels or 'none'}")]
