@@ -1,20 +1,25 @@
 """A day-2 rollout for real: install.yml and activate.yml over SSH into the boot-test VM, real reboots.
 
-One VM, four boots, NVIDIA's nvidia-mig-parted over the simulated GPUs of images/a100-80gb-mixed (8x A100,
-kubeadm's deb kubelet) on a node whose GPU reset fails (the ``ampere-pending`` knob, as in a passthrough VM):
+One VM, five boots, NVIDIA's nvidia-mig-parted over the simulated GPUs of images/a100-80gb-mixed (8x A100,
+kubeadm's deb kubelet) with two named layouts (its own as ``mixed``, the default, and ``small``: seven 1g.10gb on
+every GPU; restore.layout from ``file``), on a node whose GPU reset fails (the ``ampere-pending`` knob, as in a
+passthrough VM):
 1. a running node installed before migbake: kubelet and NVIDIA's mig-manager enabled, no restore, sshd
-   up. install.yml over SSH installs the restore (a real daemon-reload) and starts nothing; a second run
-   changes nothing. activate.yml cordons and drains the node through a fake kubectl on the control host
-   (this machine, which records every call), reboots it with ``ansible.builtin.reboot`` ...
+   up. install.yml over SSH installs the restore (a real daemon-reload) and starts nothing (a second run
+   changing nothing is test_fleet_chroot.py's). activate.yml cordons and drains the node through a fake kubectl
+   on the control host (this machine, which records every call), reboots it with ``ansible.builtin.reboot`` ...
 2. ... the restore runs before kubelet, finds the MIG mode change pending (the driver answers 90 s after
    boot, so that the play has connected to that boot first), records its marker and reboots the node
    itself; the play waits through that reboot (a new boot id), takes the second boot's restore result,
    verifies (kubelet-unit: kubeadm's drop-in) and uncordons. Every claim of an ok boot holds on that boot's
-   report (read over SSH), as in the Packer boots.
-3. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
+   report (read over SSH), as in the Packer boots: the default layout, ``mixed``.
+3. The layout move (issue 40): ``activate.yml -e mig_restore_layout=small`` drains the node, writes the name to
+   /etc/migbake/layout, reboots, verifies that layout, labels the Node and uncordons; every ok claim holds with
+   ``small``'s layout, the restore chose it from the file, and kubelet started with its label.
+4. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
    the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
    stays drained: the second cordon and drain are never followed by an uncordon.
-One node for both rollouts (issue 44): each task of the role over SSH costs seconds under TCG.
+One node for every rollout (issue 44): each task of the role over SSH costs seconds under TCG.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from migbake.boottest import BootAssets
 from migbake.boottest.guestreport import parse_report
 from migbake.boottest.run import RESTORE_UNIT, boot_timeout
 from migbake.boottest.scenarios import kubelet as kubelet_fixtures
+from migbake.boottest.scenarios import layouts as scenarios_layouts
 from migbake.boottest.scenarios import reset as scenarios_reset
 from migbake.boottest.scenarios import scenario as fixtures
 from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
@@ -44,6 +50,8 @@ from migbake.boottest.simgpu import guest as simguest
 from migbake.boottest.simgpu.build import compile_simgpu
 from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.boottest.vm import image, qemu
+from migbake.render.tree import render
+from migbake.render.write import Origin, write_tree
 from migbake.rules.validate import check_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py, tests/realtools.py
@@ -54,6 +62,7 @@ from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl
 pytestmark = pytest.mark.vm
 IMAGE = REPO / "images/a100-80gb-mixed"
 OUT = IMAGE / "generated"
+SMALL = "        1g.10gb: 7\n"
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower; $MIGBAKE_BOOT_TIMEOUT raises it
 BOOT_TIMEOUT_S = int(max(420.0, boot_timeout(None)))  # ansible.builtin.reboot wants whole seconds
@@ -183,13 +192,27 @@ def _claims(node: Node, ctx: BootContext, report_text: str, serial_log: Path) ->
     return claims
 
 
-def test_a_rollout_over_ssh_waits_through_the_restores_reboot_and_keeps_a_failing_node_drained(
+def named_layouts(text: str) -> str:
+    """images/a100-80gb-mixed with its layout named ``mixed`` (the default) and a second, ``small``, from the file."""
+    text = text.replace("      layout:\n", "      layouts:\n        mixed:\n")
+    text = text.replace("        3g.40gb: 1\n        2g.20gb: 1\n        1g.10gb: 2\n",
+                        "          3g.40gb: 1\n          2g.20gb: 1\n          1g.10gb: 2\n        small:\n  " + SMALL)
+    text = text.replace("      layouts:\n        mixed:\n        1g.10gb: 7\n",
+                        "      layouts:\n        mixed:\n  " + SMALL + "        small:\n  " + SMALL)
+    return text + "restore:\n  layout: {from: [file], default: mixed}\n"
+
+
+def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_and_keeps_a_failing_node_drained(
         boot_assets: BootAssets, work: Path) -> None:
     mig_parted = shared_file(MIG_PARTED)
-    checked = check_bytes((IMAGE / "node-profile.yaml").read_bytes(), "node-profile.yaml")
-    assert checked.profile is not None
+    checked = check_bytes(named_layouts((IMAGE / "node-profile.yaml").read_text()).encode(), "node-profile.yaml")
+    assert checked.profile is not None, checked.problems
     profile = checked.profile
-    sim = node_for_profile(profile)
+    assert profile.layout_names == ("mixed", "small") and profile.restore.layout_default == "mixed"
+    out = work / "out"
+    write_tree(render(profile), out, origin=Origin.of("-", out, profile.name, profile.source_sha256))
+    sim = node_for_profile(profile.named("mixed"))
+    assert sim == node_for_profile(check_bytes((IMAGE / "node-profile.yaml").read_bytes(), "p.yaml").profile)  # type: ignore[arg-type]
     assert sim.model.mig_mode_persists  # Ampere: a MIG mode change needs a GPU reset
     promises = promises_of(profile)
     fixture = kubelet_fixtures.fixture_for(promises.kubelet_layout)
@@ -198,11 +221,11 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_and_keeps_a_failin
     # boot 1's disk: a plain GPU node with sshd (what a fleet's machines are before migbake), whose GPU reset
     # fails (as in a passthrough VM): the MIG mode change waits for a reboot
     consumers = tuple(unit for unit, _ in promises.consumers)
-    disk, key = _node_disk(boot_assets, work, OUT, sim, fixture, mig_parted, consumers=consumers,
+    disk, key = _node_disk(boot_assets, work, out, sim, fixture, mig_parted, consumers=consumers,
                            knobs=scenarios_reset.FAULT_KNOBS["ampere-pending"])
 
     port = _free_port()
-    node = Node(work, port, key)
+    node = Node(work, port, key, out)
     base = BootContext("ansible", "ok", "ampere", 2, console="", kubelet=True,
                        kubelet_requires=profile.restore.on_failure == "block-kubelet", expected=sim.gpus,
                        consumers=promises.consumers, metrics_path=promises.metrics_textfile,
@@ -214,11 +237,9 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_and_keeps_a_failin
         print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
         assert node.ssh("systemctl is-active nvidia-mig-restore.service", check=False).stdout.strip() != "active"
 
-        # 1. install: enables, masks, never starts; a second run changes nothing
+        # 1. install: enables, masks, never starts
         install = node.playbook("install.yml")
         assert install.returncode == 0, install.stdout
-        again = node.playbook("install.yml")
-        assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
         state = node.ssh("systemctl is-enabled nvidia-mig-restore.service nvidia-mig-manager.service; "
                          "systemctl is-active nvidia-mig-restore.service", check=False).stdout.split()
         assert state == ["enabled", "masked", "inactive"], f"install enables, masks, and never starts: {state}"
@@ -252,19 +273,39 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_and_keeps_a_failin
                   if not c.passed and c.id != "restored-after-reboot"]
         assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
 
-        # 3. the GPU refuses the apply (in use) and activate runs again: the restore fails after the reboot,
+        # 3. the layout move: drain, the name in /etc/migbake/layout, reboot, verify that layout, label, uncordon
+        node.ssh(f"rm -f {simguest.KNOB_DIR}/driver-delay")
+        node.fresh_evidence(*evidence)
+        moved = node.playbook("activate.yml", "-v", "-e", "mig_restore_layout=small")
+        said = moved.stdout + moved.stderr
+        assert moved.returncode == 0, said
+        label = "label --overwrite node node1 nvidia.com/mig.config=small"
+        assert node.calls()[3:] == ["cordon node1", DRAIN_NODE1, label, "uncordon node1"], said
+        assert node.ssh("cat /etc/migbake/layout").stdout == "small\n"
+        assert "PASS  layout small, from file" in said, said
+        small = replace(base, boot=3, expected=node_for_profile(profile.named("small")).gpus)
+        report = node.report()
+        choice = scenarios_layouts.LayoutChoice("file", "small")
+        argv = node.ssh(f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout or None
+        claims = (_claims(node, small, report, vm.serial_log)
+                  + scenarios_layouts.layout_claim(parse_report(report), choice)
+                  + scenarios_layouts.label_claim(argv, choice))
+        assert {"layout-applied", "exported-layout", "layout-chosen", "layout-label"} <= {c.id for c in claims}
+        failed = [c for c in claims if not c.passed]
+        assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
+
+        # 4. the GPU refuses the apply (in use) and activate runs again: the restore fails after the reboot,
         # kubelet stays down, the play fails naming the node, and the node stays drained (the second cordon
         # and drain are never followed by an uncordon)
-        node.ssh(f"rm -f {simguest.KNOB_DIR}/driver-delay; "
-                 f"touch {simguest.KNOB_DIR}/{simguest.SCENARIO_KNOBS['fail-apply']}")
+        node.ssh(f"touch {simguest.KNOB_DIR}/{simguest.SCENARIO_KNOBS['fail-apply']}")
         node.fresh_evidence(*evidence)
         bad = node.playbook("activate.yml")
         said = bad.stdout + bad.stderr
         assert bad.returncode == 2, said
-        assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1", "cordon node1", DRAIN_NODE1], said
+        assert node.calls()[7:] == ["cordon node1", DRAIN_NODE1], said
         assert "node1 stays drained (not uncordoned, not resumed)" in said, said
         assert "nvidia-mig-restore.service is failed" in said, said
-        failing = replace(base, scenario="fail-apply", boot=3)
+        failing = replace(small, scenario="fail-apply", boot=4)
         failed = [c for c in _claims(node, failing, node.report(), vm.serial_log) if not c.passed]
         assert failed == [], "\n".join(f"{c.id}: {c.evidence}" for c in failed)
 
