@@ -24,10 +24,15 @@ from migbake.render.targets.clusterapi import file_entry
 KUBEADM = [i for i in IMAGES if "layout: kubeadm" in (i / "node-profile.yaml").read_text()]
 FILES = {"v1beta2": "cluster-api/kubeadm-config-template.yaml",
          "v1beta1": "cluster-api/v1beta1/kubeadm-config-template.yaml"}
+# an image with named layouts (h100-h200-inference) has one template per name: the first name's stands for them
+# here; the named-layout tests below hold every name's
+NAMED_IMAGES = {"h100-h200-inference": "inference"}
 
 
 def _template(out: Path, version: str) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((out / FILES[version]).read_text())
+    name = NAMED_IMAGES.get(out.parent.name)
+    path = out / (FILES[version].replace(".yaml", f"-{name}.yaml") if name else FILES[version])
+    doc: dict[str, Any] = yaml.safe_load(path.read_text())
     return doc
 
 
@@ -44,6 +49,8 @@ def test_the_template_passes_its_crd_schema(image: Path, version: str) -> None:
     assert judge(doc, f"kubeadmconfigtemplate-{version}") == []
     args = doc["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
     labels = "nvidia.com/gpu.deploy.mig-manager=false"
+    if image.name in NAMED_IMAGES:
+        labels += f",nvidia.com/mig.config={NAMED_IMAGES[image.name]}"
     if version == "v1beta1":
         assert args == {"node-labels": labels}
     else:  # a list of name/value; CEL "kubeletExtraArgs name must be unique" (checked by hand)
@@ -58,6 +65,8 @@ def test_the_files_are_the_rootfs_byte_for_byte(image: Path, version: str) -> No
     rootfs = image / "generated/rootfs"
     on_disk = {"/" + str(p.relative_to(rootfs)): (p.read_bytes(), f"{p.stat().st_mode & 0o777:04o}")
                for p in sorted(rootfs.rglob("*")) if p.is_file()}
+    if image.name in NAMED_IMAGES:  # ... and the pool's name for the restore's file source
+        on_disk["/etc/migbake/layout"] = (f"{NAMED_IMAGES[image.name]}\n".encode(), "0644")
     assert {f["path"]: (_decoded(f), f["permissions"]) for f in files} == on_disk
     assert {f["owner"] for f in files} == {"root:root"}
     assert {f["encoding"] for f in files} <= {"base64", "gzip+base64"}
