@@ -155,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the measurements and print their tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15, help="rounds per measurement (median reported)")
-    parser.add_argument("--smoke", action="store_true", help="2 rounds and 1/10/100 profiles: check it runs")
+    parser.add_argument("--smoke", action="store_true", help="2 rounds and 1/3/10 profiles: check it runs")
     parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable),
                         help="the interpreter of the clean environments (default: this one, outside any venv)")
     args = parser.parse_args(argv)
     rounds = 2 if args.smoke else max(2, args.rounds)
-    counts = (1, 10, 100) if args.smoke else (1, 100, 1000)
+    counts = (1, 3, 10) if args.smoke else (1, 100, 1000)
 
     with tempfile.TemporaryDirectory() as tmp:
         py_path, peer_py = environments(Path(tmp), args.python)

@@ -18,7 +18,7 @@ def test_bench_cli_smoke() -> None:
     assert ran.rc == 0, ran.text
     for heading in ("1. cold start", "python -c pass (floor)", "check-jsonschema (schema only)",
                     "cloud-init schema (user-data)", "migbake --version", "migbake gpus",
-                    "2. validate + generate", "100 profiles", "2b. one profile in one process", "render one profile",
+                    "2. validate + generate", "10 profiles", "2b. one profile in one process", "render one profile",
                     "3. migbake validate over a directory",
                     "4. maximal layouts"):
         assert heading in ran.out, ran.out
