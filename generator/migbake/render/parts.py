@@ -107,6 +107,9 @@ class ExpectPlan:
     verify_groups: tuple[dict[str, str], ...]  # per gpus entry, what verify's script compares
     node_kinds: tuple[NodeKind, ...]  # the kinds of node the image serves, with their Kubernetes resources
     placements: tuple[GroupPlacement, ...]  # per gpus entry, where each instance goes
+    # named layouts: per name, per gpus entry, where apply puts its instances under that name (the first name's
+    # are ``placements``); () for one unnamed layout
+    named_placements: tuple[tuple[str, tuple[tuple[PlacedInstance, ...], ...]], ...] = ()
     gpu_modes: tuple[str, ...] = ()  # per gpus entry, "on" (MIG on) or "off", as the config says (dra-dynamic's verify)
     mig_on: bool = False  # some gpus entry has MIG on (preflight's nvswitch row)
 

@@ -237,6 +237,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     bootcmd, runcmd = commands(p)
     groups, placed = tuple(verify_groups(p, filtered, resources)), _placements(p)
     where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it
+    named_where = tuple((name, tuple(g.instances for g in _placements(p.named(name)))) for name in p.layout_names)
     dra = dra_entries(p, where)
     dra_on = p.kubernetes.allocation == "dra"
     return RenderPlan(
@@ -258,6 +259,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             verify_groups=groups,
             node_kinds=kinds,
             placements=placed,
+            named_placements=named_where,
             gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
             mig_on=any(g.mig_enabled for g in p.gpus),
         ),
@@ -272,7 +274,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             placement_groups=_placement_groups(groups, placed) if dra_on else (),
             advertises=advertised(p),
         ),
-        slurm=slurm_plan(p, kinds, where),
+        slurm=slurm_plan(p, kinds, where, named_where),
         platforms=PlatformPlan(
             eks=eks_family(p),
             bottlerocket=_bottlerocket(p),
