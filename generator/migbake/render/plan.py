@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from migbake import __version__
+from migbake.gpu.driverplacement import EntryPlacements
 from migbake.gpu.placement import PlacedInstance
 from migbake.gpu.presence import gpu_presence
 from migbake.kubernetes.dra import (
@@ -190,11 +191,26 @@ def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
                  for i, (g, where) in enumerate(zip(p.gpus, placements(p))))
 
 
+def _placement_text(instances: tuple[PlacedInstance, ...]) -> str:
+    """What restore.sh compares with ``nvidia-smi mig -lgi`` for one entry: ``PROFILE@START`` sorted (C order)."""
+    return " ".join(sorted(f"{i.profile}@{i.start}" for i in instances))
+
+
 def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPlacement, ...]
                       ) -> tuple[dict[str, str], ...]:
-    """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi``: ``PROFILE@START`` sorted (C order)."""
-    return tuple({**g, "placements": " ".join(sorted(f"{i.profile}@{i.start}" for i in p.instances))}
-                 for g, p in zip(groups, placed))
+    """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi`` (``_placement_text``)."""
+    return tuple({**g, "placements": _placement_text(p.instances)} for g, p in zip(groups, placed))
+
+
+def _named_dra(p: NodeProfile, named_where: tuple[tuple[str, EntryPlacements], ...]
+               ) -> tuple[tuple[tuple[str, tuple[tuple[DraDevice, ...], ...]], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """Allocation dra with named layouts: per name, each entry's devices (``dra_entries`` of the name's layout and
+    placements) and its placements as restore.sh compares them; ((), ()) otherwise."""
+    if p.kubernetes.allocation != "dra":
+        return (), ()
+    devices = tuple((name, tuple(e.instances for e in dra_entries(p.named(name), where))) for name, where in named_where)
+    texts = tuple((name, tuple(_placement_text(i) for i in where)) for name, where in named_where)
+    return devices, texts
 def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     """One MIG profile per Bottlerocket model key, when Bottlerocket expresses every model's layout, else ().
 
@@ -240,6 +256,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     named_where = tuple((name, tuple(g.instances for g in _placements(p.named(name)))) for name in p.layout_names)
     dra = dra_entries(p, where)
     dra_on = p.kubernetes.allocation == "dra"
+    named_devices, named_placements = _named_dra(p, named_where)
     return RenderPlan(
         profile=p,
         header=head,
@@ -273,6 +290,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             placement_check=p.restore.placements if dra_on else "",
             placement_groups=_placement_groups(groups, placed) if dra_on else (),
             advertises=advertised(p),
+            named_devices=named_devices,
+            named_placements=named_placements,
         ),
         slurm=slurm_plan(p, kinds, where, named_where),
         platforms=PlatformPlan(

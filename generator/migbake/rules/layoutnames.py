@@ -2,7 +2,7 @@
 
 Every entry with MIG on names the same layouts (the coverage matrix of an image serving several GPU models),
 the names and the choice come together, the default is one of the names, the ec2-tag source names its tag, and
-what does not follow the names yet (DRA, Bottlerocket, the single MIG strategy) is refused, located,
+what does not follow the names yet (Bottlerocket, the single MIG strategy) is refused, located,
 instead of silently using one of the layouts. The layouts themselves are judged by ``rules.layouts`` like
 ``mig.layout``.
 """
@@ -149,17 +149,15 @@ def rule_layout_ec2_tag_key(loaded: LoadedProfile, data: object, catalog: Catalo
                              "layout-ec2-tag-key", key=True)
 
 
-@rule("layouts-not-yet-supported", "error", "mig.layouts with an output that does not follow the names yet (DRA, "
-      "Bottlerocket, mig_strategy single)")
+@rule("layouts-not-yet-supported", "error", "mig.layouts with an output that does not follow the names yet "
+      "(Bottlerocket, mig_strategy single)")
 def rule_layouts_outputs(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """Named layouts only with the outputs that follow every name (not yet: DRA, Bottlerocket, single)."""
+    """Named layouts only with the outputs that follow every name (not yet: Bottlerocket, single)."""
     if not layout_names(data):
         return
     d = as_mapping(data)
     k8s = as_mapping(d.get("kubernetes"))
     found = []
-    if k8s.get("allocation", "device-plugin") != "device-plugin":
-        found.append(("/kubernetes/allocation", f"kubernetes.allocation {k8s.get('allocation')}"))
     if k8s.get("mig_strategy") == "single":
         found.append(("/kubernetes/mig_strategy", "kubernetes.mig_strategy single"))
     if as_mapping(d.get("bottlerocket")).get("required") is True:
