@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import REPO, cli, generate
+from support import REPO, cli
 from test_dra_claims import CLASSES, _cel_device, _templates, judge
 from test_restore_placements import SMI, TABLE
 from test_restore_script import make_node

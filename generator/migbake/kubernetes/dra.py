@@ -107,6 +107,10 @@ class DraEntry:
     instances: tuple[DraDevice, ...]  # in the order apply creates them
 
 
+# named layouts: per layout name, per gpus entry, the MIG devices each GPU publishes under that name
+NamedDevices = tuple[tuple[str, tuple[tuple[DraDevice, ...], ...]], ...]
+
+
 def placements(profile: NodeProfile) -> EntryPlacements:
     """Per ``gpus`` entry, where apply puts its instances (one prediction per entry; the plan keeps it)."""
     return entry_placements((g.mig_enabled, m, g.layout_dict) for g, m in zip(profile.gpus, profile.models))

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from dataclasses import replace
-
-from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraDevice, DraExpectation, naming
+from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraExpectation, NamedDevices, naming
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL
 from migbake.node.draslices import NodeSlices, Published
 from migbake.node.preflight import Status
@@ -177,8 +175,6 @@ def slice_checks(profile: NodeProfile, expected: tuple[DraExpectation, ...], cap
                  "missing GPU cannot be told")]
     return [(CHECK, "PASS", text)]
 
-
-NamedDevices = tuple[tuple[str, tuple[tuple[DraDevice, ...], ...]], ...]
 
 
 def layout_slice_checks(profile: NodeProfile, expected: tuple[DraExpectation, ...], named: NamedDevices,

@@ -15,7 +15,7 @@ from typing import Any
 
 from migbake.gpu.placement import PlacedInstance
 from migbake.gpu.presence import GpuPresence
-from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraDevice, DraEntry, DraExpectation
+from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraEntry, DraExpectation, NamedDevices
 from migbake.kubernetes.resources import NodeKind
 from migbake.node.drivergates import NO_GATE, DriverGate
 from migbake.node.expectations import Expectation
@@ -131,7 +131,7 @@ class DraPlan:
     # allocation dra with named layouts: per name, per gpus entry, the MIG devices each GPU publishes under that
     # name (verify's expectation of the name the node gets; ``entries`` are the first name's), and the
     # ``PROFILE@START`` text restore.sh compares under that name (``placement_groups``' ``placements``)
-    named_devices: tuple[tuple[str, tuple[tuple[DraDevice, ...], ...]], ...] = ()
+    named_devices: NamedDevices = ()
     named_placements: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 

@@ -25,6 +25,7 @@ from migbake.kubernetes.dra import (
     DraDevice,
     DraEntry,
     DraExpectation,
+    NamedDevices,
     advertised,
     claim_templates_yaml,
     dra_entries,
@@ -203,12 +204,13 @@ def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPla
 
 
 def _named_dra(p: NodeProfile, named_where: tuple[tuple[str, EntryPlacements], ...]
-               ) -> tuple[tuple[tuple[str, tuple[tuple[DraDevice, ...], ...]], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+               ) -> tuple[NamedDevices, tuple[tuple[str, tuple[str, ...]], ...]]:
     """Allocation dra with named layouts: per name, each entry's devices (``dra_entries`` of the name's layout and
     placements) and its placements as restore.sh compares them; ((), ()) otherwise."""
     if p.kubernetes.allocation != "dra":
         return (), ()
-    devices = tuple((name, tuple(e.instances for e in dra_entries(p.named(name), where))) for name, where in named_where)
+    devices = tuple((name, tuple(e.instances for e in dra_entries(p.named(name), where)))
+                    for name, where in named_where)
     texts = tuple((name, tuple(_placement_text(i) for i in where)) for name, where in named_where)
     return devices, texts
 def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:

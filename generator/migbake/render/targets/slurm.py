@@ -14,6 +14,7 @@ from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan, SlurmNode, SlurmPlan
 
+
 def slurm(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """Both files, or both per layout name (declared to apply when the profile has a ``slurm`` section or a
     slurmd consumer)."""
