@@ -138,10 +138,15 @@ def _judge_kinds(out: Path, tmp_path: Path, folder: str = "slurm/") -> list[tupl
 def test_slurmd_reads_every_kind_of_node_as_gres_counts_it(name: str, extra: dict[str, object] | None,
                                                            tmp_path: Path) -> None:
     _needs_root_and_slurmd()
-    explicit = _judge_kinds(generate(profile_text(name, extra, False), tmp_path / "off"), tmp_path / "j-off")
-    nvml = _judge_kinds(generate(profile_text(name, extra, True), tmp_path / "on"), tmp_path / "j-on")
-    assert [line for line, _ in nvml] == [line for line, _ in explicit]  # the counts slurmd listed above
-    assert {path for _, path in nvml} == {"slurm/gres.conf"}  # AutoDetect=nvml: one file for every node
+    off = generate(profile_text(name, extra, False), tmp_path / "off")
+    on = generate(profile_text(name, extra, True), tmp_path / "on")
+    # named layouts (issue 40): each name's files in slurm/NAME/
+    folders = [f"slurm/{p.name}/" for p in sorted((on / "slurm").iterdir()) if p.is_dir()] or ["slurm/"]
+    for n, folder in enumerate(folders):
+        explicit = _judge_kinds(off, tmp_path / f"j-off{n}", folder)
+        nvml = _judge_kinds(on, tmp_path / f"j-on{n}", folder)
+        assert [line for line, _ in nvml] == [line for line, _ in explicit]  # the counts slurmd listed above
+        assert {path for _, path in nvml} == {f"{folder}gres.conf"}  # AutoDetect=nvml: one file for every node
 
 
 def test_two_models_get_a_gres_conf_each_with_only_their_devices(tmp_path: Path) -> None:
