@@ -255,7 +255,9 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     bootcmd, runcmd = commands(p)
     groups, placed = tuple(verify_groups(p, filtered, resources)), _placements(p)
     where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it
-    named_where = tuple((name, tuple(g.instances for g in _placements(p.named(name)))) for name in p.layout_names)
+    # named layouts: each name's placements, the first name's being ``where`` (its layout stands for the entry)
+    named_where = tuple((name, where if i == 0 else tuple(g.instances for g in _placements(p.named(name))))
+                        for i, name in enumerate(p.layout_names))
     dra = dra_entries(p, where)
     dra_on = p.kubernetes.allocation == "dra"
     named_devices, named_placements = _named_dra(p, named_where)
