@@ -174,7 +174,7 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     variable = layout_variable(p)
     if variable and p.kubelet.layout == "kubeadm":
         command = command or kubeadm_command(binary)
-        exec_start = kubeadm_exec_start(command)  # also without node labels: the name's label needs it
+        exec_start = exec_start or kubeadm_exec_start(command)  # also without node labels: the name's label needs it
     elif variable and p.kubelet.layout == "eks-al2023":
         exec_start = nodeadm_exec_start(binary)
     # the labels the variable carries besides the name's: those the drop-in's Environment= line gives it
@@ -203,14 +203,15 @@ def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPla
     return tuple({**g, "placements": _placement_text(p.instances)} for g, p in zip(groups, placed))
 
 
-def _named_dra(p: NodeProfile, named_where: tuple[tuple[str, EntryPlacements], ...]
+def _named_dra(p: NodeProfile, named_where: tuple[tuple[str, EntryPlacements], ...], first: tuple[DraEntry, ...]
                ) -> tuple[NamedDevices, tuple[tuple[str, tuple[str, ...]], ...]]:
     """Allocation dra with named layouts: per name, each entry's devices (``dra_entries`` of the name's layout and
-    placements) and its placements as restore.sh compares them; ((), ()) otherwise."""
+    placements; ``first``: the first name's, the plan's own) and its placements as restore.sh compares them;
+    ((), ()) otherwise."""
     if p.kubernetes.allocation != "dra":
         return (), ()
-    devices = tuple((name, tuple(e.instances for e in dra_entries(p.named(name), where)))
-                    for name, where in named_where)
+    devices = tuple((name, tuple(e.instances for e in (dra_entries(p.named(name), where) if i else first)))
+                    for i, (name, where) in enumerate(named_where))
     texts = tuple((name, tuple(_placement_text(i) for i in where)) for name, where in named_where)
     return devices, texts
 def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
@@ -260,7 +261,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
                         for i, name in enumerate(p.layout_names))
     dra = dra_entries(p, where)
     dra_on = p.kubernetes.allocation == "dra"
-    named_devices, named_placements = _named_dra(p, named_where)
+    named_devices, named_placements = _named_dra(p, named_where, dra)
     return RenderPlan(
         profile=p,
         header=head,
