@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
-from support import REPO, cli
+from realtools import shellcheck
+from support import REPO, cli, generate
 from test_dra_claims import CLASSES, _cel_device, _templates, judge
 from test_restore_placements import SMI, TABLE
 from test_restore_script import make_node
@@ -182,3 +183,11 @@ def test_show_lists_each_names_dra_device_names(tmp_path: Path) -> None:
     assert "GPU 1 (h200-141gb): gpu-1-mig-3g71gb-9-4, gpu-1-mig-1g18gb-19-0, gpu-1-mig-1g18gb-19-1" in ready
     assert "GPU 1 (h200-141gb): gpu-1-mig-2g35gb-14-4, gpu-1-mig-2g35gb-14-0, gpu-1-mig-2g35gb-14-2" in big
     assert "2g35gb" not in ready and "3g71gb" not in big
+
+
+def test_the_scripts_of_a_named_dra_profile_are_shellcheck_clean(tmp_path: Path) -> None:
+    out = generate(NAMED, tmp_path / "out")
+    scripts = [out / "rootfs/etc/nvidia-mig/restore.sh", out / "scripts/verify-mig-restore.sh"]
+    assert all("case \"$config_name\" in" in f.read_text() for f in scripts)  # the per-name expectations
+    ran = shellcheck(scripts)
+    assert ran.rc == 0, ran.out
