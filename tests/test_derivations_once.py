@@ -2,7 +2,8 @@
 
 cProfile counts the calls of every public function of the deriving modules while ``render`` turns one
 example image's profile into its output tree (a call through any alias or import counts: the profiler
-sees the function's code). Each is declared below: once per profile (``PER_PROFILE``), once per ``gpus``
+sees the function's code). Each is declared below: once per profile (``PER_PROFILE``), or per layout name
+(``PER_LAYOUT``: each name's placements, issue 40), once per ``gpus``
 entry (``PER_ENTRY``, per layout name too where named layouts give another layout), or not a derivation
 of its own (``NOT_COUNTED``, with why). A function of those modules that runs and is declared nowhere fails
 the test too, so a new derivation has to say how often it may run.
@@ -39,23 +40,27 @@ PER_PROFILE = frozenset({
     "migparted.config.uses_device_filter", "migparted.config.mig_parted_config", "migparted.config.config_yaml",
     "migparted.config.filter_notes",
     "kubernetes.resources.entry_resources", "kubernetes.resources.node_kinds", "kubernetes.resources.verify_groups",
-    "kubernetes.dra.placements", "kubernetes.dra.dra_entries", "kubernetes.dra.dra_expectations",
+    "kubernetes.dra.dra_expectations",
     "kubernetes.dra.claim_templates_yaml", "kubernetes.dra.advertised", "kubernetes.dra.naming",
-    "kubernetes.kubelet.node_labels_flag", "kubernetes.kubelet.labels_apply", "kubernetes.kubelet.kubelet_binary",
+    "kubernetes.dra.claim_templates", "kubernetes.dra.whole_gpu_models", "kubernetes.dra.whole_instance_profiles",
+    "kubernetes.kubelet.node_labels_flag", "kubernetes.kubelet.kubelet_binary",
     "kubernetes.kubelet.unit_checked", "kubernetes.kubelet.kubeadm_command", "kubernetes.kubelet.kubeadm_exec_start",
     "kubernetes.kubelet.nodeconfig_labels", "kubernetes.kubelet.nodeadm_dropin", "kubernetes.kubelet.nodeconfig_part",
-    "kubernetes.kubelet.eks_family",
+    "kubernetes.kubelet.eks_family", "kubernetes.kubelet.layout_variable",
     "kubernetes.managed.platform_models", "kubernetes.managed.verdicts", "kubernetes.managed.entries_of",
     "kubernetes.labels.unselectable_config", "kubernetes.labels.config_label_problem",
     "kubernetes.labels.label_value_problem",
-    "slurm.gres.slurm_applies", "slurm.gres.slurm_plan", "slurm.gres.slurm_nodes",
+    "slurm.gres.slurm_applies", "slurm.gres.slurm_plan",
     "node.expectations.expectations", "node.drivergates.driver_gate",
-    "gpu.driverplacement.entry_placements", "gpu.presence.gpu_presence", "gpu.presence.sysfs_device_ids",
+    "gpu.presence.gpu_presence", "gpu.presence.sysfs_device_ids",
     "profile.firstboot.commands", "profile.firstboot.held_units", "profile.firstboot.base_image_check",
 })
+# once per profile and layout name (issue 40: each name's placements, for Slurm and DRA per name)
+PER_LAYOUT = frozenset({"kubernetes.dra.placements", "gpu.driverplacement.entry_placements",
+                        "kubernetes.dra.dra_entries", "slurm.gres.slurm_nodes"})
 # once per gpus entry (and per layout name, where mig.layouts names more layouts)
 PER_ENTRY = frozenset({"kubernetes.resources.per_gpu", "node.expectations.layout_text"})
-# once per entry with MIG on: the placement predictor and its steps (tests/test_placements_once.py)
+# once per entry with MIG on (and layout name): the placement predictor and its steps (tests/test_placements_once.py)
 PER_MIG_ENTRY = frozenset({"gpu.driverplacement.predict", "gpu.driverplacement.placements_of",
                            "gpu.driverplacement.replay", "gpu.driverplacement.creation_order",
                            "gpu.driverplacement.migparted_orderings"})
@@ -66,9 +71,17 @@ NOT_COUNTED = {
     "kubernetes.managed.Verdict.native": "a verdict's property (whether it has no reason)",
     "slurm.gres.SlurmNode.total": "a Slurm node's property (the sum of its counts)",
     "slurm.gres.SlurmNode.gres": "a Slurm node's Gres= words, once per node",
+    "slurm.gres.SlurmPlan.folder": "a Slurm plan's property: where its files go (slurm/ or slurm/NAME/)",
     "slurm.gres.mig_type": "per MIG profile: Slurm's type name of it",
     "slurm.gres.nvml_gib": "per MIG profile: its memory as NVML rounds it",
     "gpu.driverplacement.driver_choice": "predict's step, per instance",
+    "kubernetes.kubelet.labels_apply": "a predicate on two settings (node_labels, kubelet.present)",
+    "kubernetes.dra.DraDevice.suffix": "a DRA device's name after gpu-<minor>-, per device and use",
+    "kubernetes.dra.DraDevice.legacy_suffix": "the same in v25.8.1's naming, per device and use",
+    "kubernetes.dra.canonical_profile": "suffix's step: the profile as a device name writes it",
+    "kubernetes.dra.claim_name": "per claim template: its name",
+    "kubernetes.dra.selector": "per claim template: its CEL expression",
+    "slurm.gres.gi_id": "per explicit gres.conf line: the GPU instance id of a placement",
 }
 
 
@@ -108,10 +121,11 @@ def counts(profile: NodeProfile) -> dict[str, int]:
 def too_often(called: dict[str, int], profile: NodeProfile) -> list[str]:
     """What ran more often than declared, or is declared nowhere."""
     entries = len(profile.gpus) * (1 + len(profile.layout_names))
-    mig_entries = sum(g.mig_enabled for g in profile.gpus)
+    layouts = max(1, len(profile.layout_names))
+    mig_entries = sum(g.mig_enabled for g in profile.gpus) * layouts
     bad = []
     for name, n in sorted(called.items()):
-        most = (1 if name in PER_PROFILE else entries if name in PER_ENTRY
+        most = (1 if name in PER_PROFILE else layouts if name in PER_LAYOUT else entries if name in PER_ENTRY
                 else mig_entries if name in PER_MIG_ENTRY else None)
         if most is None and name not in NOT_COUNTED:
             bad.append(f"{name}: {n} calls, declared nowhere")
@@ -131,11 +145,40 @@ def test_each_derivation_runs_once_per_profile(image: Path) -> None:
     profile = _profile(image / "node-profile.yaml")
     called = counts(profile)
     assert too_often(called, profile) == []
-    assert called["kubernetes.dra.placements"] == 1 and called["node.expectations.expectations"] == 1  # it counts
+    assert called["kubernetes.dra.placements"] == max(1, len(profile.layout_names))  # it counts
+    assert called["node.expectations.expectations"] == 1
+
+
+# named layouts under DRA with Slurm files (issue 40): each name's placements, DRA devices and Slurm nodes
+NAMED = """\
+version: 1
+name: named
+kubernetes: {allocation: dra}
+gpu_count: 2
+device_filter: auto
+gpus:
+  - model: h100-80gb
+    mig: {layouts: {small: {1g.10gb: 7}, big: {3g.40gb: 1, 1g.10gb: 1}}}
+  - model: h200-141gb
+    mig: {layouts: {small: {1g.18gb: 7}, big: {7g.141gb: 1}}}
+restore:
+  layout: {from: [file], default: small}
+slurm: {autodetect: false}
+"""
+
+
+def test_named_layouts_derive_once_per_name(tmp_path: Path) -> None:
+    path = tmp_path / "node-profile.yaml"
+    path.write_text(NAMED)
+    profile = _profile(path)
+    called = counts(profile)
+    assert too_often(called, profile) == []
+    assert called["kubernetes.dra.dra_entries"] == called["slurm.gres.slurm_nodes"] == 2
+    assert called["gpu.driverplacement.predict"] == 4  # two entries, two names
 
 
 def test_the_declarations_name_functions_that_exist() -> None:
-    declared = PER_PROFILE | PER_ENTRY | PER_MIG_ENTRY | set(NOT_COUNTED)
+    declared = PER_PROFILE | PER_LAYOUT | PER_ENTRY | PER_MIG_ENTRY | set(NOT_COUNTED)
     assert sorted(declared - set(FUNCTIONS.values())) == []
 
 

@@ -1,6 +1,7 @@
-"""Placements are predicted once per ``gpus`` entry per render (issue 39): the render plan keeps them
-(``RenderPlan.expect.placements``) and every reader — the DRA device names and expectations, Slurm's explicit
-device lines, restore.sh's ``-lgi`` comparison — takes them from there, never predicting again."""
+"""Placements are predicted once per ``gpus`` entry (and layout name, issue 40) per render (issue 39): the render
+plan keeps them (``RenderPlan.expect.placements``, ``named_placements``) and every reader — the DRA device names
+and expectations, Slurm's explicit device lines, restore.sh's ``-lgi`` comparison — takes them from there, never
+predicting again."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ PROFILES = [*(image / "node-profile.yaml" for image in IMAGES),
 
 
 def _predictions(profile_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
-    """How often the render predicted placements, and how many entries have MIG on."""
+    """How often the render predicted placements, and how many entries have MIG on (times the layout names)."""
     checked = check_file(profile_path)
     assert checked.profile is not None
     calls = []
@@ -34,7 +35,7 @@ def _predictions(profile_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[i
 
     monkeypatch.setattr(driverplacement, "predict", counting)
     render(checked.profile)
-    return len(calls), sum(g.mig_enabled for g in checked.profile.gpus)
+    return len(calls), sum(g.mig_enabled for g in checked.profile.gpus) * max(1, len(checked.profile.layout_names))
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.parent.name)

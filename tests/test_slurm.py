@@ -23,10 +23,11 @@ def _profile_text(image: Path, extra: str = "") -> str:
     return text + extra
 
 
-def _gres_lines(out: Path) -> list[tuple[str, dict[str, int]]]:
-    """Each NodeName line of slurm.conf.node: (name, {type or '': count})."""
+def _gres_lines(out: Path, folder: str = "slurm/") -> list[tuple[str, dict[str, int]]]:
+    """Each NodeName line of slurm.conf.node (in ``folder``: ``slurm/NAME/`` for a named layout): (name,
+    {type or '': count})."""
     found = []
-    for line in (out / "slurm/slurm.conf.node").read_text().splitlines():
+    for line in (out / folder / "slurm.conf.node").read_text().splitlines():
         m = re.fullmatch(r"NodeName=(\S+) Gres=(\S+)", line)
         if m:
             counts: dict[str, int] = {}
@@ -38,11 +39,12 @@ def _gres_lines(out: Path) -> list[tuple[str, dict[str, int]]]:
     return found
 
 
-def _expected_from_mig_parted(out: Path, gpu_count: int) -> list[Counter[str]]:
-    """Per kind of node (one per device-filter), MIG devices per GPU-instance slice count, from config.yaml."""
+def _expected_from_mig_parted(out: Path, gpu_count: int, name: str = "current") -> list[Counter[str]]:
+    """Per kind of node (one per device-filter), MIG devices per GPU-instance slice count, from config.yaml's
+    config ``name`` (a layout name with named layouts)."""
     config = yaml.safe_load((out / "rootfs/etc/nvidia-mig/config.yaml").read_text())
     kinds: dict[str, Counter[str]] = {}
-    for entry in config["mig-configs"]["current"]:
+    for entry in config["mig-configs"][name]:
         n = gpu_count if entry["devices"] == "all" else len(entry["devices"])
         key = str(entry.get("device-filter", ""))
         kind = kinds.setdefault(key, Counter())
@@ -57,18 +59,21 @@ def _expected_from_mig_parted(out: Path, gpu_count: int) -> list[Counter[str]]:
 def test_gres_counts_match_the_mig_parted_layout(image: Path, tmp_path: Path) -> None:
     text = _profile_text(image)
     out = generate(text, tmp_path / "out")
-    gpu_count = yaml.safe_load(text)["gpu_count"]
-    lines = _gres_lines(out)
-    expected = _expected_from_mig_parted(out, gpu_count)
-    assert len(lines) == len(expected) >= 1
-    for (_, counts), want in zip(lines, expected):
-        assert sum(counts.values()) == sum(want.values())
-        if "" not in counts:  # typed: each type's slice count agrees with the layout's
-            by_slices: Counter[str] = Counter()
-            for t, c in counts.items():
-                by_slices[t.split(".")[0]] += c
-            assert by_slices == want
-    assert (out / "slurm/gres.conf").read_text().splitlines()[-1] == "AutoDetect=nvml"
+    data = yaml.safe_load(text)
+    names = list(dict.fromkeys(n for g in data["gpus"] for n in g.get("mig", {}).get("layouts", {})))
+    # named layouts (issue 40): each name's files in slurm/NAME/, against that name's config
+    for folder, config in [(f"slurm/{n}/", n) for n in names] or [("slurm/", "current")]:
+        lines = _gres_lines(out, folder)
+        expected = _expected_from_mig_parted(out, data["gpu_count"], config)
+        assert len(lines) == len(expected) >= 1
+        for (_, counts), want in zip(lines, expected):
+            assert sum(counts.values()) == sum(want.values())
+            if "" not in counts:  # typed: each type's slice count agrees with the layout's
+                by_slices: Counter[str] = Counter()
+                for t, c in counts.items():
+                    by_slices[t.split(".")[0]] += c
+                assert by_slices == want
+        assert (out / folder / "gres.conf").read_text().splitlines()[-1] == "AutoDetect=nvml"
 
 
 def _h200_nvml_types() -> dict[str, str]:

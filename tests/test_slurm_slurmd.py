@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from realtools import require
-from support import IMAGES, generate
+from support import IMAGES, cli, generate
 
 from migbake.rules.slurm import hosts
 
@@ -55,15 +55,16 @@ def profile_text(name: str, extra: dict[str, object] | None, autodetect: bool) -
     return yaml.safe_dump({**data, "slurm": slurm}, sort_keys=False)
 
 
-def node_kinds(out: Path) -> list[tuple[str, str]]:
-    """Each kind of node in slurm.conf.node: its NodeName line and the gres.conf (path under OUT) it goes with."""
-    kinds, own = [], "slurm/gres.conf"
-    for line in (out / "slurm/slurm.conf.node").read_text().splitlines():
+def node_kinds(out: Path, folder: str = "slurm/") -> list[tuple[str, str]]:
+    """Each kind of node in slurm.conf.node: its NodeName line and the gres.conf (path under OUT) it goes with
+    (``folder``: ``slurm/NAME/`` for a named layout's files)."""
+    kinds, own = [], f"{folder}gres.conf"
+    for line in (out / folder / "slurm.conf.node").read_text().splitlines():
         if m := re.search(r"; its gres\.conf: (\S+)$", line):
             own = m[1]
         elif line.startswith("NodeName="):
             kinds.append((line, own))
-            own = "slurm/gres.conf"
+            own = f"{folder}gres.conf"
     return kinds
 
 
@@ -113,9 +114,9 @@ def _needs_root_and_slurmd() -> None:
 _NO_NVML = "We were configured with nvml functionality, but that lib wasn't found on the system."
 
 
-def _judge_kinds(out: Path, tmp_path: Path) -> list[tuple[str, str]]:
-    kinds = node_kinds(out)
-    assert kinds, (out / "slurm/slurm.conf.node").read_text()
+def _judge_kinds(out: Path, tmp_path: Path, folder: str = "slurm/") -> list[tuple[str, str]]:
+    kinds = node_kinds(out, folder)
+    assert kinds, (out / folder / "slurm.conf.node").read_text()
     for n, (line, gres_path) in enumerate(kinds):
         gres = (out / gres_path).read_text()
         rc, text = slurmd_gres(line, gres, tmp_path / f"kind{n}")
@@ -137,10 +138,15 @@ def _judge_kinds(out: Path, tmp_path: Path) -> list[tuple[str, str]]:
 def test_slurmd_reads_every_kind_of_node_as_gres_counts_it(name: str, extra: dict[str, object] | None,
                                                            tmp_path: Path) -> None:
     _needs_root_and_slurmd()
-    explicit = _judge_kinds(generate(profile_text(name, extra, False), tmp_path / "off"), tmp_path / "j-off")
-    nvml = _judge_kinds(generate(profile_text(name, extra, True), tmp_path / "on"), tmp_path / "j-on")
-    assert [line for line, _ in nvml] == [line for line, _ in explicit]  # the counts slurmd listed above
-    assert {path for _, path in nvml} == {"slurm/gres.conf"}  # AutoDetect=nvml: one file for every node
+    off = generate(profile_text(name, extra, False), tmp_path / "off")
+    on = generate(profile_text(name, extra, True), tmp_path / "on")
+    # named layouts (issue 40): each name's files in slurm/NAME/
+    folders = [f"slurm/{p.name}/" for p in sorted((on / "slurm").iterdir()) if p.is_dir()] or ["slurm/"]
+    for n, folder in enumerate(folders):
+        explicit = _judge_kinds(off, tmp_path / f"j-off{n}", folder)
+        nvml = _judge_kinds(on, tmp_path / f"j-on{n}", folder)
+        assert [line for line, _ in nvml] == [line for line, _ in explicit]  # the counts slurmd listed above
+        assert {path for _, path in nvml} == {f"{folder}gres.conf"}  # AutoDetect=nvml: one file for every node
 
 
 def test_two_models_get_a_gres_conf_each_with_only_their_devices(tmp_path: Path) -> None:
@@ -153,6 +159,73 @@ def test_two_models_get_a_gres_conf_each_with_only_their_devices(tmp_path: Path)
         assert len(devices) == sum(gres_counts(line).values())
         typed = {"Type=" in d for d in devices}
         assert typed == {"" not in gres_counts(line)}  # all typed or all untyped, as Gres= is
+
+
+# named layouts (issue 40): per name and model (h100-80gb, h200-141gb); train's H100 layout is placed by the driver
+_NAMED_LAYOUTS = {"infer": ({"1g.10gb": 7}, {"1g.18gb": 7}), "train": ({"3g.40gb": 1, "1g.10gb": 1}, {"3g.71gb": 2})}
+
+
+def _named(models: int, layout: str = "") -> dict[str, object]:
+    """A node of one or two models with the layouts above by name, or (``layout``) that one alone as mig.layout."""
+    gpus = [{"model": model, "mig": {"layout": _NAMED_LAYOUTS[layout][i]} if layout else
+             {"layouts": {name: lay[i] for name, lay in _NAMED_LAYOUTS.items()}}}
+            for i, model in enumerate(("h100-80gb", "h200-141gb")[:models])]
+    extra: dict[str, object] = {"gpu_count": 2, "gpus": gpus, **({"device_filter": "auto"} if models > 1 else {})}
+    if not layout:
+        extra["restore"] = {"layout": {"from": ["file"], "default": "infer"}}
+    return extra
+
+
+def _files(folder: Path) -> dict[str, list[str]]:
+    """Every file under ``folder`` (path relative to it) with its lines that are not comments."""
+    return {str(f.relative_to(folder)): [t for t in f.read_text().splitlines() if not t.startswith("#")]
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.parametrize("autodetect", [False, True], ids=["explicit", "nvml"])
+@pytest.mark.parametrize("models", [1, 2], ids=["one-model", "two-models"])
+def test_named_layouts_get_each_names_slurm_files_in_its_folder(models: int, autodetect: bool,
+                                                               tmp_path: Path) -> None:
+    """slurm/NAME/ holds what the same profile with NAME's layout alone writes in slurm/ (its counts, its device
+    lines from that name's placements), each file saying which pool it is for; nothing is in slurm/ itself."""
+    out = generate(profile_text("named", _named(models), autodetect), tmp_path / "named")
+    assert sorted(p.name for p in (out / "slurm").iterdir()) == sorted(_NAMED_LAYOUTS)
+    seen = []
+    for name in _NAMED_LAYOUTS:
+        alone = generate(profile_text("named", _named(models, name), autodetect), tmp_path / name)
+        assert _files(out / "slurm" / name) == _files(alone / "slurm"), name
+        for f in (out / "slurm" / name).rglob("*"):
+            if f.is_file():
+                assert f"# Layout {name}: for the nodes whose restore applies it" in f.read_text()
+        seen.append(_files(alone / "slurm"))
+    assert seen[0] != seen[1]  # the names' files differ: not the first name's written twice
+
+
+
+@pytest.mark.parametrize("models", [1, 2], ids=["one-model", "two-models"])
+def test_slurmd_reads_the_files_of_every_layout_name(models: int, tmp_path: Path) -> None:
+    _needs_root_and_slurmd()
+    for autodetect in (False, True):
+        out = generate(profile_text("named", _named(models), autodetect), tmp_path / f"out-{autodetect}")
+        lines = []
+        for name in _NAMED_LAYOUTS:
+            kinds = _judge_kinds(out, tmp_path / f"judge-{autodetect}-{name}", f"slurm/{name}/")
+            assert len(kinds) == models and all(path.startswith(f"slurm/{name}/") for _, path in kinds), kinds
+            lines.append([line for line, _ in kinds])
+        assert lines[0] != lines[1]
+
+
+def test_show_names_each_layouts_slurm_folder(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(profile_text("named", _named(2), False))
+    code, text, err = cli("show", str(profile))
+    assert code == 0, err
+    for name in _NAMED_LAYOUTS:
+        part = text.split(f"=== layout {name} ")[1].split("=== layout")[0]
+        assert f"Slurm GRES (slurm/{name}/<model>/gres.conf per kind of node: explicit MIG device lines; " \
+               f"slurm/{name}/slurm.conf.node):" in part, part
+    assert "Gres=gpu:1g.10gb:14" in text.split("=== layout train")[0]
+    assert "Gres=gpu:3g.40gb:2,gpu:1g.10gb:2" in text.split("=== layout train")[1]
 
 
 def test_device_lines_name_the_gpu_instances_where_the_plan_places_them(tmp_path: Path) -> None:

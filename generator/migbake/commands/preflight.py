@@ -11,7 +11,7 @@ from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
 from migbake.kubernetes.labels import GPU_CLUSTER_NOTE, read_node_labels, read_node_name, read_operator_cr
 from migbake.node.draslices import check_node_name, read_resource_slices
-from migbake.node.draverdict import slice_checks
+from migbake.node.draverdict import layout_slice_checks
 from migbake.node.driveroffer import read_generate_config
 from migbake.node.nvidiasmi import read_capture
 from migbake.node.preflight import check_capture, table
@@ -66,7 +66,8 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     per profile per GPU and the placements, read from names of either DRA driver naming, up to v25.8.1 or
     from v25.12.0, else from the attributes; the newest generation of each pool) and NOT READY for a
     stranded GPU, a partial layout or moved placements; dra-dynamic is READY when no static MIG device
-    exists (docs/dra.md).
+    exists (docs/dra.md). With named layouts the layout is the one the node's nvidia.com/mig.config label
+    names (--node-json); with --node alone the check is SKIP: the slices do not say which name the node has.
     """
     capture_file = xml_file or csv_file
     if xml_file is not None and csv_file is not None:
@@ -94,8 +95,9 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
             raise click.UsageError("--resource-slices checks what NVIDIA's DRA driver publishes: the profile's "
                                    "kubernetes.allocation is device-plugin (use dra or dra-dynamic)")
         node = node_name or read_node_name(node_file)  # type: ignore[arg-type]
-        expected = make_plan(prof).dra.expected  # the plan's placements, as the generated verify has them
-        slices = slice_checks(prof, expected, read_resource_slices(slices_file, node), node)
+        dra = make_plan(prof).dra  # the plan's placements, as the generated verify has them (per layout name)
+        slices = layout_slice_checks(prof, dra.expected, dra.named_devices, labels,
+                                     read_resource_slices(slices_file, node), node)
     if kind == "GPUCluster":
         slices = [*(slices or []), ("gpu-cluster", "NOTE", GPU_CLUSTER_NOTE)]
     result = check_capture(prof, capture, labels=labels, node_file=str(node_file or ""), offers=offers,

@@ -88,11 +88,12 @@ def show(profile: Path) -> None:
             _say(f"  Karpenter NodePool: {nodepool_name(prof.name, name)}")
         if capi:
             _say(f"  Cluster API KubeadmConfigTemplate: {object_name_of(prof.name, name)}")
-        _layout(prof.named(name), catalog, named=True)
+        _layout(prof.named(name), catalog, named=True, folder=f"slurm/{name}/")
 
 
-def _layout(prof: NodeProfile, catalog: Catalog, *, named: bool) -> None:
-    """Each entry drawn, then the resources and the managed platforms of one layout of the profile."""
+def _layout(prof: NodeProfile, catalog: Catalog, *, named: bool, folder: str = "slurm/") -> None:
+    """Each entry drawn, then the resources and the managed platforms of one layout of the profile (``folder``:
+    where its Slurm files are)."""
     plan = make_plan(prof)  # the placements, Slurm's nodes and the DRA devices: predicted once, as generate does
     for i, (group, m) in enumerate(zip(prof.gpus, prof.models)):
         devices = "all GPUs" if group.devices == "all" else "GPUs " + ", ".join(map(str, group.devices))
@@ -114,7 +115,7 @@ def _layout(prof: NodeProfile, catalog: Catalog, *, named: bool) -> None:
             fit(m, layout).placements
         _say(render_slice_map(m, placed))
     if plan.slurm is not None:
-        for line in show_lines(prof, plan.slurm.nodes, plan.expect.node_kinds):
+        for line in show_lines(prof, plan.slurm.nodes, plan.expect.node_kinds, folder):
             _say(line)
     if prof.kubelet.present or plan.slurm is None:
         if plan.slurm is not None:

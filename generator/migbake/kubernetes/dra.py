@@ -107,6 +107,10 @@ class DraEntry:
     instances: tuple[DraDevice, ...]  # in the order apply creates them
 
 
+# named layouts: per layout name, per gpus entry, the MIG devices each GPU publishes under that name
+NamedDevices = tuple[tuple[str, tuple[tuple[DraDevice, ...], ...]], ...]
+
+
 def placements(profile: NodeProfile) -> EntryPlacements:
     """Per ``gpus`` entry, where apply puts its instances (one prediction per entry; the plan keeps it)."""
     return entry_placements((g.mig_enabled, m, g.layout_dict) for g, m in zip(profile.gpus, profile.models))
@@ -163,13 +167,15 @@ def dra_expectations(profile: NodeProfile, entries: tuple[DraEntry, ...]) -> tup
 
 
 def whole_instance_profiles(profile: NodeProfile) -> list[str]:
-    """The GPU-instance profiles of every layout (compute-instance forms left out), sorted."""
+    """The GPU-instance profiles of every layout, of every name with named layouts (the union: a claim template
+    serves the pods of every pool), compute-instance forms left out; sorted."""
     names = set()
-    for g in profile.gpus:
-        for name, _ in (g.layout if g.mig_enabled else ()):
-            m = PROFILE_NAME_RE.match(name)
-            if m is not None and (m["c"] is None or m["c"] == m["g"]):
-                names.add(name)
+    for g in (g for g in profile.gpus if g.mig_enabled):
+        for layout in [lay for _, lay in g.layouts] or [g.layout]:
+            for name, _ in layout:
+                m = PROFILE_NAME_RE.match(name)
+                if m is not None and (m["c"] is None or m["c"] == m["g"]):
+                    names.add(name)
     return sorted(names)
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraExpectation, naming
+from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraExpectation, NamedDevices, naming
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL
 from migbake.node.draslices import NodeSlices, Published
 from migbake.node.preflight import Status
 from migbake.profile.nodeprofile import NodeProfile
@@ -173,3 +174,26 @@ def slice_checks(profile: NodeProfile, expected: tuple[DraExpectation, ...], cap
         return [(CHECK, "WARN", f"{text}; set gpu_count: a stranded GPU publishes nothing, so without it a "
                  "missing GPU cannot be told")]
     return [(CHECK, "PASS", text)]
+
+
+
+def layout_slice_checks(profile: NodeProfile, expected: tuple[DraExpectation, ...], named: NamedDevices,
+                        labels: dict[str, str] | None, capture: NodeSlices, node: str) -> list[tuple[str, Status, str]]:
+    """``slice_checks`` for the layout the node got: with named layouts (``named``: the render plan's
+    ``RenderPlan.dra.named_devices``), the one its ``nvidia.com/mig.config`` label names (the restore gives kubelet
+    that label; ``labels``: the node's, from ``--node-json``, None without it). A capture of ResourceSlices alone
+    cannot tell which name a node has: then SKIP, saying so."""
+    if not named:
+        return slice_checks(profile, expected, capture, node)
+    names = ", ".join(n for n, _ in named)
+    if labels is None:
+        return [(CHECK, "SKIP", f"named layouts ({names}): which one node {node} has is its {MIG_CONFIG_LABEL} label, "
+                 "which ResourceSlices do not say: give --node-json (kubectl get node NAME -o json) with them")]
+    given = labels.get(MIG_CONFIG_LABEL)
+    devices = dict(named).get(given or "")
+    if devices is None:
+        said = f"is {given!r}, not a layout name of this image" if given is not None else "is not set"
+        return [(CHECK, "SKIP", f"named layouts ({names}): node {node}'s label {MIG_CONFIG_LABEL} {said}, so its "
+                 "layout is not known here (the mig-config row says more)")]
+    checks = slice_checks(profile, tuple(replace(e, want=w) for e, w in zip(expected, devices)), capture, node)
+    return [(c, status, f"layout {given} ({MIG_CONFIG_LABEL}): {detail}") for c, status, detail in checks]

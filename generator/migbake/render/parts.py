@@ -15,7 +15,7 @@ from typing import Any
 
 from migbake.gpu.placement import PlacedInstance
 from migbake.gpu.presence import GpuPresence
-from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraEntry, DraExpectation
+from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraEntry, DraExpectation, NamedDevices
 from migbake.kubernetes.resources import NodeKind
 from migbake.node.drivergates import NO_GATE, DriverGate
 from migbake.node.expectations import Expectation
@@ -107,6 +107,9 @@ class ExpectPlan:
     verify_groups: tuple[dict[str, str], ...]  # per gpus entry, what verify's script compares
     node_kinds: tuple[NodeKind, ...]  # the kinds of node the image serves, with their Kubernetes resources
     placements: tuple[GroupPlacement, ...]  # per gpus entry, where each instance goes
+    # named layouts: per name, per gpus entry, where apply puts its instances under that name (the first name's
+    # are ``placements``); () for one unnamed layout
+    named_placements: tuple[tuple[str, tuple[tuple[PlacedInstance, ...], ...]], ...] = ()
     gpu_modes: tuple[str, ...] = ()  # per gpus entry, "on" (MIG on) or "off", as the config says (dra-dynamic's verify)
     mig_on: bool = False  # some gpus entry has MIG on (preflight's nvswitch row)
 
@@ -125,6 +128,11 @@ class DraPlan:
     placement_check: str = ""  # allocation dra: restore.placements (warn, strict); "" for no check
     placement_groups: tuple[dict[str, str], ...] = ()  # allocation dra: verify_groups + ``placements``
     advertises: str = ""  # what the node advertises to Kubernetes under kubernetes.allocation (Ansible's words)
+    # allocation dra with named layouts: per name, per gpus entry, the MIG devices each GPU publishes under that
+    # name (verify's expectation of the name the node gets; ``entries`` are the first name's), and the
+    # ``PROFILE@START`` text restore.sh compares under that name (``placement_groups``' ``placements``)
+    named_devices: NamedDevices = ()
+    named_placements: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from migbake import __version__
+from migbake.gpu.driverplacement import EntryPlacements
 from migbake.gpu.placement import PlacedInstance
 from migbake.gpu.presence import gpu_presence
 from migbake.kubernetes.dra import (
     DraDevice,
     DraEntry,
     DraExpectation,
+    NamedDevices,
     advertised,
     claim_templates_yaml,
     dra_entries,
@@ -172,7 +174,7 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
     variable = layout_variable(p)
     if variable and p.kubelet.layout == "kubeadm":
         command = command or kubeadm_command(binary)
-        exec_start = kubeadm_exec_start(command)  # also without node labels: the name's label needs it
+        exec_start = exec_start or kubeadm_exec_start(command)  # also without node labels: the name's label needs it
     elif variable and p.kubelet.layout == "eks-al2023":
         exec_start = nodeadm_exec_start(binary)
     # the labels the variable carries besides the name's: those the drop-in's Environment= line gives it
@@ -190,11 +192,28 @@ def _placements(p: NodeProfile) -> tuple[GroupPlacement, ...]:
                  for i, (g, where) in enumerate(zip(p.gpus, placements(p))))
 
 
+def _placement_text(instances: tuple[PlacedInstance, ...]) -> str:
+    """What restore.sh compares with ``nvidia-smi mig -lgi`` for one entry: ``PROFILE@START`` sorted (C order)."""
+    return " ".join(sorted(f"{i.profile}@{i.start}" for i in instances))
+
+
 def _placement_groups(groups: tuple[dict[str, str], ...], placed: tuple[GroupPlacement, ...]
                       ) -> tuple[dict[str, str], ...]:
-    """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi``: ``PROFILE@START`` sorted (C order)."""
-    return tuple({**g, "placements": " ".join(sorted(f"{i.profile}@{i.start}" for i in p.instances))}
-                 for g, p in zip(groups, placed))
+    """Per entry, what restore.sh compares with ``nvidia-smi mig -lgi`` (``_placement_text``)."""
+    return tuple({**g, "placements": _placement_text(p.instances)} for g, p in zip(groups, placed))
+
+
+def _named_dra(p: NodeProfile, named_where: tuple[tuple[str, EntryPlacements], ...], first: tuple[DraEntry, ...]
+               ) -> tuple[NamedDevices, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """Allocation dra with named layouts: per name, each entry's devices (``dra_entries`` of the name's layout and
+    placements; ``first``: the first name's, the plan's own) and its placements as restore.sh compares them;
+    ((), ()) otherwise."""
+    if p.kubernetes.allocation != "dra":
+        return (), ()
+    devices = tuple((name, tuple(e.instances for e in (dra_entries(p.named(name), where) if i else first)))
+                    for i, (name, where) in enumerate(named_where))
+    texts = tuple((name, tuple(_placement_text(i) for i in where)) for name, where in named_where)
+    return devices, texts
 def _bottlerocket(p: NodeProfile) -> tuple[tuple[str, str], ...]:
     """One MIG profile per Bottlerocket model key, when Bottlerocket expresses every model's layout, else ().
 
@@ -237,8 +256,12 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     bootcmd, runcmd = commands(p)
     groups, placed = tuple(verify_groups(p, filtered, resources)), _placements(p)
     where = tuple(g.instances for g in placed)  # the one prediction: every reader below takes it
+    # named layouts: each name's placements, the first name's being ``where`` (its layout stands for the entry)
+    named_where = tuple((name, where if i == 0 else tuple(g.instances for g in _placements(p.named(name))))
+                        for i, name in enumerate(p.layout_names))
     dra = dra_entries(p, where)
     dra_on = p.kubernetes.allocation == "dra"
+    named_devices, named_placements = _named_dra(p, named_where, dra)
     return RenderPlan(
         profile=p,
         header=head,
@@ -258,6 +281,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             verify_groups=groups,
             node_kinds=kinds,
             placements=placed,
+            named_placements=named_where,
             gpu_modes=tuple("on" if g.mig_enabled else "off" for g in p.gpus),
             mig_on=any(g.mig_enabled for g in p.gpus),
         ),
@@ -271,8 +295,10 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             placement_check=p.restore.placements if dra_on else "",
             placement_groups=_placement_groups(groups, placed) if dra_on else (),
             advertises=advertised(p),
+            named_devices=named_devices,
+            named_placements=named_placements,
         ),
-        slurm=slurm_plan(p, kinds, where),
+        slurm=slurm_plan(p, kinds, where, named_where),
         platforms=PlatformPlan(
             eks=eks_family(p),
             bottlerocket=_bottlerocket(p),

@@ -58,8 +58,16 @@ def rule_allocation(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
         if (model := model_of(group, catalog)) is not None and not model.has_mig:
             continue  # rule_no_mig
         mig = as_mapping(group.get("mig"))
-        if "layouts" in mig:
-            continue  # named layouts are not yet followed under DRA: rules.layoutnames says so
+        if "layouts" in mig:  # named layouts: each judged as a layout (an empty one: rules.layoutnames)
+            if allocation == "dra" and model is not None and mig.get("enabled", True) is True:
+                yield from _dra_layout(loaded, ptr, group, model)
+            elif allocation == "dra-dynamic" and mig.get("enabled", True) is True:
+                yield loaded.problem(f"{ptr}/mig/layouts", "named layouts under kubernetes.allocation dra-dynamic: "
+                                     "the DRA driver's DynamicMIG creates MIG devices per claim and destroys every "
+                                     "MIG device it did not create when it starts, so there is no layout to choose; "
+                                     "remove the layouts (or use allocation dra for static layouts)",
+                                     "dra-dynamic-layout", key=True)
+            continue
         layout = mig.get("layout", {})
         if allocation == "dra" and mig.get("enabled", True) is True and isinstance(layout, dict) and not layout:
             yield loaded.problem(f"{ptr}/mig" if "mig" in group else ptr,

@@ -17,7 +17,7 @@ from migbake.gpu.devicefilter import writes_device_filter
 from migbake.problems import Problem
 from migbake.rules.allocation import allocation_of
 from migbake.rules.declare import rule
-from migbake.rules.layoutnames import named_mig_problems
+from migbake.rules.layoutnames import layout_names, named_mig_problems
 from migbake.rules.layouts import layout_entries, model_of
 from migbake.wording import article, gpus, index_list, instances
 
@@ -235,6 +235,8 @@ def rule_mig_strategy(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
         return
     if allocation_of(data) != "device-plugin":
         return  # no device plugin: rule_allocation warns that the strategy does not apply
+    if layout_names(data):
+        return  # named layouts: layouts-not-yet-supported refuses the single strategy with them
     for key, members in _strategy_kinds(data, catalog).items():
         node = f" of {article(key)} {key} node" if key else ""
         first: tuple[str, dict[str, Any]] | None = None

@@ -2,7 +2,7 @@
 
 Every entry with MIG on names the same layouts (the coverage matrix of an image serving several GPU models),
 the names and the choice come together, the default is one of the names, the ec2-tag source names its tag, and
-what does not follow the names yet (DRA, Slurm, Bottlerocket, the single MIG strategy) is refused, located,
+what does not follow the names yet (Bottlerocket, the single MIG strategy) is refused, located,
 instead of silently using one of the layouts. The layouts themselves are judged by ``rules.layouts`` like
 ``mig.layout``.
 """
@@ -149,25 +149,17 @@ def rule_layout_ec2_tag_key(loaded: LoadedProfile, data: object, catalog: Catalo
                              "layout-ec2-tag-key", key=True)
 
 
-@rule("layouts-not-yet-supported", "error", "mig.layouts with an output that does not follow the names yet (DRA, "
-      "Slurm, Bottlerocket, mig_strategy single)")
+@rule("layouts-not-yet-supported", "error", "mig.layouts with an output that does not follow the names yet "
+      "(Bottlerocket, mig_strategy single)")
 def rule_layouts_outputs(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """Named layouts only with the outputs that follow every name (not yet: DRA, Slurm, Bottlerocket, single)."""
+    """Named layouts only with the outputs that follow every name (not yet: Bottlerocket, single)."""
     if not layout_names(data):
         return
     d = as_mapping(data)
     k8s = as_mapping(d.get("kubernetes"))
     found = []
-    if k8s.get("allocation", "device-plugin") != "device-plugin":
-        found.append(("/kubernetes/allocation", f"kubernetes.allocation {k8s.get('allocation')}"))
     if k8s.get("mig_strategy") == "single":
         found.append(("/kubernetes/mig_strategy", "kubernetes.mig_strategy single"))
-    if "slurm" in d:
-        found.append(("/slurm", "a slurm section"))
-    consumers = d.get("consumers")
-    for i, c in enumerate(consumers if isinstance(consumers, list) else []):
-        if isinstance(c, dict) and c.get("unit") == "slurmd.service":
-            found.append((f"/consumers/{i}/unit", "slurmd.service as a consumer (Slurm files)"))
     if as_mapping(d.get("bottlerocket")).get("required") is True:
         found.append(("/bottlerocket/required", "bottlerocket.required"))
     for ptr, what in found:

@@ -17,6 +17,7 @@ from migbake.profile.nodeprofile import OpenShift
 from migbake.profile.units import immutable_writable
 from migbake.rules.allocation import allocation_of
 from migbake.rules.declare import rule
+from migbake.rules.layoutnames import layout_names
 from migbake.rules.layouts import model_of
 
 
@@ -96,6 +97,8 @@ def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
                              "OUT/bottlerocket/settings.toml is not written for a DRA profile: remove "
                              "bottlerocket.required, or use allocation device-plugin", "bottlerocket-dra")
         return
+    if layout_names(data):
+        return  # named layouts: layouts-not-yet-supported refuses bottlerocket.required with them
     entries = []
     for ptr, group in gpu_entries(data):
         model = model_of(group, catalog)

@@ -180,32 +180,51 @@ def _gpu_lines(mig: bool, placed: tuple[PlacedInstance, ...], model: GpuModel, g
 
 @dataclass(frozen=True)
 class SlurmPlan:
-    """What the ``slurm/`` files say: the node's name, how slurmd finds devices, each kind of node, device lines."""
+    """What the ``slurm/`` files say: the node's name, how slurmd finds devices, each kind of node, device lines.
+
+    With named layouts (``mig.layouts``) the files are per name: ``named`` holds one plan per layout name (its
+    ``layout`` that name, its files under ``slurm/NAME/``), and this plan's own ``nodes`` are empty.
+    """
 
     node_name: str
     autodetect: bool
     nodes: tuple[SlurmNode, ...]
+    layout: str = ""  # the layout name these files are for ("": the one unnamed layout)
+    named: tuple[SlurmPlan, ...] = ()  # named layouts: one plan per name, in the profile's order
+
+    @property
+    def folder(self) -> str:
+        """Where this plan's files go in OUT: ``slurm/``, or ``slurm/NAME/`` for a named layout."""
+        return f"slurm/{self.layout}/" if self.layout else "slurm/"
 
 
-def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPlacements) -> SlurmPlan | None:
+def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPlacements,
+               named: Sequence[tuple[str, EntryPlacements]] = ()) -> SlurmPlan | None:
     """The Slurm files' content for ``profile`` (None when it writes none), from its kinds of node and the
-    entries' placements (the render plan's)."""
+    entries' placements (the render plan's); with named layouts, ``named`` holds each name's placements (the
+    kinds are the same under every name: the GPUs do not change with the layout)."""
     if not slurm_applies(profile):
         return None
-    nodes = slurm_nodes(profile, kinds, placed)
-    return SlurmPlan(profile.slurm.node_name or profile.name, profile.slurm.autodetect, tuple(nodes))
+    node_name, autodetect = profile.slurm.node_name or profile.name, profile.slurm.autodetect
+    if named:
+        return SlurmPlan(node_name, autodetect, (), named=tuple(
+            SlurmPlan(node_name, autodetect, tuple(slurm_nodes(profile.named(name), kinds, where)), name)
+            for name, where in named))
+    return SlurmPlan(node_name, autodetect, tuple(slurm_nodes(profile, kinds, placed)))
 
 
-def show_lines(profile: NodeProfile, nodes: Sequence[SlurmNode], kinds: Sequence[NodeKind]) -> list[str]:
+def show_lines(profile: NodeProfile, nodes: Sequence[SlurmNode], kinds: Sequence[NodeKind],
+               folder: str = "slurm/") -> list[str]:
     """Lines for ``migbake show``: what slurmd will count, per kind of node (``nodes`` and ``kinds``: the render
-    plan's, ``RenderPlan.slurm.nodes`` and ``RenderPlan.expect.node_kinds``)."""
+    plan's, ``RenderPlan.slurm.nodes`` and ``RenderPlan.expect.node_kinds``; ``folder``: where the files are,
+    ``SlurmPlan.folder``)."""
     if profile.slurm.autodetect:
-        where = "slurm/gres.conf: AutoDetect=nvml"
+        where = f"{folder}gres.conf: AutoDetect=nvml"
     elif len(nodes) > 1:
-        where = "slurm/<model>/gres.conf per kind of node: explicit MIG device lines"
+        where = f"{folder}<model>/gres.conf per kind of node: explicit MIG device lines"
     else:
-        where = "slurm/gres.conf: explicit MIG device lines"
-    lines = [f"Slurm GRES ({where}; slurm/slurm.conf.node):"]
+        where = f"{folder}gres.conf: explicit MIG device lines"
+    lines = [f"Slurm GRES ({where}; {folder}slurm.conf.node):"]
     for node in nodes:
         if node.gpus is None:
             lines.append(f"  {node.label}: the GPU count is unknown (set gpu_count for the Gres= counts)")

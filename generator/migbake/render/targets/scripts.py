@@ -6,7 +6,7 @@ from typing import Any
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import DROPIN_NAME, RenderPlan
+from migbake.render.plan import DROPIN_NAME, DraDevice, RenderPlan
 
 
 def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
@@ -25,12 +25,16 @@ def _verify(plan: RenderPlan) -> dict[str, Any]:
     """The DRA devices verify expects: ``plan.dra.expected``, the expectations ``preflight --resource-slices`` uses."""
     count = plan.profile.gpu_count
     return {"dra_checks": [{"gpus": "published" if e.gpus is None else " ".join(map(str, e.gpus)),
-                            "mig": "yes" if e.mig else "no",
-                            "want": " ".join(f"{d.profile}={d.start}={d.suffix}={d.legacy_suffix}" for d in e.want),
-                            "products": "|".join(e.products)}
+                            "mig": "yes" if e.mig else "no", "want": _want(e.want), "products": "|".join(e.products)}
                            for e in plan.dra.expected],
+            "dra_named_want": [(name, [_want(w) for w in per_entry]) for name, per_entry in plan.dra.named_devices],
             "dra_gpu_count": "" if count is None else str(count),
             "dra_form": plan.dra.naming}
+
+
+def _want(devices: tuple[DraDevice, ...]) -> str:
+    """One entry's MIG devices as verify's dra_checks reads them: ``PROFILE=START=NAME=OLDNAME`` each."""
+    return " ".join(f"{d.profile}={d.start}={d.suffix}={d.legacy_suffix}" for d in devices)
 
 
 def _preflight(plan: RenderPlan) -> dict[str, Any]:

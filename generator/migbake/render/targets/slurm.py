@@ -2,7 +2,9 @@
 
 With ``slurm.autodetect: false`` an image for several GPU models gets one ``gres.conf`` per kind of node,
 ``slurm/<model>/gres.conf``, each with only that kind's devices: slurmd applies every line of a gres.conf
-without ``NodeName=`` to its node, and stops when some lines are typed and others not.
+without ``NodeName=`` to its node, and stops when some lines are typed and others not. With named layouts
+(``mig.layouts``) all of it is per name, under ``slurm/NAME/``: the admin deploys ``slurm/NAME/`` to the nodes
+of the pool that says NAME (docs/slurm.md).
 """
 
 from __future__ import annotations
@@ -12,32 +14,40 @@ from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import RenderPlan, SlurmNode, SlurmPlan
 
-GRES_CONF = "slurm/gres.conf"
-NODE_CONF = "slurm/slurm.conf.node"
-
 
 def slurm(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """Both files (declared to apply when the profile has a ``slurm`` section or a slurmd consumer)."""
-    s = plan.slurm
-    if s is None:  # the declaration's applies says it never is
+    """Both files, or both per layout name (declared to apply when the profile has a ``slurm`` section or a
+    slurmd consumer)."""
+    if plan.slurm is None:  # the declaration's applies says it never is
         raise RenderError("the slurm target ran on a plan without plan.slurm")
-    return [*(Artifact(path, gres_conf(s, node, plan.header), 0o644) for path, node in gres_files(s)),
-            Artifact(NODE_CONF, node_conf(s, plan.header), 0o644)]
+    out = []
+    for s in plan.slurm.named or (plan.slurm,):
+        out += [Artifact(path, gres_conf(s, node, plan.header), 0o644) for path, node in gres_files(s)]
+        out.append(Artifact(f"{s.folder}slurm.conf.node", node_conf(s, plan.header), 0o644))
+    return out
 
 
 def gres_files(s: SlurmPlan) -> list[tuple[str, SlurmNode | None]]:
     """Where each gres.conf goes and whose devices it lists: one for every node (AutoDetect=nvml, or one kind)
-    or, with explicit lines for several kinds of node, ``slurm/<model>/gres.conf`` per kind."""
+    or, with explicit lines for several kinds of node, ``<model>/gres.conf`` per kind (in ``s.folder``)."""
     if s.autodetect:
-        return [(GRES_CONF, None)]
+        return [(f"{s.folder}gres.conf", None)]
     if len(s.nodes) == 1:
-        return [(GRES_CONF, s.nodes[0])]
-    return [(f"slurm/{node.key}/gres.conf", node) for node in s.nodes]
+        return [(f"{s.folder}gres.conf", s.nodes[0])]
+    return [(f"{s.folder}{node.key}/gres.conf", node) for node in s.nodes]
+
+
+def _layout_lines(s: SlurmPlan) -> list[str]:
+    """What a named layout's file says first: which nodes it is for."""
+    if not s.layout:
+        return []
+    return [f"# Layout {s.layout}: for the nodes whose restore applies it (nvidia.com/mig.config={s.layout}); deploy",
+            f"# {s.folder} to the node pool that says {s.layout}: each layout name has its own Slurm files."]
 
 
 def node_conf(s: SlurmPlan, header: str) -> str:
     """``slurm/slurm.conf.node``: the node's ``Gres=`` for slurm.conf, with the GresTypes it needs."""
-    lines = [header,
+    lines = [header, *_layout_lines(s),
              "# The node's line for slurm.conf: merge Gres= into your NodeName line (CPUs, RealMemory, ...)",
              "# and keep GresTypes=gpu. slurmctld drains a node that reports fewer GPUs than Gres= says.",
              "GresTypes=gpu"]
@@ -61,7 +71,7 @@ def node_conf(s: SlurmPlan, header: str) -> str:
 def gres_conf(s: SlurmPlan, node: SlurmNode | None, header: str) -> str:
     """A ``gres.conf``: ``AutoDetect=nvml`` (``node`` None), or with ``slurm.autodetect: false`` the explicit
     lines of one kind of node."""
-    lines = [header]
+    lines = [header, *_layout_lines(s)]
     if node is None:
         lines += ["# slurmd reads the MIG devices from NVML when it starts, which is after the MIG restore",
                   "# (its unit is ordered after it). Install as /etc/slurm/gres.conf.", "AutoDetect=nvml"]
