@@ -40,6 +40,10 @@ GPU = _defaults(SCHEMA["properties"]["gpus"]["items"], ())
 CONSUMER = _defaults(SCHEMA["properties"]["consumers"]["items"], ()) if "consumers" in SCHEMA["properties"] else []
 
 
+# a section whose schema requires a key is written out with it (restore.layout needs ``from``)
+SECTIONS: dict[tuple[str, ...], dict[str, Any]] = {("restore", "layout"): {"from": ["file"]}}
+
+
 def _set(data: dict[str, Any], path: tuple[str, ...], value: object) -> None:
     for key in path[:-1]:
         data = data.setdefault(key, {})
@@ -56,7 +60,7 @@ def test_a_written_out_default_changes_nothing(path: tuple[str, ...], default: o
     # ``slurm: {}`` asks for the Slurm files)
     bare = copy.deepcopy(MINIMAL)
     for i in range(1, len(path)):
-        _set(bare, path[:i], {})
+        _set(bare, path[:i], copy.deepcopy(SECTIONS.get(path[:i], {})))
     data = copy.deepcopy(bare)
     _set(data, path, default)
     assert build_profile(data) == build_profile(bare)

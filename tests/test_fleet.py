@@ -368,8 +368,8 @@ def test_the_layout_move_is_checked_first_written_after_the_drain_and_verified(t
     copy = block[write]["block"][1]["ansible.builtin.copy"]
     assert copy["dest"] == "{{ mig_restore_layout_file }}" and copy["content"] == "{{ mig_restore_layout }}\n"
     check = names.index("Check that the node got the layout it was moved to")
-    assert names.index("Say what the node advertises to Kubernetes") < check < names.index(
-        "Label the Kubernetes node with its new layout (kubelet does not relabel a registered node)") < names.index(
+    label = "Label the Kubernetes node with its new layout (a registered node is not relabelled at its next start)"
+    assert names.index("Say what the node advertises to Kubernetes") < check < names.index(label) < names.index(
         "Uncordon the Kubernetes node")
 
 

@@ -159,8 +159,12 @@ def test_gpu_operator_configmap_matches_the_baked_config(image: Path) -> None:
     want = yaml.safe_load(baked.read_text())
     want["mig-configs"]["all-disabled"] = [{"devices": "all", "mig-enabled": False}]
     assert yaml.safe_load(exported) == want
-    label = f"nvidia.com/mig.config={profile.get('restore', {}).get('config_name', 'current')}"
-    assert label in out and label in err
+    names = list(yaml.safe_load(baked.read_text())["mig-configs"])  # one per named layout, else config_name
+    assert names == list(profile["gpus"][0]["mig"].get("layouts", {})) or [
+        profile.get("restore", {}).get("config_name", "current")]
+    for name in names:
+        label = f"nvidia.com/mig.config={name}"
+        assert label in out and label in err
 
 
 def test_export_to_file_and_plain_config(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ from migbake.rules.validate import check_bytes
 
 CATALOG = load_catalog()
 PER_GPU = 30
-PROFILE = "version: 1\nname: t\ngpu_count: 1\ngpus:\n  - model: {model}\n    mig:\n      layout: {layout}\n"
+# restore.cdmm stated: a Grace model's profile warns until it says CDMM is off (cdmm-unknown), not a layout problem
+PROFILE = ("version: 1\nname: t\ngpu_count: 1\ngpus:\n  - model: {model}\n    mig:\n      layout: {layout}\n"
+           "restore: {{cdmm: disabled}}\n")
 
 
 def invalid_layouts(model: GpuModel) -> list[dict[str, int]]:

@@ -97,7 +97,8 @@ def test_generate_of_every_image(image: Path, tmp_path: Path) -> None:
     checked = check_file(image / "node-profile.yaml")
     assert checked.profile is not None
     written = (image / "generated" / "rootfs" / checked.profile.restore.config_path.lstrip("/")).read_text()
-    assert_mig_parted_accepts(written, [checked.profile.restore.config_name], tmp_path / "config.yaml")
+    names = list(checked.profile.layout_names) or [checked.profile.restore.config_name]  # named layouts: each
+    assert_mig_parted_accepts(written, names, tmp_path / "config.yaml")
 
 
 @pytest.mark.parametrize("image", IMAGES, ids=[p.name for p in IMAGES])

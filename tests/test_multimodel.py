@@ -109,7 +109,9 @@ def test_multimodel_image_exists_and_filters() -> None:
     assert images, "an image in images/ serves several GPU models"
     for p in images:
         config = (p.parent / "generated/rootfs/etc/nvidia-mig/config.yaml").read_text()
-        assert config.count("device-filter:") == len(yaml.safe_load(p.read_text())["gpus"])
+        gpus = yaml.safe_load(p.read_text())["gpus"]
+        names = len(gpus[0]["mig"].get("layouts", {})) or 1  # one config per named layout, each with every entry
+        assert config.count("device-filter:") == len(gpus) * names
 
 
 # --- the verify script on a node with stub tools ------------------------------------------------

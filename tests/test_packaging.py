@@ -23,7 +23,8 @@ from support import H200_EXPORT, H200_FIXTURES, REPO, cli
 pytestmark = pytest.mark.realtool
 
 P1 = str(REPO / "images/h200-inference/node-profile.yaml")
-P2 = str(REPO / "images/h100-h200-inference/node-profile.yaml")
+P2 = str(REPO / "images/h100-h200-inference/node-profile.yaml")  # named layouts: exported to the GPU Operator alone
+P3 = str(REPO / "images/a100-80gb-mixed/node-profile.yaml")
 XML = str(H200_FIXTURES / "nvidia-smi-q.xml")
 ALL = [str(p) for p in sorted((REPO / "images").glob("*/node-profile.yaml"))]
 # every command on the example images: (id, argv, exit code). "out" and "images" are relative to the folder the
@@ -32,7 +33,8 @@ COMMANDS = [
     ("validate", ["validate", *ALL], 0),
     ("generate", ["generate", P1, "-o", "out"], 0),
     ("export", ["export", P1], 0),
-    ("export-gpu-operator", ["export", "--gpu-operator", P1, P2], 0),
+    ("export-gpu-operator", ["export", "--gpu-operator", P1, P3], 0),
+    ("export-gpu-operator-named", ["export", "--gpu-operator", P2], 0),
     ("export-ansible", ["export", "--ansible", P1, P2, "-o", "out"], 0),
     ("import", ["import", str(H200_EXPORT), "--nvidia-smi-xml", XML], 0),
     ("show", ["show", P1], 0),

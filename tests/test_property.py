@@ -72,12 +72,14 @@ def _fast_checks(checked: Checked) -> None:
     ]
     assert len(config) == 1
     cfg = yaml.safe_load(config[0].content)
-    assert list(cfg["mig-configs"]) == [checked.profile.restore.config_name]
+    names = list(checked.profile.layout_names) or [checked.profile.restore.config_name]  # named layouts: each
+    assert list(cfg["mig-configs"]) == names
     assert device_filter_problems(config[0].content) == []
-    key = (config[0].content, checked.profile.restore.config_name)
-    if key not in MIG_CONFIGS:
-        MIG_CONFIGS[key] = MIG_CONFIG_DIR / f"{len(MIG_CONFIGS)}.yaml"
-        MIG_CONFIGS[key].write_text(key[0], encoding="utf-8")
+    for name in names:  # NVIDIA's parser judges each config the file holds
+        key = (config[0].content, name)
+        if key not in MIG_CONFIGS:
+            MIG_CONFIGS[key] = MIG_CONFIG_DIR / f"{len(MIG_CONFIGS)}.yaml"
+            MIG_CONFIGS[key].write_text(key[0], encoding="utf-8")
     user_data = yaml.safe_load(files["cloud-init/user-data"].content)
     assert set(user_data) == {"bootcmd", "write_files", "runcmd"}
     with tempfile.TemporaryDirectory(prefix="migbake-prop-") as tmp:

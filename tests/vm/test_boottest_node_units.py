@@ -129,7 +129,8 @@ def test_the_cli_names_every_node_scenario() -> None:
     from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
     from migbake.boottest.scenarios.scenario import Scenario
 
-    every = {"ok", "fail-apply", "fail-assert", "provided-later-missing", "no-gpu", *NODE_SCENARIOS, *RESET_SCENARIOS}
+    every = {"ok", "fail-apply", "fail-assert", "provided-later-missing", "no-gpu", "layout-unknown", "layout-missing",
+             *NODE_SCENARIOS, *RESET_SCENARIOS}
     assert set(typing.get_args(Scenario)) == every
     choices = next(p.type for p in boot_test.boot_test.params if p.name == "scenario")
     assert isinstance(choices, click.Choice) and set(choices.choices) == every | {"all"}

@@ -101,6 +101,10 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
     _refuse_dra(prof)
     write_or_print(gpu_operator_configmap(prof, header(prof), profile_name(profiles[0])), output)
     _warn_without_kubelet([prof])
+    if prof.layout_names:  # one config per named layout: the label picks one
+        say(f"migbake: ConfigMap {configmap_name(prof)}: select a layout on a node with the label "
+            + ", ".join(f"{CONFIG_LABEL}={n}" for n in prof.layout_names), err=True)
+        return
     say(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
         f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
 
