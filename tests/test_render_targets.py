@@ -68,7 +68,7 @@ def test_a_target_that_reads_the_gpus_is_caught() -> None:
         _ = hidden.profile.models[0].key  # what the old Slurm writer did
 
 
-FORMS = UserDataForms(gzip=True, mime=MimePart("#!/bin/sh\necho hi\n", "part.sh"))
+FORMS = UserDataForms(gzip=True, mime=MimePart("#!/bin/sh\necho hi\n", "part.sh", "text/x-shellscript"))
 
 
 def _recorded(plan: Any, targets: tuple[Target, ...] = TARGETS) -> dict[str, list[str]]:

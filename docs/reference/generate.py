@@ -167,7 +167,7 @@ def readme_outputs(text: str, targets: tuple[Target, ...] = TARGETS) -> str:
     left += [""] * (len(right) - len(left))
     if any(left[len(right):]):
         raise SystemExit(f"README.md: {USAGE.strip()!r}: the options of its left column need more lines than its list")
-    block = [f"{l:<{COLUMN}}{r}".rstrip() for l, r in zip(left, right)]
+    block = [f"{opts:<{COLUMN}}{said_here}".rstrip() for opts, said_here in zip(left, right)]
     return "\n".join([*lines[:start], *block, *lines[end + 1:]])
 
 

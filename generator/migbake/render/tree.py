@@ -33,7 +33,7 @@ from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
 from migbake.render.targets.slurm import slurm
-from migbake.render.userdata import user_data_forms
+from migbake.render.targets.userdata import user_data_forms
 
 __all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "Target", "always", "check_order", "in_order", "only_outputs",
            "render", "render_plan"]
