@@ -1,13 +1,18 @@
 """The docs stay true to the tree: a short README, links that resolve, the module map of CONTRIBUTING.md,
-the two generated references (every profile key, every rule id) up to date, docs/output-tree.md's
-tree the one `generate` writes, and README's list of outputs and that tree's folders the declared targets'."""
+what docs/reference/generate.py writes up to date (every profile key, every rule id, and from the declared
+targets the schema's outputs enum, docs/output-tree.md's table and README's list of outputs), each target's
+doc page, and docs/output-tree.md's tree the one `generate` writes, its folders the declared targets'."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from support import IMAGES, REPO, cli
@@ -71,6 +76,58 @@ def test_the_reference_check_notices_a_stale_page(tmp_path: Path) -> None:
         assert run.returncode == 1 and "rules.md is stale" in run.stderr
     finally:
         page.write_bytes(saved)
+
+
+def _generator() -> ModuleType:
+    """docs/reference/generate.py, imported (it is a script, not a module of the package)."""
+    spec = importlib.util.spec_from_file_location("reference_generate", REPO / "docs" / "reference" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NEW = Target("example-new", ("example-new",), TARGETS[0].render, doc="a target declared and not documented",
+             page="docs/output-tree.md", tests="tests/test_docs.py")
+
+
+def test_what_the_targets_declare_is_generated_where_it_is_said() -> None:
+    # the schema's outputs enum, the table of docs/output-tree.md and README's list come from TARGETS:
+    # a declaration they do not say yet makes them stale, and a hand edit is undone
+    gen = _generator()
+    schema = (REPO / "schemas" / "node-profile.schema.json").read_text(encoding="utf-8")
+    tree = (REPO / "docs" / "output-tree.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert (gen.schema_outputs(schema), gen.targets_table(tree), gen.readme_outputs(readme)) == (schema, tree, readme)
+    more = (*TARGETS, NEW)
+    new_schema = json.loads(gen.schema_outputs(schema, more))["properties"]["outputs"]["items"]
+    assert new_schema["enum"][-1] == "example-new" and new_schema["description"].endswith(" or example-new.")
+    assert "\n| `example-new` | `example-new/` | - | every profile | a target declared and not documented | " \
+        "[output-tree.md](output-tree.md) | [test_docs.py](../tests/test_docs.py) |\n" in gen.targets_table(tree, more)
+    assert readme_outputs(gen.readme_outputs(readme, more))[0] == readme_outputs(readme)[0] | {"example-new"}
+    edited = readme.replace(" cluster-api)", ")", 1)
+    assert edited != readme and gen.readme_outputs(edited) == readme
+    with pytest.raises(SystemExit, match="markers"):
+        gen.targets_table(tree.replace(gen.TABLE_END, ""))
+
+
+def page_problems(targets: tuple[Target, ...], readme: str) -> list[str]:
+    """The targets whose doc page (``page``) does not exist or README's documentation does not link."""
+    found = []
+    for t in targets:
+        if not (REPO / t.page).is_file():
+            found.append(f"{t.name}: {t.page} does not exist")
+        elif f"]({t.page})" not in readme:
+            found.append(f"{t.name}: README.md does not link {t.page}")
+    return found
+
+
+def test_every_target_has_a_doc_page_the_readme_links() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert page_problems(TARGETS, readme) == []
+    pages = (dataclasses.replace(NEW, page="docs/nowhere.md"), dataclasses.replace(NEW, page="docs/dra.md"))
+    assert page_problems(pages, readme.replace("](docs/dra.md)", "](docs/dra.md#x)")) == [
+        "example-new: docs/nowhere.md does not exist", "example-new: README.md does not link docs/dra.md"]
 
 
 # a consumer's unit name, a Packer plugin, a GPU model's key, an OpenShift pool
@@ -173,7 +230,7 @@ def readme_outputs(text: str) -> tuple[set[str], set[str]]:
     writes as the profile asks (``write the output tree (A, B, and as the profile asks C, D)``)."""
     block = text.split("## Usage", 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()
     start = next(i for i, line in enumerate(block) if line.startswith("migbake generate PROFILE -o OUT "))
-    right = " ".join(line[38:] for line in block[start:start + 4])
+    right = " ".join(line[38:] for line in block[start:start + 6])
     listed = right.split("write the output tree (", 1)[1].split(")", 1)[0]
     every, _, asked = listed.partition("and as the profile asks")
     return set(re.findall(r"[a-z][a-z-]*", every)), set(re.findall(r"[a-z][a-z-]*", asked))
@@ -208,17 +265,17 @@ def test_readme_and_the_output_tree_name_the_declared_targets() -> None:
 def test_the_declared_outputs_check_notices_drift() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     tree = (REPO / "docs" / "output-tree.md").read_text(encoding="utf-8")
-    new = Target("example-new", ("example-new",), TARGETS[0].render, doc="a target declared and not documented")
-    assert outputs_drift(readme, tree, (*TARGETS, new)) == [
+    assert outputs_drift(readme, tree, (*TARGETS, NEW)) == [
         "README.md: example-new/ is declared (render/tree.py) and not in generate's list",
         "docs/output-tree.md: example-new/ is declared and not documented"]
     gone = tuple(t for t in TARGETS if t.name != "bottlerocket")
     assert outputs_drift(readme, tree, gone) == [
         "README.md: bottlerocket is in generate's list and no declared target writes it",
         "docs/output-tree.md: bottlerocket is documented and no declared target writes it"]
-    moved = readme.replace("kickstart, butane, and as the profile asks slurm,", "kickstart, and as the profile "
-                           "asks butane, slurm,")
-    assert moved != readme
+    # README's list as it would be if butane applied only as the profile asks
+    asked = tuple(dataclasses.replace(t, applies=lambda plan: True) if t.name == "butane" else t for t in TARGETS)
+    moved = _generator().readme_outputs(readme, asked)
+    assert readme_outputs(moved)[1] == readme_outputs(readme)[1] | {"butane"}
     assert outputs_drift(moved, tree, TARGETS) == [
         "README.md: butane/ is written for every profile: list it before 'and as the profile asks'"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CASES_ROOT, IMAGES
+from support import CASES_ROOT, IMAGES, REPO
 
 from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
@@ -68,7 +68,7 @@ def test_a_target_that_reads_the_gpus_is_caught() -> None:
         _ = hidden.profile.models[0].key  # what the old Slurm writer did
 
 
-FORMS = UserDataForms(gzip=True, mime=MimePart("#!/bin/sh\necho hi\n", "part.sh"))
+FORMS = UserDataForms(gzip=True, mime=MimePart("#!/bin/sh\necho hi\n", "part.sh", "text/x-shellscript"))
 
 
 def _recorded(plan: Any, targets: tuple[Target, ...] = TARGETS) -> dict[str, list[str]]:
@@ -134,6 +134,41 @@ def test_a_folder_is_one_targets_and_its_readers() -> None:
         check_order((dataclasses.replace(rootfs, doc=""),))
     with pytest.raises(RenderError, match=r"folders \('Rootfs/',\)"):
         check_order((dataclasses.replace(rootfs, folders=("Rootfs/",)),))
+    with pytest.raises(RenderError, match=r"its doc page \(docs/NAME.md\)"):
+        check_order((dataclasses.replace(rootfs, page="README.md"),))
+    with pytest.raises(RenderError, match=r"its own test module \(tests/test_NAME.py\)"):
+        check_order((dataclasses.replace(rootfs, tests=""),))
+
+
+def untested(targets: tuple[Target, ...]) -> list[str]:
+    """The targets whose declared test module (``tests``) is missing or never names them: no string of its
+    source holds the target's name as a word of its own (``"cloud-init/user-data.gz"`` names ``user-data``)."""
+    import ast
+    import re
+
+    found = []
+    for t in targets:
+        module = REPO / t.tests
+        if not module.is_file():
+            found.append(f"{t.name}: {t.tests} does not exist")
+            continue
+        word = re.compile(rf"(?<![\w-]){re.escape(t.name)}(?![\w-])")
+        strings = [n.value for n in ast.walk(ast.parse(module.read_text(encoding="utf-8")))
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        if not any(word.search(s) for s in strings):
+            found.append(f"{t.name}: {t.tests} never names it")
+    return found
+
+
+def test_every_target_has_its_own_test_module_that_names_it() -> None:
+    assert untested(TARGETS) == []
+    packer = _declared("packer")
+    assert untested((dataclasses.replace(packer, tests="tests/test_gpu_names.py"),
+                     dataclasses.replace(packer, tests="tests/test_nowhere.py"))) == [
+        "packer: tests/test_gpu_names.py never names it", "packer: tests/test_nowhere.py does not exist"]
+    # a longer name that only contains the target's is no mention of it
+    assert untested((dataclasses.replace(packer, name="cloud", tests="tests/test_ec2_user_data.py"),)) == [
+        "cloud: tests/test_ec2_user_data.py never names it"]
 
 
 def test_a_target_sees_only_the_files_of_the_targets_it_reads() -> None:

@@ -19,6 +19,7 @@ from realtools import IN_CI, cloud_init_schema, require, run
 from support import IMAGES, REPO, cli
 
 from migbake.render import userdata
+from migbake.render.targets.userdata import MERGE_TYPE
 from migbake.rules.registry import RULES
 
 BAD = "version: 1\nname: x\ngpus:\n  - model: h200\n    mig: {layout: {1g.18gb: 8}}\nkubelet: {presnt: true}\n"
@@ -146,7 +147,7 @@ def test_user_data_gzip_and_mime(tmp_path: Path) -> None:
     assert [p.get_content_type() for p in parts] == ["text/x-shellscript", "text/cloud-config"]
     assert parts[0].get_payload(decode=True) == mine.read_bytes()
     assert parts[1].get_payload(decode=True) == plain
-    assert parts[1]["Merge-Type"] == userdata.MERGE_TYPE
+    assert parts[1]["Merge-Type"] == MERGE_TYPE
     # the same structure cloud-init's own make-mime builds
     made = run([require("cloud-init"), "devel", "make-mime", "-a", f"{mine}:x-shellscript",
                 "-a", f"{out}/cloud-init/user-data:cloud-config"])

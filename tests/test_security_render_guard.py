@@ -29,9 +29,11 @@ from realtools import SystemdTree, hcl_parse, run, shellcheck
 from migbake.problems import RenderError, UsageError
 from migbake.render.artifact import Artifact
 from migbake.render.guard import CONTROL, Block, Quoted, guard, mime_header_value
+from migbake.render.plan import MimePart
 from migbake.render.quoting import sh_quote, systemd_word
+from migbake.render.targets.userdata import mime_user_data
 from migbake.render.tree import render
-from migbake.render.userdata import mime_user_data
+from migbake.render.userdata import user_part
 from migbake.rules.validate import check_bytes
 
 pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")
@@ -113,9 +115,11 @@ def test_quoting_marks_its_output_and_a_raw_newline_in_a_shell_word_is_refused()
 def test_mime_header_values_are_guarded(name: str) -> None:
     COUNTS["class1-mime"] += 1
     with pytest.raises(UsageError, match=r"MIME|control"):
-        mime_user_data("#cloud-config\n", "#!/bin/sh\ntrue\n", name)
+        user_part("#!/bin/sh\ntrue\n", name)
     with pytest.raises(RenderError):
         mime_header_value(name, "name")
+    with pytest.raises(RenderError):  # a part made without user_part meets the target's own guard
+        mime_user_data("#cloud-config\n", MimePart("#!/bin/sh\ntrue\n", name, "text/x-shellscript"))
 
 
 # --- the property: hostile strings through the schema, the real judges on what validates ---------

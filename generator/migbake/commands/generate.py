@@ -139,7 +139,8 @@ def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
 
 
 def _mime_part(mime_part: str | None) -> MimePart | None:
-    """The user's own part ``--user-data-mime FILE[:TYPE]`` names, read (the ``user-data`` target makes the forms)."""
+    """The user's own part ``--user-data-mime FILE[:TYPE]`` names, read and typed (the ``user-data`` target makes
+    the forms)."""
     if not mime_part:
         return None
     if any(c < " " or c == "\x7f" for c in mime_part):  # CR/LF would end a MIME header: refused, not cleaned
@@ -154,7 +155,7 @@ def _mime_part(mime_part: str | None) -> MimePart | None:
         theirs = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
-    return MimePart(theirs, src.name, kind or None)
+    return userdata.user_part(theirs, src.name, kind or None)
 
 
 def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:

@@ -55,11 +55,12 @@ class FirstBoot:
 
 @dataclass(frozen=True)
 class MimePart:
-    """The user's own part of a multi-part user-data (``generate --user-data-mime FILE[:TYPE]``)."""
+    """The user's own part of a multi-part user-data (``generate --user-data-mime FILE[:TYPE]``), read and typed
+    (``render.userdata.user_part``)."""
 
     text: str
     name: str  # the file's name, the part's filename
-    kind: str | None = None  # TYPE, when given
+    media_type: str  # its MIME type: TYPE when given (text/TYPE for a subtype), else told by its content
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from migbake.kubernetes.dra import (
 from migbake.kubernetes.kubelet import (
     LAYOUT_LABELS_ENV,
     NODEADM_DROPIN,
+    NODECONFIG_MEDIA_TYPE,
     OUR_VARIABLE,
     eks_family,
     kubeadm_command,
@@ -77,7 +78,7 @@ from migbake.render.parts import (
 )
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL",
+__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
            "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
            "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",

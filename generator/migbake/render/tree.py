@@ -3,10 +3,10 @@
 One plan (``plan.make_plan``) is derived from the profile; each target turns it into its files. A target is
 one declaration in ``TARGETS`` (``Target``): its name, the output folders it writes, its function, the
 targets whose files it reads (cloud-init, Packer, Ansible and Kickstart carry the rootfs files, Ansible the
-scripts, Kickstart the Packer scripts), when it applies, and one line saying what it is. ``check_order``
-holds the declarations at import: a target runs after every target it reads, and a folder belongs to one
-target (and to those that read it). At render time a target sees only the files of the targets it reads,
-and may write only into its own folders.
+scripts, Kickstart the Packer scripts), when it applies, one line saying what it is, its doc page and its own
+test module. ``check_order`` holds the declarations at import: a target runs after every target it reads, and
+a folder belongs to one target (and to those that read it). At render time a target sees only the files of
+the targets it reads, and may write only into its own folders.
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
 from migbake.render.targets.slurm import slurm
-from migbake.render.userdata import user_data_forms
+from migbake.render.targets.userdata import user_data_forms
 
 __all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "Target", "always", "check_order", "in_order", "only_outputs",
            "render", "render_plan"]
 
 _FOLDER = re.compile(r"[a-z][a-z0-9-]*")
+_PAGE = re.compile(r"docs/[a-z0-9-]+\.md")
+_TESTS = re.compile(r"tests/test_[a-z0-9_]+\.py")
 
 
 def always(plan: RenderPlan) -> bool:
@@ -56,52 +58,71 @@ class Target:
     reads: tuple[str, ...] = ()  # the targets whose files it carries: it runs after them and sees only theirs
     applies: Callable[[RenderPlan], bool] = always  # whether the profile gets it at all
     doc: str = ""  # one line: what it is for
+    page: str = ""  # the doc page that says more (``docs/NAME.md``; tests/test_docs.py: it exists, README links it)
+    tests: str = ""  # its own test module (``tests/test_NAME.py``; tests/test_render_targets.py: it names the target)
 
 
 # every output target; each runs after the targets it reads (check_order holds this)
 TARGETS: tuple[Target, ...] = (
     Target("rootfs", ("rootfs",), rootfs,
-           doc="the node's own files: the mig-parted config, restore.sh, the restore unit and its drop-ins"),
+           doc="the node's own files: the mig-parted config, restore.sh, the restore unit and its drop-ins",
+           page="docs/output-tree.md", tests="tests/test_realtools.py"),
     Target("cloud-init", ("cloud-init",), cloud_init, reads=("rootfs",),
-           doc="the first boot's #cloud-config: the rootfs files, bootcmd's hold and runcmd's restore"),
+           doc="the first boot's #cloud-config: the rootfs files, bootcmd's hold and runcmd's restore",
+           page="docs/cloud-init.md", tests="tests/test_realtools.py"),
     Target("user-data", ("cloud-init",), user_data_forms, reads=("cloud-init",),
            applies=lambda plan: plan.user_data != NO_FORMS,
-           doc="the user-data's delivery forms generate's options ask for: gzipped, multi-part MIME"),
+           doc="the user-data's delivery forms generate's options ask for: gzipped, multi-part MIME",
+           page="docs/baking.md", tests="tests/test_ec2_user_data.py"),
     Target("packer", ("packer",), packer, reads=("rootfs",),
-           doc="the Packer templates, one plugin folder per builder, and the provisioner scripts"),
+           doc="the Packer templates, one plugin folder per builder, and the provisioner scripts",
+           page="docs/packer.md", tests="tests/test_bake_packer.py"),
     Target("scripts", ("scripts",), scripts,
-           doc="what a person runs on a node: preflight, verify, uninstall, capture"),
+           doc="what a person runs on a node: preflight, verify, uninstall, capture",
+           page="docs/verify.md", tests="tests/test_generated_scripts.py"),
     Target("slurm", ("slurm",), slurm, applies=lambda plan: plan.slurm is not None,
-           doc="gres.conf and the node's Gres= line, with a slurm: section or slurmd among the consumers"),
+           doc="gres.conf and the node's Gres= line, with a slurm: section or slurmd among the consumers",
+           page="docs/slurm.md", tests="tests/test_slurm.py"),
     Target("kubernetes", ("kubernetes",), kubernetes, applies=lambda plan: bool(plan.dra.claim_templates),
-           doc="ResourceClaimTemplates for kubernetes.allocation dra"),
+           doc="ResourceClaimTemplates for kubernetes.allocation dra",
+           page="docs/dra.md", tests="tests/test_dra_claims.py"),
     Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
-           doc="a role and its playbooks for day 2 on running nodes"),
+           doc="a role and its playbooks for day 2 on running nodes",
+           page="docs/ansible.md", tests="tests/test_fleet.py"),
     Target("kickstart", ("kickstart",), kickstart, reads=("rootfs", "packer"),
-           doc="a %post for Anaconda that runs the Packer provisioner scripts"),
+           doc="a %post for Anaconda that runs the Packer provisioner scripts",
+           page="docs/kickstart.md", tests="tests/test_fleet.py"),
     Target("butane", ("butane",), butane, reads=("rootfs",),
-           doc="Butane configs and their Ignition for Fedora CoreOS, Flatcar and OpenShift"),
+           doc="Butane configs and their Ignition for Fedora CoreOS, Flatcar and OpenShift",
+           page="docs/immutable-os.md", tests="tests/test_butane.py"),
     Target("bottlerocket", ("bottlerocket",), bottlerocket, applies=lambda plan: bool(plan.platforms.bottlerocket),
-           doc="Bottlerocket settings, when it can say the layout (one profile per GPU model)"),
+           doc="Bottlerocket settings, when it can say the layout (one profile per GPU model)",
+           page="docs/immutable-os.md", tests="tests/test_bottlerocket.py"),
     Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",),
            applies=lambda plan: plan.platforms.eks == "eks-al2023",
            doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool per layout name "
-               "(kubelet.layout eks-al2023)"),
+               "(kubelet.layout eks-al2023)",
+           page="docs/karpenter.md", tests="tests/test_karpenter.py"),
     Target("cluster-api", ("cluster-api",), cluster_api, reads=("rootfs",),
            applies=lambda plan: plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm",
-           doc="KubeadmConfigTemplates carrying the rootfs files (kubelet.layout kubeadm)"),
+           doc="KubeadmConfigTemplates carrying the rootfs files (kubelet.layout kubeadm)",
+           page="docs/cluster-api.md", tests="tests/test_cluster_api.py"),
 )
 
 
 def check_order(targets: tuple[Target, ...]) -> None:
-    """RenderError unless ``targets`` can run in their order: names once, a doc line each, each read target
-    declared before its reader, and each folder written by one target (and by targets that read it)."""
+    """RenderError unless ``targets`` can run in their order: names once, a doc line, page and test module each,
+    each read target declared before its reader, and each folder written by one target (and by targets that
+    read it)."""
     seen: dict[str, Target] = {}
     for t in targets:
         if t.name in seen:
             raise RenderError(f"target {t.name!r} is declared twice")
         if not t.doc or "\n" in t.doc:
             raise RenderError(f"target {t.name!r}: its doc must be one line saying what it is for")
+        if not _PAGE.fullmatch(t.page) or not _TESTS.fullmatch(t.tests):
+            raise RenderError(f"target {t.name!r}: page {t.page!r}, tests {t.tests!r}: its doc page "
+                              "(docs/NAME.md) and its own test module (tests/test_NAME.py)")
         if not t.folders or not all(_FOLDER.fullmatch(f) for f in t.folders):
             raise RenderError(f"target {t.name!r}: folders {t.folders!r}: one or more names of OUT's top "
                               "folders (lower-case letters, digits and -)")

@@ -1,43 +1,28 @@
-"""Deliver the user-data: size against the EC2 limit, a gzip form, and a MIME multi-part form.
+"""The user's own part of a multi-part user-data, read and typed (``generate --user-data-mime FILE[:TYPE]``),
+and EC2's 16 KB user-data limit on the form that would be sent.
 
-The forms are the ``user-data`` target (``user_data_forms``, declared in ``render.tree``): it reads the
-cloud-init target's user-data and writes beside it what ``generate --user-data-gzip / --user-data-mime`` ask
-for (``plan.user_data``).
-
-With gzip the MIME form is gzipped too; the size check is on the form that would be sent (the last,
-most complete one: the MIME bundle when there is one, gzipped when asked for).
-
-The multi-part form is built as ``cloud-init devel make-mime`` builds it (one ``MIMEText`` attachment
-per part inside a ``MIMEMultipart``), with a boundary derived from the content so that the same input
-gives the same bytes. migbake's own part comes last with a ``Merge-Type`` that appends lists and merges
-mappings, so a user's ``runcmd`` or ``write_files`` is kept rather than replaced.
+The forms themselves are the ``user-data`` target (``render.targets.userdata``); this module makes the part it
+carries (``user_part``: a ``MimePart`` whose name and media type are checked) and says when what would be sent
+is too big. The size check is on the form that would be sent (the last, most complete one: the MIME bundle
+when there is one, gzipped when asked for).
 
 A user's part may be a NodeConfig for EKS AL2023's nodeadm, which reads only parts of media type
 ``application/node.eks.aws`` (awslabs/amazon-eks-ami:nodeadm/internal/configprovider/userdata.go@v20260724
 L18-23, mime.go L34-74) and skips every other part without a word: ``FILE:application/node.eks.aws``, or
-a file whose first document is ``apiVersion: node.eks.aws/v1alpha1`` + ``kind: NodeConfig``. For
-``kubelet.layout: eks-al2023`` with node labels, migbake adds its own NodeConfig part (the labels, as the
-baked drop-in has them) after the user's: nodeadm merges the parts in order and appends
-``spec.kubelet.flags`` (nodeadm/internal/api/merge.go), so the user's settings and migbake's labels both
-reach kubelet, also on an AMI older than the ``/etc/eks/nodeadm.d/`` drop-ins (v20251023).
+a file whose first document is ``apiVersion: node.eks.aws/v1alpha1`` + ``kind: NodeConfig``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-from email.mime.multipart import MIMEMultipart
-from email.mime.nonmultipart import MIMENonMultipart
-from email.mime.text import MIMEText
 
 import yaml
 
 from migbake.kubernetes.kubelet import NODECONFIG_API_VERSION, NODECONFIG_KIND, NODECONFIG_MEDIA_TYPE
 from migbake.problems import RenderError, UsageError
-from migbake.render.artifact import Artifact, Rendered, gzip_bytes
-from migbake.render.environment import Templates
+from migbake.render.artifact import gzip_bytes
 from migbake.render.guard import mime_header_value
-from migbake.render.plan import RenderPlan
+from migbake.render.parts import MimePart
 
 EC2_USER_DATA_LIMIT = 16384  # bytes, before base64 encoding
 MAX_PART_BYTES = 4 * 1024 * 1024  # a user's own part (--user-data-mime FILE): far above any cloud's limit
@@ -48,7 +33,6 @@ SUBTYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
 MEDIA_TYPE = re.compile(r"([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126})/([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126})")
 _NOT_IN_FILENAME = re.compile(r'["\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
 MIME_OPTION = "--user-data-mime"  # the option that names the user's part
-MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
 PART_TYPES = {
     "#cloud-config": "cloud-config",
     "#!": "x-shellscript",
@@ -57,26 +41,6 @@ PART_TYPES = {
     "#part-handler": "part-handler",
     "## template: jinja": "jinja2",
 }
-
-
-USER_DATA = "cloud-init/user-data"
-
-
-def user_data_forms(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """``user-data.gz``, ``user-data.mime`` and ``user-data.mime.gz`` beside the user-data, as ``plan.user_data``
-    asks (eks-al2023 with node labels: the MIME form also carries them as a NodeConfig part)."""
-    text = str(done[USER_DATA].text)
-    forms = plan.user_data
-    out = []
-    if forms.gzip:
-        out.append(Artifact(USER_DATA + ".gz", gzip_user_data(text), 0o644))
-    if forms.mime is not None:
-        part = forms.mime
-        mime = mime_user_data(text, part.text, part.name, part.kind, nodeconfig=plan.kubelet.nodeconfig_part)
-        out.append(Artifact(USER_DATA + ".mime", mime, 0o644))
-        if forms.gzip:
-            out.append(Artifact(USER_DATA + ".mime.gz", gzip_user_data(mime), 0o644))
-    return out
 
 
 def too_big_for_ec2(data: bytes) -> bool:
@@ -98,11 +62,6 @@ def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
     if not too_big_for_ec2(gzip_bytes(data)):
         return f"{what}; use --user-data-gzip: gzipped it fits{only}"
     return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include{only}"
-
-
-def gzip_user_data(text: str) -> bytes:
-    """Gzip with no name and a zero timestamp: cloud-init detects and inflates it; output is deterministic."""
-    return gzip_bytes(text.encode("utf-8"))
 
 
 def guess_part_type(text: str) -> str | None:
@@ -186,53 +145,19 @@ def part_media_type(theirs: str, their_name: str, their_type: str | None) -> str
                      option=MIME_OPTION)
 
 
-def _part(text: str, media_type: str) -> MIMENonMultipart:
-    main, sub = media_type.split("/", 1)
-    if main.lower() == "text":
-        return MIMEText(text, sub, "utf-8")
-    part = MIMENonMultipart(main, sub)
-    part.set_payload(text, "utf-8")  # base64 with charset=utf-8, as the text parts (nodeadm decodes it)
-    return part
+def user_part(text: str, name: str, kind: str | None = None) -> MimePart:
+    """The user's part ``name`` with ``text``, typed by ``kind`` (TYPE of FILE:TYPE) or by its content.
 
-
-def _filename_parameter(name: str) -> str | tuple[str, str, str]:
-    """``filename`` as Python's email writes it: a quoted string for ASCII, else an RFC 2231 parameter
-    (``filename*=utf-8''h%C3%A9llo.sh``). A non-ASCII value in the header's text would make the whole header
-    one RFC 2047 encoded word, which no reader takes apart again: cloud-init then names the part
-    ``part-001`` (cloudinit/user_data.py, ``_process_before_attach``: ``msg.get_filename()``)."""
-    return name if name.isascii() else ("utf-8", "", name)
-
-
-def mime_user_data(ours: str, theirs: str, their_name: str, their_type: str | None = None,
-                   nodeconfig: str = "") -> str:
-    """A multi-part MIME user-data: the user's part first, then ``nodeconfig`` (migbake's NodeConfig part for
-    nodeadm, if any), then migbake's cloud-config (merged onto the user's).
-
-    A part it cannot carry (its type, its file name) is a UsageError: a bad value of ``--user-data-mime``.
+    A part the multi-part form cannot carry (its type, its file name) is a UsageError: a bad value of
+    ``--user-data-mime``.
     """
-    if _NOT_IN_FILENAME.search(their_name):
-        raise UsageError(f"{their_name!r}: a file name with a quote, a backslash or a control character cannot "
+    if _NOT_IN_FILENAME.search(name):
+        raise UsageError(f"{name!r}: a file name with a quote, a backslash or a control character cannot "
                          "be a part's filename; rename the file", option=MIME_OPTION)
-    media_type = part_media_type(theirs, their_name, their_type)
-    for value, what in ((their_name, "the part's file name"), (media_type, "the part's type")):
+    media_type = part_media_type(text, name, kind)
+    for value, what in ((name, "the part's file name"), (media_type, "the part's type")):
         try:
             mime_header_value(value, what)  # both are printed into MIME headers
         except RenderError as e:
             raise UsageError(str(e), option=MIME_OPTION) from e
-    first = _part(theirs, media_type)
-    first.add_header("Content-Disposition", "attachment", filename=_filename_parameter(their_name))
-    parts = [first]
-    if nodeconfig:
-        labels = _part(nodeconfig, NODECONFIG_MEDIA_TYPE)
-        labels.add_header("Content-Disposition", 'attachment; filename="migbake-node-labels.yaml"')
-        parts.append(labels)
-    last = MIMEText(ours, "cloud-config", "utf-8")
-    last.add_header("Content-Disposition", 'attachment; filename="migbake-user-data"')
-    last.add_header("Merge-Type", MERGE_TYPE)
-    parts.append(last)
-    seed = "\0".join([theirs, nodeconfig, ours]) if nodeconfig else theirs + "\0" + ours  # old bytes kept
-    boundary = "migbake-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:32]
-    combined = MIMEMultipart(boundary=boundary)
-    for part in parts:
-        combined.attach(part)
-    return combined.as_string() + "\n"
+    return MimePart(text, name, media_type)

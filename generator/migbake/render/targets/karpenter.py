@@ -38,7 +38,7 @@ import re
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import RenderPlan
+from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan
 from migbake.render.quoting import yaml_scalar, yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
@@ -48,7 +48,6 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # the label the GPU Operator selects
 # A NodePool's name is an object name (a DNS subdomain) and also the value of the label karpenter.sh/nodepool
 # Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
 _POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
-NODECONFIG_TYPE = "application/node.eks.aws"
 KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
 CHANGE_ME = "CHANGE-ME"
 # The root EBS volume of a GPU node. Without blockDeviceMappings Karpenter gives an AL2023 node /dev/xvda of 20Gi
@@ -64,7 +63,7 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     # at most 16 KB of user data
     parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]
     if plan.kubelet.nodeconfig_part:
-        parts.append((NODECONFIG_TYPE, plan.kubelet.nodeconfig_part))
+        parts.append((NODECONFIG_MEDIA_TYPE, plan.kubelet.nodeconfig_part))
     files = [Artifact(EC2NODECLASS, ec2nodeclass(plan, user_data(parts)), 0o644)]
     if plan.mig.layout_names:
         files.append(Artifact(NODEPOOLS, nodepools(plan), 0o644))
@@ -97,7 +96,7 @@ def karpenter_sends(data: str) -> int:
     """
     message = email.message_from_string(data)
     parts = [(str(p["Content-Type"]), str(p.get_payload())) for p in message.walk() if p is not message]
-    parts.append((NODECONFIG_TYPE, ""))  # Karpenter's own, its content left out
+    parts.append((NODECONFIG_MEDIA_TYPE, ""))  # Karpenter's own, its content left out
     out = f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{KARPENTER_BOUNDARY}"\n\n'
     out += "\n".join(f"--{KARPENTER_BOUNDARY}\nContent-Type: {kind}\n\n{body}" for kind, body in parts)
     return len((out + f"\n--{KARPENTER_BOUNDARY}--\n").encode("utf-8"))
