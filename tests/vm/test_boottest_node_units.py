@@ -117,7 +117,13 @@ ARGV_FLAGS = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false,nvidia.com/m
     ("--kubeconfig=/etc/kubernetes/kubelet.conf\n--node-ip=10.0.2.15\n--max-pods=250\n", False),  # labels lost
     (f"{ARGV_FLAGS}\n", False),  # the admin's flags lost (an ExecStart= without KUBELET_EXTRA_ARGS)
     (None, False),
-], ids=["both", "no-labels", "no-admin-flags", "no-argv"])
+    # the labels in two arguments (kubelet merges them), as the restore's label file and the admin's can give them
+    ("--node-ip=10.0.2.15\n--max-pods=250\n--node-labels=nvidia.com/mig.config=current\n"
+     "--node-labels=nvidia.com/gpu.deploy.mig-manager=false,x=y\n", True),
+    ("--node-ip=10.0.2.15\n--max-pods=250\n--node-labels=nvidia.com/mig.config=current\n", False),  # one lost
+    ("--node-ip=10.0.2.15\n--max-pods=250\n--node-labels=nvidia.com/mig.config=current\n"
+     "--node-ips=nvidia.com/gpu.deploy.mig-manager=false\n", False),  # not a label argument
+], ids=["both", "no-labels", "no-admin-flags", "no-argv", "two-arguments", "one-lost", "not-a-label-flag"])
 def test_kubelet_labels_claim(argv: str | None, holds: bool) -> None:
     for fixture in ("kubeadm-deb", "kubeadm-rpm", "eks-al2023"):
         [claim] = labels_claim(argv, fixture, LABELS)  # type: ignore[arg-type]

@@ -220,8 +220,11 @@ def labels_claim(argv_text: str | None, fixture: KubeletFixture, labels: tuple[t
     if argv_text is None:
         return [Claim("kubelet-labels", text, False, f"kubelet recorded no argv ({ARGV_LOG} missing)")]
     argv = argv_text.splitlines()
-    want = [*(["--node-labels=" + ",".join(f"{k}={v}" for k, v in labels)] if labels else []), *ADMIN_FLAGS]
-    missing = [w for w in want if w not in argv]
+    # every --node-labels argument counts (kubelet merges them; the restore's label file may carry the profile's
+    # labels and the layout's name in one, named layouts)
+    given = {pair for a in argv if a.startswith("--node-labels=") for pair in a[len("--node-labels="):].split(",")}
+    want = [f"{k}={v}" for k, v in labels if f"{k}={v}" not in given]
+    missing = [f"--node-labels with {w}" for w in want] + [w for w in ADMIN_FLAGS if w not in argv]
     shown = shlex.join(argv)
     return [Claim("kubelet-labels", text, not missing,
                   f"argv: {shown}" + (f"; missing: {', '.join(missing)}" if missing else ""))]
