@@ -277,6 +277,9 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
 
         # 3. the layout move: drain, the name in /etc/migbake/layout, reboot, verify that layout, label, uncordon
         node.ssh(f"rm -f {simguest.KNOB_DIR}/driver-delay")
+        # the boot report's own assert (test-report, a fixture) now asks for the layout the node is moved to
+        node.ssh("sed -i 's/ -c mixed 2>/ -c small 2>/' /usr/local/sbin/test-report && "
+                 "grep -q -- ' -c small 2>' /usr/local/sbin/test-report")
         node.fresh_evidence(*evidence)
         moved = node.playbook("activate.yml", "-v", "-e", "mig_restore_layout=small")
         said = moved.stdout + moved.stderr
