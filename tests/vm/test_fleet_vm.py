@@ -264,7 +264,7 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
                          f"cat {kubelet_fixtures.ARGV_LOG}", check=False).stdout.split()
         assert state[0] != first and state[1:4] == ["active", "active", "no-marker"], state
         # the profile's label and the default layout's name, as the restore's label file gives them (one argument)
-        labels = {x for a in state if a.startswith("--node-labels=") for x in a[len("--node-labels="):].split(",")}
+        labels = kubelet_fixtures.node_labels_given(state)
         assert {"nvidia.com/gpu.deploy.mig-manager=false", "nvidia.com/mig.config=mixed"} <= labels, state
         assert "nvidia-mig-parted assert: the GPUs have config" in said
         assert "kubelet-unit: kubeadm's drop-in" in said, said

@@ -212,6 +212,13 @@ def install(rootfs: Path, fixture: KubeletFixture, log: Log) -> None:
                 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"\n', 0o644)
 
 
+def node_labels_given(argv: list[str]) -> set[str]:
+    """Every ``key=value`` of kubelet's ``--node-labels`` arguments: kubelet merges them (the restore's label file
+    may carry the profile's labels and the layout's name in one argument, named layouts)."""
+    flag = "--node-labels="
+    return {pair for a in argv if a.startswith(flag) for pair in a[len(flag):].split(",")}
+
+
 def labels_claim(argv_text: str | None, fixture: KubeletFixture, labels: tuple[tuple[str, str], ...]) -> list[Claim]:
     """``kubelet-labels``: the recorded argv has the profile's labels and the admin's own flags."""
     if fixture == "plain":
@@ -220,9 +227,7 @@ def labels_claim(argv_text: str | None, fixture: KubeletFixture, labels: tuple[t
     if argv_text is None:
         return [Claim("kubelet-labels", text, False, f"kubelet recorded no argv ({ARGV_LOG} missing)")]
     argv = argv_text.splitlines()
-    # every --node-labels argument counts (kubelet merges them; the restore's label file may carry the profile's
-    # labels and the layout's name in one, named layouts)
-    given = {pair for a in argv if a.startswith("--node-labels=") for pair in a[len("--node-labels="):].split(",")}
+    given = node_labels_given(argv)
     want = [f"{k}={v}" for k, v in labels if f"{k}={v}" not in given]
     missing = [f"--node-labels with {w}" for w in want] + [w for w in ADMIN_FLAGS if w not in argv]
     shown = shlex.join(argv)

@@ -19,7 +19,6 @@ the image does not have) and ``layout-missing`` (no name, no default) fail close
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,16 +26,16 @@ from typing import Literal
 from migbake.boottest.errors import BootTestError
 from migbake.boottest.guestreport import GuestReport
 from migbake.boottest.scenarios.claims import RESTORE, Claim
-from migbake.boottest.scenarios.kubelet import ENV_FILE, KubeletFixture
+from migbake.boottest.scenarios.kubelet import ENV_FILE, KubeletFixture, node_labels_given
 from migbake.boottest.scenarios.scenario import LAYOUT_UNKNOWN
 from migbake.boottest.scenarios.scenario import _write as write_guest
+from migbake.kubernetes.labels import MIG_CONFIG_LABEL as CONFIG_LABEL
+from migbake.kubernetes.labels import label_value_problem
+from migbake.render.plan import LAYOUT_FILE
 
 LayoutSource = Literal["file", "kubelet-labels", "credential"]
 SOURCES: tuple[LayoutSource, ...] = ("file", "kubelet-labels", "credential")
-LAYOUT_FILE = "/etc/migbake/layout"  # the file source (_layout-source.sh.j2)
 CREDENTIAL = "migbake.layout"  # the credential source's name (the restore unit's LoadCredential=)
-CONFIG_LABEL = "nvidia.com/mig.config"
-_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")  # a label value (the names' schema pattern)
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,9 @@ class LayoutChoice:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise BootTestError(f"layout source {self.source!r}: expected one of {', '.join(SOURCES)}")
-        if not _NAME.fullmatch(self.name):
-            raise BootTestError(f"layout name {self.name!r}: expected a label value (letters, digits, '-', '_', "
-                                "'.', at most 63, starting and ending with a letter or digit)")
+        why = label_value_problem(self.name) if self.name else "empty"
+        if why:
+            raise BootTestError(f"layout name {self.name!r}: not a label value ({why})")
 
     @property
     def kernel_args(self) -> str:
@@ -108,7 +107,7 @@ def label_claim(argv_text: str | None, choice: LayoutChoice | None) -> list[Clai
     text = f"kubelet got the label {CONFIG_LABEL}={choice.name} (the layout's name, from {choice.source})"
     if argv_text is None:
         return [Claim("layout-label", text, False, "kubelet recorded no argv")]
-    wanted = f"{CONFIG_LABEL}={choice.name}"
-    labels = [a for a in argv_text.splitlines() if a.startswith("--node-labels=")]
-    found = any(wanted in a[len("--node-labels="):].split(",") for a in labels)
+    argv = argv_text.splitlines()
+    labels = [a for a in argv if a.startswith("--node-labels=")]
+    found = f"{CONFIG_LABEL}={choice.name}" in node_labels_given(argv)
     return [Claim("layout-label", text, found, f"--node-labels arguments: {labels or 'none'}")]

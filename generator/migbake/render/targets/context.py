@@ -6,7 +6,7 @@ from typing import Any
 
 from migbake import __version__
 from migbake.render.guard import Block, Quoted
-from migbake.render.plan import RenderPlan
+from migbake.render.plan import LAYOUT_FILE, RenderPlan
 from migbake.render.quoting import and_list, hcl_string, systemd_command, systemd_word
 
 # Packer's execute_command for the provisioner scripts, as an HCL literal (no profile value in it):
@@ -48,6 +48,7 @@ def shared_variables(plan: RenderPlan) -> dict[str, Any]:
         "placement_check": plan.dra.placement_check,
         "presence": plan.restore.presence,
         "dropin_path": "/" + plan.dropin_rel,
+        "layout_file": LAYOUT_FILE,
         "dropin_paths": plan.dropin_paths,
         "unit_path": "/" + plan.restore.unit_rel,
         "expected_per_gpu": plan.mig.per_gpu,

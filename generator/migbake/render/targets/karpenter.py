@@ -38,13 +38,12 @@ import re
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan
+from migbake.render.plan import MIG_CONFIG_LABEL, NODECONFIG_MEDIA_TYPE, RenderPlan
 from migbake.render.quoting import yaml_scalar, yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
 EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
 NODEPOOLS = "karpenter/nodepools.yaml"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # the label the GPU Operator selects a mig-parted config by
 # A NodePool's name is an object name (a DNS subdomain) and also the value of the label karpenter.sh/nodepool
 # Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
 _POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")

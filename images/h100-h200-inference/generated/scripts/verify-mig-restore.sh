@@ -115,7 +115,7 @@ layout_from() {
   layout_got=''
   layout_bad=''
   case "$1" in
-    file) layout_got="$(layout_first_line "$layout_root/etc/migbake/layout")" ;;
+    file) layout_got="$(layout_first_line "$layout_root"'/etc/migbake/layout')" ;;
     credential)
       # systemd.set_credential=migbake.layout:NAME or SMBIOS type 11 io.systemd.credential:migbake.layout=NAME;
       # the unit's LoadCredential= passes it in $CREDENTIALS_DIRECTORY; outside the unit (verify) the restore
