@@ -168,16 +168,17 @@ def _kubelet(p: NodeProfile, flag: str, head: str) -> KubeletPlan:
         assignment = f"{p.kubernetes.kubelet_args_env}={flag}"
     binary = kubelet_binary(p)
     checked = p.kubelet.layout if unit_checked(p) else ""
-    command = kubeadm_command(binary) if "kubeadm" in (layout, checked) else ""  # once: our ExecStart= and the check
-    if layout == "kubeadm":
-        assignment, exec_start = f"{OUR_VARIABLE}={flag}", kubeadm_exec_start(command)
-    nodeconfig = nodeconfig_labels(flag) if layout == "eks-al2023" else ""  # once: the drop-in and the MIME part
     variable = layout_variable(p)
-    if variable and p.kubelet.layout == "kubeadm":
-        command = command or kubeadm_command(binary)
-        exec_start = exec_start or kubeadm_exec_start(command)  # also without node labels: the name's label needs it
+    # kubeadm: our ExecStart= for the profile's labels, and also without them for a layout name's label
+    ours = p.kubelet.layout == "kubeadm" and (layout == "kubeadm" or bool(variable))
+    command = kubeadm_command(binary) if ours or checked == "kubeadm" else ""  # once: our ExecStart= and the check
+    if layout == "kubeadm":
+        assignment = f"{OUR_VARIABLE}={flag}"
+    if ours:
+        exec_start = kubeadm_exec_start(command)
     elif variable and p.kubelet.layout == "eks-al2023":
         exec_start = nodeadm_exec_start(binary)
+    nodeconfig = nodeconfig_labels(flag) if layout == "eks-al2023" else ""  # once: the drop-in and the MIME part
     # the labels the variable carries besides the name's: those the drop-in's Environment= line gives it
     carried = flag[len("--node-labels="):] if variable and assignment else ""
     return KubeletPlan(layout, flag, assignment, exec_start, OUR_VARIABLE, NODEADM_DROPIN if nodeconfig else "",
