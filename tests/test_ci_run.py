@@ -28,7 +28,8 @@ def test_ci_run_uses_its_own_venv_and_the_system_python() -> None:
     assert re.search(r'"\$VENV/bin/python" -m pytest', (REPO / ".ci/suite").read_text())
     assert 'exec bash .ci/suite "$VENV"' in text
     assert "python3 -m pip" not in text.replace('"$VENV/bin/python" -m pip', "")
-    for package in ("python3-venv", "python3-pip", "packer", "openssh-client"):
+    # curl: the generated restore's network layout sources (tests/test_layout_network.py runs them)
+    for package in ("python3-venv", "python3-pip", "packer", "openssh-client", "curl"):
         assert re.search(rf"\b{re.escape(package)}\b", text.split("APT_PACKAGES=(")[1].split(")")[0]), package
 
 
