@@ -1,16 +1,20 @@
-"""The group data writer's scalars (render/quoting.py, ``_VarsDumper``): double-quoted ones written a run of
-characters at a time, and long ones not walked by PyYAML's analysis where their style is decided, with the
-same bytes as the character-at-a-time writer and PyYAML's analysis they replaced (kept here as the
-reference), and read back by PyYAML as the value written."""
+"""The group data writer (render/ansiblevars.py): written directly (``_Writer``), double-quoted scalars a line
+at a time, with the same bytes as PyYAML's emitter with the character-at-a-time writer and PyYAML's analysis
+they replaced (kept here as the reference), and read back by PyYAML as the value written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from migbake.render import quoting
-from migbake.render.quoting import vars_yaml
+from migbake.render import ansiblevars as quoting
+from migbake.render.ansiblevars import _double_quoted, _Unsupported, _Writer
+from migbake.render.ansiblevars import vars_yaml
 
 
 class _OneAtATime(quoting._VarsDumper):
@@ -60,3 +64,69 @@ def test_a_long_line_folds_at_the_width() -> None:
     assert written == _reference({"k": text})
     assert max(len(line) for line in written.splitlines()) <= quoting.WIDTH
     assert yaml.safe_load(written.replace("!unsafe ", ""))["k"] == text
+
+
+def _one_at_a_time(text: str, column: int, indent: int, width: int) -> str:
+    """The reference's double-quoted writing, alone: each character escaped and written, folding before it."""
+    out = []
+    for i, ch in enumerate(text):
+        piece = quoting._escaped(ch)
+        if i and column + len(piece) + 1 > width:
+            out.append("\\\n" + " " * indent)
+            column = indent
+            piece = "\\ " if ch == " " else piece
+        out.append(piece)
+        column += len(piece)
+    return "".join(out)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXT, st.integers(0, 40), st.integers(0, 6), st.integers(12, 40))
+def test_a_line_at_a_time_writes_the_bytes_of_a_character_at_a_time(text: str, column: int, indent: int,
+                                                                    width: int) -> None:
+    """Narrow widths, and a scalar that starts at or past the width: every fold, escape and first unit."""
+    out: list[str] = []
+    _double_quoted(text, column, indent, width, out)
+    assert "".join(out) == _one_at_a_time(text, column, indent, width)
+
+
+KEYS = st.sampled_from(["dest", "mode", "content", "a_b", "x.y", "k-1", "yes", "on", "null", "1", "0x1", "a b",
+                        "é", "k" * 100, "k" * 130, ""])
+LEAVES = st.one_of(TEXT, st.integers(-5, 10**6), st.booleans(), st.none(), st.just([]), st.just({}),
+                   st.floats(allow_nan=False, allow_infinity=False))
+DATA = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                    st.dictionaries(KEYS, inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(KEYS, DATA, min_size=1, max_size=5))
+def test_the_direct_writer_writes_pyyamls_bytes_or_leaves_the_data_to_it(data: dict[str, Any]) -> None:
+    """Any nesting of the kinds group data holds (and some it does not: odd keys, floats): ``vars_yaml`` writes
+    PyYAML's bytes, directly where ``_Writer`` takes the data, through PyYAML where it does not."""
+    assert vars_yaml(data) == _reference(data)
+
+
+def test_every_example_images_group_data_is_written_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer is not a path the real data never takes: each example image's role data goes through it."""
+    from migbake.render.targets import ansible
+    from migbake.render.tree import render
+    from migbake.rules.validate import check_bytes
+
+    written: list[dict[str, Any]] = []
+    monkeypatch.setattr(ansible, "vars_yaml", lambda data: written.append(data) or vars_yaml(data))
+    images = sorted(Path(__file__).resolve().parents[1].glob("images/*/node-profile.yaml"))
+    assert images
+    for profile in images:
+        checked = check_bytes(profile.read_bytes(), str(profile))
+        assert checked.profile is not None
+        render(checked.profile)
+    assert len(written) == len(images)
+    for data in written:
+        assert _Writer().document(data) == _reference(data)
+
+
+def test_what_the_writer_does_not_take_goes_through_pyyaml() -> None:
+    for data in ({"yes": "a"}, {"k": 1.5}, {"k" * 130: 1}, {}):
+        with pytest.raises(_Unsupported):
+            _Writer().document(data)
+        assert vars_yaml(data) == _reference(data)

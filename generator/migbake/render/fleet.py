@@ -5,9 +5,9 @@ data of its inventory group (``group_vars/<group>.yml``, the group the profile's
 name: ``ansible_group``) are that render's ``rootfs/`` files (content and mode), its preflight and verify
 scripts, and the facts ``targets.ansible.group_data`` reads from its plan, the very data the one-profile role
 of ``generate`` carries for its one group. The role and the playbooks are rendered from the same templates
-(``targets.ansible.role_tree``). A YAML emitter (``quoting.vars_yaml``) writes every string of the data with
+(``targets.ansible.role_tree``). A YAML emitter (``ansiblevars.vars_yaml``) writes every string of the data with
 Ansible's ``!unsafe`` tag, so Ansible never evaluates a ``{{`` that a profile put into a file (a description in
-a header); a file that holds one is base64 as well (``quoting.payload``).
+a header); a file that holds one is base64 as well (``ansiblevars.payload``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from migbake import __version__
 from migbake.problems import MigbakeError
 from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.ansiblevars import vars_yaml
 from migbake.render.artifact import Artifact
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import make_plan
-from migbake.render.quoting import vars_yaml, yaml_scalar
+from migbake.render.quoting import yaml_scalar
 from migbake.render.targets.ansible import ROLE_SCRIPTS, group_data, role_tree
 from migbake.render.targets.rootfs import ROOTFS
 from migbake.render.tree import render_written

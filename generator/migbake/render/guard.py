@@ -77,11 +77,20 @@ def language(template: str | None) -> str:
     raise RenderError(f"template {name}: no output language known for it (render.guard.language)")
 
 
+# (kind, language, text) of the short values that passed: a render prints some 600 values, 180 of them
+# distinct, most of them again in the next profile's render; a failing value is never kept
+_PASSED: set[tuple[type, str, str]] = set()
+_PASSED_MAX, _PASSED_TEXT_MAX = 20_000, 512
+
+
 def guard(value: Any, lang: str, template: str | None = None) -> Any:
     """``value`` unchanged when it may be printed by a template of language ``lang``; else RenderError."""
     if isinstance(value, (bool, int)) or value is None:
         return value
     text = value if isinstance(value, str) else str(value)
+    key = (type(value), lang, text)
+    if key in _PASSED:
+        return value
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
         bad = _CONTROL_BUT_LF.search(text) or (syntax.search(text) if syntax else None)
@@ -93,6 +102,10 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         raise RenderError(f"template {template}: the value {text[:80]!r} cannot be printed in {lang} "
                           f"({bad.group()!r} at {bad.start()}): it was not quoted for {lang}; nothing was "
                           "written (a bug: the schema or a rule should have refused it)")
+    if len(text) <= _PASSED_TEXT_MAX:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
+        _PASSED.add(key)
     return value
 
 

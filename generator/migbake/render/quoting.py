@@ -1,5 +1,5 @@
-"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments, Ansible's
-variables).
+"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments; Ansible's
+variables: ``ansiblevars``).
 
 Every value a template prints has been quoted here for its language, or restricted by the schema; the
 guard (``guard``) checks the result once more when it is printed.
@@ -7,16 +7,12 @@ guard (``guard``) checks the result once more when it is printed.
 
 from __future__ import annotations
 
-import base64
 import re
 import textwrap
-from typing import Any
-
-import yaml
 
 from migbake.document import emitter
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
-from migbake.document.patterns import CONTROL, whole
+from migbake.document.patterns import whole
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
@@ -185,143 +181,3 @@ def wrap_long(text: str) -> Block:
         out += [prefix + piece for piece in textwrap.wrap(row[len(prefix):], width, break_long_words=False,
                                                           break_on_hyphens=False)]
     return Block("\n".join(out))
-
-
-# --- Ansible's variables (the role's group data): every string !unsafe ------------------------------------
-
-JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
-WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
-_LITERAL_WIDTH = WIDTH - 10
-
-
-def payload(text: str) -> dict[str, str]:
-    """A file's text as group data: ``content``, or ``content_base64`` when it holds Jinja's delimiters.
-
-    Ansible never templates an ``!unsafe`` string, but ansible-lint's jinja rule still parses one
-    (ansible/ansible-lint#4647, open in 26.10): base64 keeps such a file (a shell script's ``${#x}``, a
-    go-template, a description with ``{{``) out of its sight, and from Ansible's templating twice over.
-    """
-    if any(d in text for d in JINJA_DELIMITERS):
-        return {"content_base64": base64.b64encode(text.encode("utf-8")).decode("ascii")}
-    return {"content": text}
-
-
-class _Unsafe(str):
-    """A string of a group's data: written with Ansible's ``!unsafe`` tag."""
-
-    __slots__ = ()
-
-
-# what a double-quoted scalar may hold as it is (printable, and not one of YAML's escapes or line breaks)
-_AS_IS_CLASS = r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
-_AS_IS = whole(rf"^{_AS_IS_CLASS}$")
-# a text PyYAML's analysis allows as a literal block (emitter.analyze_scalar: every character printable or
-# a newline, no space right before a line break, none at the end)
-_BLOCK_AS_IS = re.compile(r"(?:[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]"
-                          r"|(?<![ ])\n)*(?<![ ])")
-# the text in pieces: a run of characters written as they are, or one character that needs an escape
-_PIECES = re.compile(rf"({_AS_IS_CLASS}+)|(.)", re.DOTALL)
-_ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r",
-            "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
-
-
-def _escaped(ch: str) -> str:
-    """One character as a YAML double-quoted scalar writes it."""
-    if _AS_IS.match(ch):
-        return ch
-    if ch in _ESCAPES:
-        return "\\" + _ESCAPES[ch]
-    code = ord(ch)
-    return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
-
-
-class _VarsDumper(emitter.SafeDumper):
-    """The one emitter's pure-Python safe dumper (``document.emitter``), sequences indented under their key
-    (yamllint's and ansible-lint's style), and double-quoted scalars folded so that no line is longer than
-    the width (PyYAML folds only at a space or after an escape, and only once past the width)."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
-
-    def analyze_scalar(self, scalar: str) -> yaml.emitter.ScalarAnalysis:
-        """PyYAML's analysis, which walks the text a character at a time, skipped for a long value whose
-        style is already decided: double-quoted (the style PyYAML then takes whatever the analysis says),
-        or a literal block whose text PyYAML's own rules allow as one (printable, no space before a line
-        break, no trailing space; else its analysis decides, as before). Keys and short values take the
-        walk."""
-        event = self.event
-        if (len(scalar) > 128 and isinstance(event, yaml.ScalarEvent) and event.value is scalar
-                and not self.flow_level and not self.simple_key_context
-                and (event.style == '"' or (event.style == "|" and _BLOCK_AS_IS.fullmatch(scalar)))):
-            return yaml.emitter.ScalarAnalysis(
-                scalar=scalar, empty=False, multiline=True, allow_flow_plain=False, allow_block_plain=False,
-                allow_single_quoted=False, allow_double_quoted=True, allow_block=True)
-        return super().analyze_scalar(scalar)
-
-    def write_double_quoted(self, text: str, split: bool = True) -> None:
-        """``text`` in double quotes, broken by escaped line breaks (which add nothing to the value) where a
-        line would pass the width; a space that starts a line is escaped (``\\ ``), as a line's leading
-        white space is not part of the value."""
-        self.write_indicator('"', True)
-        write, first = self.stream.write, True
-        for run, ch in _PIECES.findall(text):
-            if ch:  # one escaped character
-                piece = _escaped(ch)
-                if split and not first and self.column + len(piece) + 1 > self.best_width:
-                    self._fold()
-                write(piece)
-                self.column += len(piece)
-                first = False
-                continue
-            # a run of characters as they are: as many as fit before the fold, one at a time after it
-            # (the same bytes as writing each character alone: it folds once column + 2 > best_width)
-            at = 0
-            while at < len(run):
-                fit = len(run) - at if not split else max(self.best_width - 1 - self.column, 1 if first else 0)
-                if fit:
-                    chunk = run[at:at + fit]
-                    write(chunk)
-                    self.column += len(chunk)
-                    at += len(chunk)
-                    first = False
-                    continue
-                self._fold()
-                piece = "\\ " if run[at] == " " else run[at]
-                write(piece)
-                self.column += len(piece)
-                at += 1
-        self.write_indicator('"', False)
-
-    def _fold(self) -> None:
-        """End the line with an escaped line break (it adds nothing to the value) and indent the next."""
-        self.stream.write("\\")
-        self.write_indent()
-        self.whitespace = self.indention = False
-
-
-def _represent_unsafe(dumper: yaml.SafeDumper, data: _Unsafe) -> yaml.ScalarNode:
-    """A file as a literal block when every line fits and holds no control character, else double-quoted
-    (escapes, long lines folded); a one-line string double-quoted."""
-    text = str(data)
-    lines = text.split("\n")
-    literal = len(lines) > 1 and not CONTROL.search(text.replace("\n", "")) and max(map(len, lines)) <= _LITERAL_WIDTH
-    return dumper.represent_scalar("!unsafe", text, style="|" if literal else '"')
-
-
-_VarsDumper.add_representer(_Unsafe, _represent_unsafe)
-
-
-def _tagged(value: Any) -> Any:
-    if isinstance(value, str):
-        return _Unsafe(value)
-    if isinstance(value, (list, tuple)):
-        return [_tagged(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _tagged(v) for k, v in value.items()}
-    return value
-
-
-def vars_yaml(data: dict[str, Any]) -> str:
-    """Ansible variables as YAML: every string ``!unsafe``, keys in order, lines of at most ``WIDTH``."""
-    return str(yaml.dump(_tagged(data), Dumper=_VarsDumper, sort_keys=False, default_flow_style=False,
-                         allow_unicode=True, width=WIDTH))

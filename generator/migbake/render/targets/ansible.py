@@ -8,7 +8,7 @@ role with one group, Ansible's ``all`` (every host the playbooks run on), whose 
 
 Nothing here re-derives what a node gets: the data are the bytes of the rendered rootfs/ tree (with the
 modes the Packer provisioner sets), the rendered preflight and verify scripts and the bake's base-image
-checks (``plan.consumers.bake_pieces``). Every string of the data is ``!unsafe`` (``quoting.vars_yaml``).
+checks (``plan.consumers.bake_pieces``). Every string of the data is ``!unsafe`` (``ansiblevars.vars_yaml``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from migbake.problems import RenderError
+from migbake.render.ansiblevars import payload, vars_yaml
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
-from migbake.render.quoting import payload, vars_yaml, yaml_scalar
+from migbake.render.quoting import yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
 
 OUT = "ansible"

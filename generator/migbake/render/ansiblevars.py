@@ -1,0 +1,303 @@
+"""Ansible's variables (a role's group data) as YAML: every string ``!unsafe``, keys in order, no line longer
+than ``WIDTH``.
+
+``vars_yaml`` writes the bytes of PyYAML's pure-Python emitter with ``_VarsDumper`` (sequences indented under
+their key, double-quoted scalars folded at the width), but directly (``_Writer``): PyYAML's event machinery
+was half of a profile's render (docs/speed.md). What the writer does not take (a key that is not a plain
+word, a float, a text PyYAML's own analysis must judge) goes through ``_VarsDumper`` as before;
+tests/test_vars_fold.py compares the two on generated data and on every example image's.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+import yaml
+
+from migbake.document import emitter
+from migbake.document.emitter import flow_key
+from migbake.document.patterns import CONTROL, whole
+
+JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
+WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
+_LITERAL_WIDTH = WIDTH - 10
+_INDENT = 2  # PyYAML's best_indent
+
+
+def payload(text: str) -> dict[str, str]:
+    """A file's text as group data: ``content``, or ``content_base64`` when it holds Jinja's delimiters.
+
+    Ansible never templates an ``!unsafe`` string, but ansible-lint's jinja rule still parses one
+    (ansible/ansible-lint#4647, open in 26.10): base64 keeps such a file (a shell script's ``${#x}``, a
+    go-template, a description with ``{{``) out of its sight, and from Ansible's templating twice over.
+    """
+    if any(d in text for d in JINJA_DELIMITERS):
+        return {"content_base64": base64.b64encode(text.encode("utf-8")).decode("ascii")}
+    return {"content": text}
+
+
+class _Unsafe(str):
+    """A string of a group's data: written with Ansible's ``!unsafe`` tag."""
+
+    __slots__ = ()
+
+
+# what a double-quoted scalar may hold as it is (printable, and not one of YAML's escapes or line breaks)
+_AS_IS_CLASS = r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
+_AS_IS = whole(rf"^{_AS_IS_CLASS}$")
+# a text PyYAML's analysis allows as a literal block (emitter.analyze_scalar: every character printable or
+# a newline, no space right before a line break, none at the end)
+_BLOCK_AS_IS = re.compile(r"(?:[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]"
+                          r"|(?<![ ])\n)*(?<![ ])")
+# a character that needs an escape in a double-quoted scalar (any other is written as it is)
+_NEEDS_ESCAPE = re.compile(rf"[^{_AS_IS_CLASS[1:-1]}]")
+_ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r",
+            "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
+_ESCAPED: dict[str, str] = {}
+_ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}  # an escape's length by the letter after its backslash; others 2
+_PRINTABLE = bytes(range(0x20, 0x7F))  # ASCII's printable characters, as bytes.translate deletes them
+_PRINTABLE_NL = _PRINTABLE + b"\n"
+_PRINTABLE_NL_TAB = _PRINTABLE_NL + b"\t"
+
+
+def _escaped(ch: str) -> str:
+    """One character as a YAML double-quoted scalar writes it."""
+    if _AS_IS.match(ch):
+        return ch
+    if ch in _ESCAPES:
+        return "\\" + _ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    piece = _ESCAPED.get(ch)
+    if piece is None:
+        piece = _ESCAPED[ch] = _escaped(ch)
+    return piece
+
+
+def _escape_all(text: str) -> str:
+    """``text`` with every character escaped that needs it; for ASCII text holding no control character but
+    line feeds and tabs (a file's, mostly), by ``str.replace`` (in C), the backslash first."""
+    if text.isascii() and not text.encode("ascii").translate(None, _PRINTABLE_NL_TAB):
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return _NEEDS_ESCAPE.sub(_escape, text)
+
+
+def _unit_end(escaped: str, at: int) -> int:
+    """The end of the unit (a character, or one escape) of the escaped text that starts at ``at``."""
+    if escaped[at] != "\\":
+        return at + 1
+    return at + _ESCAPE_LENGTH.get(escaped[at + 1], 2)
+
+
+def _cut(escaped: str, at: int, stop: int, k: int) -> int:
+    """``stop``, or where the escape it would split starts (``at``: where a unit starts, before ``stop``; ``k``:
+    the last backslash before ``stop``, at most 9 before it: an escape is at most 10 characters long).
+
+    Only a backslash starts an escape or is the second character of an escaped backslash: of a run of
+    them, which starts a unit (after a character that is not one, or at ``at``), pairs are escaped
+    backslashes, and an odd one out starts an escape."""
+    j = k
+    while j > at and escaped[j - 1] == "\\":
+        j -= 1
+    if (k - j) % 2:  # k ends an escaped backslash
+        return stop
+    return k if _unit_end(escaped, k) > stop else stop
+
+
+def _double_quoted(text: str, column: int, indent: int, width: int, out: list[str]) -> int:
+    """The inside of a double-quoted scalar (the opening quote written, ending at ``column``), appended to
+    ``out``, broken by escaped line breaks (which add nothing to the value) where a line would pass the width;
+    a space that starts a line is escaped (``\\ ``), as a line's leading white space is not part of the value.
+    Returns the column after it.
+
+    A line takes as many units (a character, an escape) as end before ``width - 1`` (the fold's backslash is
+    the last), and the first unit of the scalar whatever its length: the bytes of writing each character
+    alone and folding before it where it would pass (tests/test_vars_fold.py holds that writer)."""
+    escaped = _escape_all(text)
+    end, at, limit = len(escaped), 0, width - 1
+    fold = "\\\n" + " " * indent
+    while at < end and end - at > limit - column:
+        stop = at + limit - column
+        if stop > at:
+            k = escaped.rfind("\\", stop - 9 if stop - 9 > at else at, stop)
+            if k >= 0:
+                stop = _cut(escaped, at, stop, k)
+        if stop <= at:  # the scalar's first unit, written although it passes the width
+            stop = _unit_end(escaped, at)
+        if stop == end:
+            out.append(escaped[at:])
+            return column + end - at
+        if escaped[stop] == " ":  # a space that starts a line: escaped
+            out.append(escaped[at:stop] + fold + "\\ ")
+            column, at = indent + 2, stop + 1
+        else:
+            out.append(escaped[at:stop] + fold)
+            column, at = indent, stop
+    out.append(escaped[at:])
+    return column + end - at
+
+
+def _literal(text: str) -> bool:
+    """Whether a string is written as a literal block: every line fits and holds no control character (else
+    double-quoted: escapes, long lines folded); a one-line string is double-quoted."""
+    if "\n" not in text:
+        return False
+    if text.isascii():
+        control = bool(text.encode("ascii").translate(None, _PRINTABLE_NL))
+    else:
+        control = CONTROL.search(text.replace("\n", "")) is not None
+    return not control and max(map(len, text.split("\n"))) <= _LITERAL_WIDTH
+
+
+class _VarsDumper(emitter.SafeDumper):
+    """The one emitter's pure-Python safe dumper (``document.emitter``), sequences indented under their key
+    (yamllint's and ansible-lint's style), and double-quoted scalars folded so that no line is longer than
+    the width (PyYAML folds only at a space or after an escape, and only once past the width)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+    def analyze_scalar(self, scalar: str) -> yaml.emitter.ScalarAnalysis:
+        """PyYAML's analysis, which walks the text a character at a time, skipped for a long value whose
+        style is already decided: double-quoted (the style PyYAML then takes whatever the analysis says),
+        or a literal block whose text PyYAML's own rules allow as one (printable, no space before a line
+        break, no trailing space; else its analysis decides, as before). Keys and short values take the
+        walk."""
+        event = self.event
+        if (len(scalar) > 128 and isinstance(event, yaml.ScalarEvent) and event.value is scalar
+                and not self.flow_level and not self.simple_key_context
+                and (event.style == '"' or (event.style == "|" and _BLOCK_AS_IS.fullmatch(scalar)))):
+            return yaml.emitter.ScalarAnalysis(
+                scalar=scalar, empty=False, multiline=True, allow_flow_plain=False, allow_block_plain=False,
+                allow_single_quoted=False, allow_double_quoted=True, allow_block=True)
+        return super().analyze_scalar(scalar)
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """``text`` in double quotes (``_double_quoted``; not folded where ``split`` is false)."""
+        self.write_indicator('"', True)
+        out: list[str] = []
+        self.column = _double_quoted(text, self.column, self.indent or 0, self.best_width if split else 1 << 30,
+                                     out)
+        self.stream.write("".join(out))
+        self.whitespace = self.indention = False
+        self.write_indicator('"', False)
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, data: _Unsafe) -> yaml.ScalarNode:
+    text = str(data)
+    return dumper.represent_scalar("!unsafe", text, style="|" if _literal(text) else '"')
+
+
+_VarsDumper.add_representer(_Unsafe, _represent_unsafe)
+
+
+def _tagged(value: Any) -> Any:
+    if isinstance(value, str):
+        return _Unsafe(value)
+    if isinstance(value, (list, tuple)):
+        return [_tagged(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _tagged(v) for k, v in value.items()}
+    return value
+
+
+class _Unsupported(Exception):
+    """What ``_Writer`` leaves to PyYAML's emitter."""
+
+
+class _Writer:
+    """The bytes ``_VarsDumper`` writes for ``_tagged(data)``, written directly (the emitter's rules, for the
+    node kinds group data holds): a block collection's items on lines of their own at its indent, the first
+    one after a sequence's ``-`` on its line; empty collections in flow style; a scalar's continuation lines
+    at its parent's indent + 2."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.column = 0
+        self.fresh = True  # at the start of an empty line (the document's start, after a literal block)
+        self.open_ended = False  # the last scalar was a literal block that keeps its final line breaks (|+)
+
+    def document(self, data: dict[Any, Any]) -> str:
+        if not data:
+            raise _Unsupported
+        self._mapping(data, 0, inline=False)
+        end = "...\n" if self.open_ended else "" if self.fresh else "\n"
+        return "".join(self.out) + end
+
+    def _write(self, text: str) -> None:
+        self.out.append(text)
+        self.column += len(text)
+        self.fresh = self.open_ended = False
+
+    def _start(self, indent: int, inline: bool) -> None:
+        """Where an item begins: on the line of the ``-`` before it, or on a line of its own."""
+        if inline or self.fresh:
+            self._write(" " * (indent - self.column))
+        else:
+            self.out.append("\n")
+            self.column = 0
+            self._write(" " * indent)
+
+    def _mapping(self, data: dict[Any, Any], indent: int, inline: bool) -> None:
+        for i, (key, value) in enumerate(data.items()):
+            if type(key) is not str or len(key) > 100 or flow_key(key) != key:
+                raise _Unsupported  # PyYAML quotes it, or writes it as a complex key
+            self._start(indent, inline and not i)
+            self._write(key + ":")
+            self._node(value, indent + _INDENT)
+
+    def _sequence(self, data: list[Any], indent: int, inline: bool) -> None:
+        for i, value in enumerate(data):
+            self._start(indent, inline and not i)
+            self._write("-")
+            self._node(value, indent + _INDENT)
+
+    def _node(self, value: Any, indent: int) -> None:
+        """A value after ``key:`` or ``-``; ``indent``: its block collection's, or its scalar's continuation."""
+        if isinstance(value, str):
+            self._string(str(value), indent)
+        elif isinstance(value, (list, tuple, dict)):
+            if not value:
+                self._write(" {}" if isinstance(value, dict) else " []")
+            elif isinstance(value, dict):
+                self._mapping(value, indent, inline=self.out[-1] == "-")
+            else:
+                self._sequence(list(value), indent, inline=self.out[-1] == "-")
+        elif value is None or type(value) in (bool, int):
+            self._write(" " + ("null" if value is None else "true" if value is True else "false" if value is False
+                               else str(value)))
+        else:
+            raise _Unsupported
+
+    def _string(self, text: str, indent: int) -> None:
+        if not _literal(text):
+            self._write(' !unsafe "')
+            self.column = _double_quoted(text, self.column, indent, WIDTH, self.out)
+            self._write('"')
+            return
+        if not _BLOCK_AS_IS.fullmatch(text):
+            raise _Unsupported  # PyYAML's analysis chooses between a literal block and double quotes
+        hints = (str(_INDENT) if text[0] in " \n" else "") + (
+            "-" if text[-1] != "\n" else "+" if len(text) == 1 or text[-2] == "\n" else "")
+        self._write(" !unsafe |" + hints)
+        lines = text.split("\n")
+        if not lines[-1]:
+            lines.pop()
+        pad = " " * indent
+        self.out.append("".join(f"\n{pad}{line}" if line else "\n" for line in lines) + "\n")
+        self.column, self.fresh, self.open_ended = 0, True, hints.endswith("+")
+
+
+def vars_yaml(data: dict[str, Any]) -> str:
+    """Ansible variables as YAML: every string ``!unsafe``, keys in order, lines of at most ``WIDTH``."""
+    try:
+        return _Writer().document(data)
+    except _Unsupported:
+        return str(yaml.dump(_tagged(data), Dumper=_VarsDumper, sort_keys=False, default_flow_style=False,
+                             allow_unicode=True, width=WIDTH))
