@@ -47,6 +47,19 @@ _BLOCK_SYNTAX = {
 }
 
 
+_PRINTABLE = bytes(range(0x20, 0x7F))  # ASCII's printable characters, as bytes.translate deletes them
+_PRINTABLE_LF = _PRINTABLE + b"\n"
+
+
+def _search(pattern: re.Pattern[str], text: str, printable: bytes) -> re.Match[str] | None:
+    """``pattern.search(text)`` for a pattern of control characters, which ``printable`` (ASCII bytes) never
+    holds: an ASCII text that holds nothing else (a rendered file, mostly) is cleared by ``bytes.translate``,
+    in C, instead of a walk of the regular expression over every character."""
+    if text.isascii() and not text.encode("ascii").translate(None, printable):
+        return None
+    return pattern.search(text)
+
+
 class Quoted(str):
     """Text that the quoting function of its language produced (``sh``, ``hcl``, ``yaml``, systemd's)."""
 
@@ -93,9 +106,9 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         return value
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
-        bad = _CONTROL_BUT_LF.search(text) or (syntax.search(text) if syntax else None)
+        bad = _search(_CONTROL_BUT_LF, text, _PRINTABLE_LF) or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
-        bad = CONTROL.search(text)
+        bad = _search(CONTROL, text, _PRINTABLE)
     else:
         bad = CONTROL.search(text) or _BARE_SYNTAX[lang].search(text)
     if bad is not None:

@@ -11,6 +11,7 @@ in a MachineConfig (config/openshift/v4_14/translate.go).
 from __future__ import annotations
 
 import base64
+from functools import lru_cache
 from typing import Any
 
 # variant -> version migbake writes -> the Ignition spec butane translates it to
@@ -26,6 +27,7 @@ _KEPT = bytes(b for b in range(128) if chr(b).isalnum() or chr(b) in _UNRESERVED
 _ESCAPED = [chr(b) if b in _KEPT else f"%{b:02X}" for b in range(256)]  # urllib.parse.quote's bytes, as a table
 
 
+@lru_cache(maxsize=64)  # a file's URL is written in three configs of a render (fcos, flatcar, openshift)
 def data_url(data: bytes) -> str:
     """The ``data:`` URL butane's ``MakeDataURL`` writes for ``data``, without its gzip form.
 
