@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from realtools import require, run
 from support import CASES_ROOT, IMAGES, REPO, generate, shared_file
 
@@ -187,3 +189,24 @@ def test_yaml_block_quotes_a_key_a_reader_would_type() -> None:
     text = yaml_block({"name": "a", "y": 1, "on": [True], "1e3": {"0o17": "x"}}, 0)
     assert text.splitlines()[:2] == ["name: \"a\"", "\"y\": 1"]
     assert yaml.safe_load(text) == {"name": "a", "y": 1, "on": [True], "1e3": {"0o17": "x"}}
+
+
+BLOCK_TEXT = st.lists(st.sampled_from(["a", " ", "\n", "\t", "é", "😀", "# x", "- y", "key: v", "\u2028", "\x85", "'"]),
+                      min_size=1, max_size=12).map("".join)
+YAML_DATA = st.recursive(st.one_of(BLOCK_TEXT, st.integers(), st.booleans(), st.just([]), st.just({})),
+                         lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                 st.dictionaries(st.sampled_from(["a", "contents", "yes", "x y", "1"]),
+                                                                 inner, max_size=3)), max_leaves=10)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["inline", "contents", "k"]), YAML_DATA, min_size=1, max_size=3))
+def test_spliced_literal_blocks_are_libyamls_bytes(data: dict[str, Any]) -> None:
+    """``dump(literal=True)`` writes a mapping's literal blocks itself around libyaml (``_spliced``): the bytes
+    libyaml writes for the whole document, whatever the block holds (libyaml keeps what it must judge)."""
+    if not emitter.HAVE_LIBYAML:
+        pytest.skip("PyYAML has no libyaml here: nothing is spliced")
+    node = emitter._node(data, True, False)
+    assert node is not None
+    whole = str(yaml.serialize(node, Dumper=emitter._CSafeDumper, allow_unicode=True, width=1 << 20))
+    assert emitter.dump(data, literal=True) == whole

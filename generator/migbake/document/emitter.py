@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from typing import Any
 
 import yaml
@@ -193,10 +194,60 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     node = _node(data, literal, flow)
     options: dict[str, Any] = {"allow_unicode": True, "width": width}
     if node is not None:
+        if literal and flow is False and not pure and HAVE_LIBYAML:
+            return _spliced(node, options)
         return str(yaml.serialize(node, Dumper=SafeDumper if pure else _CSafeDumper, **options))
     dumper = (_PureFallbackLiteral if literal else _PureFallback) if pure else (
         _FallbackLiteral if literal else _Fallback)
     return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=flow, **options))
+
+
+# A literal block libyaml writes as it is: every character printable (for libyaml's IS_PRINTABLE: of the Basic
+# Multilingual Plane) or a line feed, no space before a line break or at the end (yaml_emitter_analyze_scalar's
+# rules for a block), no line breaks kept at the end (|+); what else it holds, libyaml judges
+_BLOCK_AS_IS = re.compile(r"(?:[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
+                          r"|(?<![ ])\n)*(?<![ ])(?<!\n\n)")
+_MARK = f"migbake{secrets.token_hex(8)}block"  # no document's text holds it: a new one in every process
+_MARKED = re.compile(rf"^([ ]*(?:- +)*)(.*): {_MARK}(\d+)\n", re.M)
+
+
+def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
+    """``root`` by libyaml, with each literal block of a mapping value written here instead of by libyaml
+    (the same bytes, tests/test_yaml_emitter.py): libyaml walks a block a character at a time, and blocks
+    (the files of a Butane config) are most of a document. Each goes to libyaml as a plain word on the line
+    of its key, then takes its place: ``|``, the hints (an indentation indicator where it starts with a
+    space or a line break, ``-`` where it ends without one), its lines indented by the key's column + 2."""
+    blocks: list[str] = []
+    marked: list[tuple[list[Any], int, Any]] = []  # (a mapping's pairs, the index, the pair as it was)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for i, (key, value) in enumerate(node.value):
+                if (isinstance(value, yaml.ScalarNode) and value.style == "|" and value.value.strip("\n")
+                        and _BLOCK_AS_IS.fullmatch(value.value)):
+                    marked.append((node.value, i, node.value[i]))
+                    node.value[i] = (key, yaml.ScalarNode(STR_TAG, f"{_MARK}{len(blocks)}"))
+                    blocks.append(value.value)
+                else:
+                    stack.append(value)
+    text = str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
+
+    def block(match: re.Match[str]) -> str:
+        body = blocks[int(match.group(3))]
+        hints = ("2" if body[0] in " \n" else "") + ("" if body.endswith("\n") else "-")
+        pad = " " * (len(match.group(1)) + 2)
+        rows = body[:-1].split("\n") if body.endswith("\n") else body.split("\n")
+        return f"{match.group(1)}{match.group(2)}: |{hints}\n" + "".join(f"{pad}{r}\n" if r else "\n" for r in rows)
+
+    out, count = _MARKED.subn(block, text)
+    if count == len(blocks):
+        return out
+    for pairs, i, pair in marked:  # a block not on its key's line (none is): libyaml writes them all
+        pairs[i] = pair
+    return str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
