@@ -122,11 +122,11 @@ def test_the_graph_sees_the_arrows_it_checks() -> None:
 
 
 # What a module of render/targets/ may import (tests/test_render_targets.py runs them on a plan that hides
-# the profile's GPUs): the plan, the files written so far, quoting and guard, the template environment,
-# its own folder, the foundation and the standard library. Everything else a target needs is a plan field.
+# the profile's GPUs): the plan, the files written so far, quoting (Ansible's variables too) and guard, the
+# template environment, its own folder, the foundation and the standard library. Everything else a target needs is a plan field.
 TARGETS = "migbake.render.targets"
 TARGET_MAY_IMPORT = ("migbake.render.plan", "migbake.render.artifact", "migbake.render.quoting",
-                     "migbake.render.guard", "migbake.render.environment", TARGETS,
+                     "migbake.render.ansiblevars", "migbake.render.guard", "migbake.render.environment", TARGETS,
                      *(f"migbake.{m}" for m in FOUNDATION), "migbake")
 
 

@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from migbake.render import ansiblevars as quoting
-from migbake.render.ansiblevars import _double_quoted, _Unsupported, _Writer
-from migbake.render.ansiblevars import vars_yaml
+from migbake.render.ansiblevars import _double_quoted, _Unsupported, _Writer, vars_yaml
 
 
 class _OneAtATime(quoting._VarsDumper):

@@ -123,22 +123,22 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     end, at, limit = len(escaped), 0, width - 1
     fold = "\\\n" + " " * indent
     while at < end and end - at > limit - column:
-        stop = at + limit - column
+        stop = at + limit - column  # the units that end by the limit go on this line
         if stop > at:
             k = escaped.rfind("\\", stop - 9 if stop - 9 > at else at, stop)
             if k >= 0:
                 stop = _cut(escaped, at, stop, k)
-        if stop <= at:  # the scalar's first unit, written although it passes the width
-            stop = _unit_end(escaped, at)
-        if stop == end:
-            out.append(escaped[at:])
-            return column + end - at
-        if escaped[stop] == " ":  # a space that starts a line: escaped
-            out.append(escaped[at:stop] + fold + "\\ ")
-            column, at = indent + 2, stop + 1
-        else:
-            out.append(escaped[at:stop] + fold)
-            column, at = indent, stop
+        if stop <= at == 0:  # the scalar's first unit: written although it passes the limit, no fold before it
+            at = _unit_end(escaped, 0)
+            out.append(escaped[:at])
+            column += at
+            continue
+        stop = max(stop, at)
+        # the line ends before the next unit, which starts the next line whatever its length (a space escaped)
+        unit = _unit_end(escaped, stop)
+        piece = "\\ " if escaped[stop] == " " else escaped[stop:unit]
+        out.append(escaped[at:stop] + fold + piece)
+        column, at = indent + len(piece), unit
     out.append(escaped[at:])
     return column + end - at
 
