@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from migbake.document.patterns import PRINTABLE_ASCII
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 
 # go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
@@ -202,24 +203,39 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=flow, **options))
 
 
-# A literal block libyaml writes as it is: every character printable (for libyaml's IS_PRINTABLE: of the Basic
-# Multilingual Plane) or a line feed, no space before a line break or at the end (yaml_emitter_analyze_scalar's
-# rules for a block), no line breaks kept at the end (|+); what else it holds, libyaml judges
-_BLOCK_AS_IS = re.compile(r"(?:[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
-                          r"|(?<![ ])\n)*(?<![ ])(?<!\n\n)")
+# the characters a literal block may hold as they are, and \n: of the Basic Multilingual Plane (libyaml's
+# IS_PRINTABLE), and beyond it too (PyYAML's pure-Python emitter)
+_BLOCK_BMP = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\n]*")
+_BLOCK_ALL = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe\n]*")
+_PRINTABLE_LF = PRINTABLE_ASCII + b"\n"
+
+
+def block_as_is(text: str, *, astral: bool) -> bool:
+    """Whether an emitter's analysis allows ``text`` as a literal block (analyze_scalar's rules for one): every
+    character printable or a line feed (``astral``: also beyond the Basic Multilingual Plane, as PyYAML's
+    pure-Python emitter; libyaml's only within it), no space before a line break or at the end."""
+    if text.isascii():
+        chars = not text.encode("ascii").translate(None, _PRINTABLE_LF)
+    else:
+        chars = (_BLOCK_ALL if astral else _BLOCK_BMP).fullmatch(text) is not None
+    return chars and " \n" not in text and not text.endswith(" ")
+
+
 _MARK = f"migbake{secrets.token_hex(8)}block"  # no document's text holds it: a new one in every process
-_MARKED = re.compile(rf"^([ ]*(?:- +)*)(.*): {_MARK}(\d+)\n", re.M)
+_NUMBER = re.compile(r"(\d+)\n")
+_PREFIX = re.compile(r"[ ]*(?:- +)*")
 
 
 def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
-    """``root`` by libyaml, with each literal block of a mapping value written here instead of by libyaml
-    (the same bytes, tests/test_yaml_emitter.py): libyaml walks a block a character at a time, and blocks
-    (the files of a Butane config) are most of a document. Each goes to libyaml as a plain word on the line
-    of its key, then takes its place: ``|``, the hints (an indentation indicator where it starts with a
-    space or a line break, ``-`` where it ends without one), its lines indented by the key's column + 2."""
+    """``root`` by libyaml, with each literal block of a mapping value that libyaml writes as it is
+    (``block_as_is`` for libyaml, no line breaks kept at the end: ``|+``) written here instead, the same bytes
+    (tests/test_yaml_emitter.py): libyaml walks a block a character at a time, and blocks (the files of a
+    Butane config) are most of a document. Each goes to libyaml as a plain word on the line of its key, then
+    takes its place: ``|``, the hints (an indentation indicator where it starts with a space or a line break,
+    ``-`` where it ends without one), its lines indented by the key's column + 2."""
     blocks: list[str] = []
     marked: list[tuple[list[Any], int, Any]] = []  # (a mapping's pairs, the index, the pair as it was)
-    stack = [root]
+    stack, kept = [root], False  # kept: a block keeps its last line breaks (|+), which libyaml remembers
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.SequenceNode):
@@ -227,25 +243,33 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
         elif isinstance(node, yaml.MappingNode):
             for i, (key, value) in enumerate(node.value):
                 if (isinstance(value, yaml.ScalarNode) and value.style == "|" and value.value.strip("\n")
-                        and _BLOCK_AS_IS.fullmatch(value.value)):
+                        and not value.value.endswith("\n\n") and block_as_is(value.value, astral=False)):
                     marked.append((node.value, i, node.value[i]))
                     node.value[i] = (key, yaml.ScalarNode(STR_TAG, f"{_MARK}{len(blocks)}"))
                     blocks.append(value.value)
                 else:
                     stack.append(value)
-    text = str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
-
-    def block(match: re.Match[str]) -> str:
-        body = blocks[int(match.group(3))]
+        elif isinstance(node, yaml.ScalarNode) and node.style == "|" and node.value.endswith("\n"):
+            kept = kept or not node.value.strip("\n") or node.value.endswith("\n\n")
+    text = "" if kept else str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
+    pieces = text.split(_MARK)  # each but the first: a block's number, its line's end, what follows
+    out = [pieces[0]]
+    for piece in pieces[1:] if len(pieces) == len(blocks) + 1 else ():
+        number = _NUMBER.match(piece)
+        line = out[-1][out[-1].rfind("\n") + 1:]  # "  - key: " (the key's column: after the spaces and dashes)
+        if number is None or not line.endswith(": "):
+            break
+        body = blocks[int(number.group(1))]
         hints = ("2" if body[0] in " \n" else "") + ("" if body.endswith("\n") else "-")
-        pad = " " * (len(match.group(1)) + 2)
-        rows = body[:-1].split("\n") if body.endswith("\n") else body.split("\n")
-        return f"{match.group(1)}{match.group(2)}: |{hints}\n" + "".join(f"{pad}{r}\n" if r else "\n" for r in rows)
-
-    out, count = _MARKED.subn(block, text)
-    if count == len(blocks):
-        return out
-    for pairs, i, pair in marked:  # a block not on its key's line (none is): libyaml writes them all
+        pad = "\n" + " " * (_PREFIX.match(line).end() + 2)  # type: ignore[union-attr]
+        rows = ("\n" + (body[:-1] if body.endswith("\n") else body)).replace("\n", pad)  # each line indented
+        while pad + "\n" in rows:  # an empty line has no indentation (twice for a run of them)
+            rows = rows.replace(pad + "\n", "\n\n")
+        out[-1] += f"|{hints}{rows}\n"
+        out.append(piece[number.end():])
+    if text and len(out) == len(pieces) == len(blocks) + 1:
+        return "".join(out)
+    for pairs, i, pair in marked:  # a |+ block, or one not on its key's line (none is): libyaml writes them all
         pairs[i] = pair
     return str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
 

@@ -18,6 +18,9 @@ from typing import Any
 # C0, DEL, C1 (with U+0085), the Unicode line and paragraph separators, BOM and non-characters:
 # what ends a line, or is read as one, in at least one of the languages and tools we feed
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+# ASCII's printable characters (space to ~) as bytes: ``text.encode("ascii").translate(None, PRINTABLE_ASCII)``
+# leaves an ASCII text's control characters, in C, where a regular expression walks every character
+PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 # ECMA-262's LineTerminator: what "." does not match and what ends a line
 _DOT = "[^\\n\\r\\u2028\\u2029]"
 # a release version as NVIDIA's Kubernetes components tag theirs (v0.20.0, v25.12.0; the v optional): the device

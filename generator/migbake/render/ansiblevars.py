@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from migbake.document import emitter
-from migbake.document.emitter import flow_key
-from migbake.document.patterns import CONTROL, whole
+from migbake.document.emitter import block_as_is, flow_key
+from migbake.document.patterns import CONTROL, PRINTABLE_ASCII, whole
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
 WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
@@ -47,18 +47,13 @@ class _Unsafe(str):
 # what a double-quoted scalar may hold as it is (printable, and not one of YAML's escapes or line breaks)
 _AS_IS_CLASS = r"[\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
 _AS_IS = whole(rf"^{_AS_IS_CLASS}$")
-# a text PyYAML's analysis allows as a literal block (emitter.analyze_scalar: every character printable or
-# a newline, no space right before a line break, none at the end)
-_BLOCK_AS_IS = re.compile(r"(?:[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe]"
-                          r"|(?<![ ])\n)*(?<![ ])")
 # a character that needs an escape in a double-quoted scalar (any other is written as it is)
 _NEEDS_ESCAPE = re.compile(rf"[^{_AS_IS_CLASS[1:-1]}]")
 _ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r",
             "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
 _ESCAPED: dict[str, str] = {}
 _ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}  # an escape's length by the letter after its backslash; others 2
-_PRINTABLE = bytes(range(0x20, 0x7F))  # ASCII's printable characters, as bytes.translate deletes them
-_PRINTABLE_NL = _PRINTABLE + b"\n"
+_PRINTABLE_NL = PRINTABLE_ASCII + b"\n"
 _PRINTABLE_NL_TAB = _PRINTABLE_NL + b"\t"
 
 
@@ -172,7 +167,7 @@ class _VarsDumper(emitter.SafeDumper):
         event = self.event
         if (len(scalar) > 128 and isinstance(event, yaml.ScalarEvent) and event.value is scalar
                 and not self.flow_level and not self.simple_key_context
-                and (event.style == '"' or (event.style == "|" and _BLOCK_AS_IS.fullmatch(scalar)))):
+                and (event.style == '"' or (event.style == "|" and block_as_is(scalar, astral=True)))):
             return yaml.emitter.ScalarAnalysis(
                 scalar=scalar, empty=False, multiline=True, allow_flow_plain=False, allow_block_plain=False,
                 allow_single_quoted=False, allow_double_quoted=True, allow_block=True)
@@ -281,7 +276,7 @@ class _Writer:
             self.column = _double_quoted(text, self.column, indent, WIDTH, self.out)
             self._write('"')
             return
-        if not _BLOCK_AS_IS.fullmatch(text):
+        if not block_as_is(text, astral=True):
             raise _Unsupported  # PyYAML's analysis chooses between a literal block and double quotes
         hints = (str(_INDENT) if text[0] in " \n" else "") + (
             "-" if text[-1] != "\n" else "+" if len(text) == 1 or text[-2] == "\n" else "")

@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migbake.document.patterns import CONTROL
+from migbake.document.patterns import CONTROL, PRINTABLE_ASCII
 from migbake.problems import RenderError
 
 __all__ = ["CONTROL", "Block", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
@@ -47,8 +47,7 @@ _BLOCK_SYNTAX = {
 }
 
 
-_PRINTABLE = bytes(range(0x20, 0x7F))  # ASCII's printable characters, as bytes.translate deletes them
-_PRINTABLE_LF = _PRINTABLE + b"\n"
+_PRINTABLE_LF = PRINTABLE_ASCII + b"\n"
 
 
 def _search(pattern: re.Pattern[str], text: str, printable: bytes) -> re.Match[str] | None:
@@ -108,7 +107,7 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         syntax = _BLOCK_SYNTAX.get(lang)
         bad = _search(_CONTROL_BUT_LF, text, _PRINTABLE_LF) or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
-        bad = _search(CONTROL, text, _PRINTABLE)
+        bad = _search(CONTROL, text, PRINTABLE_ASCII)
     else:
         bad = CONTROL.search(text) or _BARE_SYNTAX[lang].search(text)
     if bad is not None:
