@@ -123,7 +123,8 @@ def test_the_graph_sees_the_arrows_it_checks() -> None:
 
 # What a module of render/targets/ may import (tests/test_render_targets.py runs them on a plan that hides
 # the profile's GPUs): the plan, the files written so far, quoting (Ansible's variables too) and guard, the
-# template environment, its own folder, the foundation and the standard library. Everything else a target needs is a plan field.
+# template environment, its own folder, the foundation and the standard library. Everything else a target
+# needs is a plan field.
 TARGETS = "migbake.render.targets"
 TARGET_MAY_IMPORT = ("migbake.render.plan", "migbake.render.artifact", "migbake.render.quoting",
                      "migbake.render.ansiblevars", "migbake.render.guard", "migbake.render.environment", TARGETS,
