@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from migbake.document.patterns import PRINTABLE_ASCII
+from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 
 # go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
@@ -207,18 +207,16 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
 # IS_PRINTABLE), and beyond it too (PyYAML's pure-Python emitter)
 _BLOCK_BMP = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\n]*")
 _BLOCK_ALL = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe\n]*")
-_PRINTABLE_LF = PRINTABLE_ASCII + b"\n"
 
 
 def block_as_is(text: str, *, astral: bool) -> bool:
     """Whether an emitter's analysis allows ``text`` as a literal block (analyze_scalar's rules for one): every
     character printable or a line feed (``astral``: also beyond the Basic Multilingual Plane, as PyYAML's
     pure-Python emitter; libyaml's only within it), no space before a line break or at the end."""
-    if text.isascii():
-        chars = not text.encode("ascii").translate(None, _PRINTABLE_LF)
-    else:
-        chars = (_BLOCK_ALL if astral else _BLOCK_BMP).fullmatch(text) is not None
-    return chars and " \n" not in text and not text.endswith(" ")
+    beyond = ascii_beyond(text, PRINTABLE_ASCII_LF)
+    if beyond is None:
+        beyond = (_BLOCK_ALL if astral else _BLOCK_BMP).fullmatch(text) is None
+    return not beyond and " \n" not in text and not text.endswith(" ")
 
 
 _MARK = f"migbake{secrets.token_hex(8)}block"  # no document's text holds it: a new one in every process

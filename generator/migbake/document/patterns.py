@@ -18,14 +18,23 @@ from typing import Any
 # C0, DEL, C1 (with U+0085), the Unicode line and paragraph separators, BOM and non-characters:
 # what ends a line, or is read as one, in at least one of the languages and tools we feed
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
-# ASCII's printable characters (space to ~) as bytes: ``text.encode("ascii").translate(None, PRINTABLE_ASCII)``
-# leaves an ASCII text's control characters, in C, where a regular expression walks every character
+# ASCII's printable characters (space to ~) as bytes, and with a line feed: what ``ascii_beyond`` allows
 PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+PRINTABLE_ASCII_LF = PRINTABLE_ASCII + b"\n"
 # ECMA-262's LineTerminator: what "." does not match and what ends a line
 _DOT = "[^\\n\\r\\u2028\\u2029]"
 # a release version as NVIDIA's Kubernetes components tag theirs (v0.20.0, v25.12.0; the v optional): the device
 # plugin's and the DRA driver's versions in a profile; groups: major, minor, patch
 RELEASE_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
+
+
+def ascii_beyond(text: str, allowed: bytes) -> bool | None:
+    """For an ASCII text, whether it holds a character that ``allowed`` (ASCII bytes) does not: found by
+    ``bytes.translate``, in C, where a regular expression walks every character (a rendered file is mostly
+    ASCII). None for a text that is not ASCII: the caller's regular expression decides."""
+    if not text.isascii():
+        return None
+    return bool(text.encode("ascii").translate(None, allowed))
 
 
 def _translated(pattern: str) -> Iterator[str]:

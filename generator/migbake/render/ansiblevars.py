@@ -18,7 +18,7 @@ import yaml
 
 from migbake.document import emitter
 from migbake.document.emitter import block_as_is, flow_key
-from migbake.document.patterns import CONTROL, PRINTABLE_ASCII, whole
+from migbake.document.patterns import CONTROL, PRINTABLE_ASCII_LF, ascii_beyond, whole
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
 WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
@@ -53,8 +53,7 @@ _ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", 
             "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
 _ESCAPED: dict[str, str] = {}
 _ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}  # an escape's length by the letter after its backslash; others 2
-_PRINTABLE_NL = PRINTABLE_ASCII + b"\n"
-_PRINTABLE_NL_TAB = _PRINTABLE_NL + b"\t"
+_PRINTABLE_LF_TAB = PRINTABLE_ASCII_LF + b"\t"
 
 
 def _escaped(ch: str) -> str:
@@ -78,7 +77,7 @@ def _escape(match: re.Match[str]) -> str:
 def _escape_all(text: str) -> str:
     """``text`` with every character escaped that needs it; for ASCII text holding no control character but
     line feeds and tabs (a file's, mostly), by ``str.replace`` (in C), the backslash first."""
-    if text.isascii() and not text.encode("ascii").translate(None, _PRINTABLE_NL_TAB):
+    if ascii_beyond(text, _PRINTABLE_LF_TAB) is False:
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return _NEEDS_ESCAPE.sub(_escape, text)
 
@@ -143,9 +142,8 @@ def _literal(text: str) -> bool:
     double-quoted: escapes, long lines folded); a one-line string is double-quoted."""
     if "\n" not in text:
         return False
-    if text.isascii():
-        control = bool(text.encode("ascii").translate(None, _PRINTABLE_NL))
-    else:
+    control = ascii_beyond(text, PRINTABLE_ASCII_LF)
+    if control is None:
         control = CONTROL.search(text.replace("\n", "")) is not None
     return not control and max(map(len, text.split("\n"))) <= _LITERAL_WIDTH
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migbake.document.patterns import CONTROL, PRINTABLE_ASCII
+from migbake.document.patterns import CONTROL, PRINTABLE_ASCII, PRINTABLE_ASCII_LF, ascii_beyond
 from migbake.problems import RenderError
 
 __all__ = ["CONTROL", "Block", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
@@ -47,16 +47,11 @@ _BLOCK_SYNTAX = {
 }
 
 
-_PRINTABLE_LF = PRINTABLE_ASCII + b"\n"
-
-
 def _search(pattern: re.Pattern[str], text: str, printable: bytes) -> re.Match[str] | None:
     """``pattern.search(text)`` for a pattern of control characters, which ``printable`` (ASCII bytes) never
-    holds: an ASCII text that holds nothing else (a rendered file, mostly) is cleared by ``bytes.translate``,
-    in C, instead of a walk of the regular expression over every character."""
-    if text.isascii() and not text.encode("ascii").translate(None, printable):
-        return None
-    return pattern.search(text)
+    holds: an ASCII text that holds nothing else (a rendered file, mostly) is cleared without the regular
+    expression (``ascii_beyond``)."""
+    return None if ascii_beyond(text, printable) is False else pattern.search(text)
 
 
 class Quoted(str):
@@ -105,7 +100,7 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         return value
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
-        bad = _search(_CONTROL_BUT_LF, text, _PRINTABLE_LF) or (syntax.search(text) if syntax else None)
+        bad = _search(_CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF) or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
         bad = _search(CONTROL, text, PRINTABLE_ASCII)
     else:
