@@ -219,6 +219,25 @@ def block_as_is(text: str, *, astral: bool) -> bool:
     return not beyond and " \n" not in text and not text.endswith(" ")
 
 
+def keeps_line_breaks(text: str) -> bool:
+    """Whether a literal block of ``text`` keeps its last line breaks (``|+``: it is one, or ends with two)."""
+    return text == "\n" or text.endswith("\n\n")
+
+
+def literal_block(text: str, indent: int) -> str:
+    """``text`` as the emitters write a literal block after its key's ``:`` and a space: ``|``, the hints (an
+    indentation indicator where it starts with a space or a line break; ``-`` where it ends without one, ``+``
+    where it keeps its last line breaks), then every line indented by ``indent`` (an empty line not), ending
+    with a line break. For a ``text`` the emitter writes as it is (``block_as_is``)."""
+    hints = ("2" if text[0] in " \n" else "") + (
+        "-" if not text.endswith("\n") else "+" if keeps_line_breaks(text) else "")
+    pad = "\n" + " " * indent
+    rows = ("\n" + (text[:-1] if text.endswith("\n") else text)).replace("\n", pad) + "\n"  # each line indented
+    while indent and pad + "\n" in rows:  # an empty line has no indentation (twice for a run of them)
+        rows = rows.replace(pad + "\n", "\n\n")
+    return f"|{hints}{rows}"
+
+
 _MARK = f"migbake{secrets.token_hex(8)}block"  # no document's text holds it: a new one in every process
 _NUMBER = re.compile(r"(\d+)\n")
 _PREFIX = re.compile(r"[ ]*(?:- +)*")
@@ -229,8 +248,7 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
     (``block_as_is`` for libyaml, no line breaks kept at the end: ``|+``) written here instead, the same bytes
     (tests/test_yaml_emitter.py): libyaml walks a block a character at a time, and blocks (the files of a
     Butane config) are most of a document. Each goes to libyaml as a plain word on the line of its key, then
-    takes its place: ``|``, the hints (an indentation indicator where it starts with a space or a line break,
-    ``-`` where it ends without one), its lines indented by the key's column + 2."""
+    takes its place (``literal_block``, its lines indented by the key's column + 2)."""
     blocks: list[str] = []
     marked: list[tuple[list[Any], int, Any]] = []  # (a mapping's pairs, the index, the pair as it was)
     stack, kept = [root], False  # kept: a block keeps its last line breaks (|+), which libyaml remembers
@@ -240,15 +258,15 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
             stack.extend(node.value)
         elif isinstance(node, yaml.MappingNode):
             for i, (key, value) in enumerate(node.value):
-                if (isinstance(value, yaml.ScalarNode) and value.style == "|" and value.value.strip("\n")
-                        and not value.value.endswith("\n\n") and block_as_is(value.value, astral=False)):
+                if (isinstance(value, yaml.ScalarNode) and value.style == "|" and not keeps_line_breaks(value.value)
+                        and block_as_is(value.value, astral=False)):
                     marked.append((node.value, i, node.value[i]))
                     node.value[i] = (key, yaml.ScalarNode(STR_TAG, f"{_MARK}{len(blocks)}"))
                     blocks.append(value.value)
                 else:
                     stack.append(value)
-        elif isinstance(node, yaml.ScalarNode) and node.style == "|" and node.value.endswith("\n"):
-            kept = kept or not node.value.strip("\n") or node.value.endswith("\n\n")
+        elif isinstance(node, yaml.ScalarNode) and node.style == "|":
+            kept = kept or keeps_line_breaks(node.value)
     text = "" if kept else str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
     pieces = text.split(_MARK)  # each but the first: a block's number, its line's end, what follows
     out = [pieces[0]]
@@ -257,13 +275,7 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
         line = out[-1][out[-1].rfind("\n") + 1:]  # "  - key: " (the key's column: after the spaces and dashes)
         if number is None or not line.endswith(": "):
             break
-        body = blocks[int(number.group(1))]
-        hints = ("2" if body[0] in " \n" else "") + ("" if body.endswith("\n") else "-")
-        pad = "\n" + " " * (_PREFIX.match(line).end() + 2)  # type: ignore[union-attr]
-        rows = ("\n" + (body[:-1] if body.endswith("\n") else body)).replace("\n", pad)  # each line indented
-        while pad + "\n" in rows:  # an empty line has no indentation (twice for a run of them)
-            rows = rows.replace(pad + "\n", "\n\n")
-        out[-1] += f"|{hints}{rows}\n"
+        out[-1] += literal_block(blocks[int(number.group(1))], _PREFIX.match(line).end() + 2)  # type: ignore[union-attr]
         out.append(piece[number.end():])
     if text and len(out) == len(pieces) == len(blocks) + 1:
         return "".join(out)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from migbake.document import emitter
-from migbake.document.emitter import block_as_is, flow_key
+from migbake.document.emitter import block_as_is, flow_key, keeps_line_breaks, literal_block
 from migbake.document.patterns import CONTROL, PRINTABLE_ASCII_LF, ascii_beyond, whole
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
@@ -276,15 +276,9 @@ class _Writer:
             return
         if not block_as_is(text, astral=True):
             raise _Unsupported  # PyYAML's analysis chooses between a literal block and double quotes
-        hints = (str(_INDENT) if text[0] in " \n" else "") + (
-            "-" if text[-1] != "\n" else "+" if len(text) == 1 or text[-2] == "\n" else "")
-        self._write(" !unsafe |" + hints)
-        lines = text.split("\n")
-        if not lines[-1]:
-            lines.pop()
-        pad = " " * indent
-        self.out.append("".join(f"\n{pad}{line}" if line else "\n" for line in lines) + "\n")
-        self.column, self.fresh, self.open_ended = 0, True, hints.endswith("+")
+        self._write(" !unsafe ")
+        self.out.append(literal_block(text, indent))
+        self.column, self.fresh, self.open_ended = 0, True, keeps_line_breaks(text)
 
 
 def vars_yaml(data: dict[str, Any]) -> str:
