@@ -95,8 +95,8 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
     if isinstance(value, (bool, int)) or value is None:
         return value
     text = value if isinstance(value, str) else str(value)
-    key = (type(value), lang, text)
-    if key in _PASSED:
+    key, kept = (type(value), lang, text), len(text) <= _PASSED_TEXT_MAX  # a long text is not kept, nor hashed
+    if kept and key in _PASSED:
         return value
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
@@ -109,7 +109,7 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         raise RenderError(f"template {template}: the value {text[:80]!r} cannot be printed in {lang} "
                           f"({bad.group()!r} at {bad.start()}): it was not quoted for {lang}; nothing was "
                           "written (a bug: the schema or a rule should have refused it)")
-    if len(text) <= _PASSED_TEXT_MAX:
+    if kept:
         if len(_PASSED) >= _PASSED_MAX:
             _PASSED.clear()
         _PASSED.add(key)
