@@ -12,8 +12,8 @@ the pure-Python emitter (same bytes, tests/test_yaml_emitter.py) where it does n
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
 from typing import Any
 
 import yaml
@@ -238,7 +238,7 @@ def literal_block(text: str, indent: int) -> str:
     return f"|{hints}{rows}"
 
 
-_MARK = f"migbake{secrets.token_hex(8)}block"  # no document's text holds it: a new one in every process
+_MARK = f"migbake{os.urandom(8).hex()}block"  # no document's text holds it: a new one in every process
 _NUMBER = re.compile(r"(\d+)\n")
 _PREFIX = re.compile(r"[ ]*(?:- +)*")
 
