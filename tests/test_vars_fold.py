@@ -129,3 +129,17 @@ def test_what_the_writer_does_not_take_goes_through_pyyaml() -> None:
         with pytest.raises(_Unsupported):
             _Writer().document(data)
         assert vars_yaml(data) == _reference(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("abz09+/=é€"), max_size=400), st.integers(0, 40), st.integers(0, 6),
+       st.integers(12, 40))
+def test_text_of_one_character_units_folds_as_a_character_at_a_time(text: str, column: int, indent: int,
+                                                                    width: int) -> None:
+    """No space and no escape (base64: most of the group data's double-quoted text): the slicing path."""
+    out: list[str] = []
+    after = _double_quoted(text, column, indent, width, out)
+    written = "".join(out)
+    assert written == _one_at_a_time(text, column, indent, width)
+    last_line = written.rsplit("\n", 1)[-1]
+    assert after == (column + len(written) if "\n" not in written else len(last_line))

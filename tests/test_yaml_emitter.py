@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from realtools import require, run
 from support import CASES_ROOT, IMAGES, REPO, generate, shared_file
 
-from migbake.document import emitter
+from migbake.document import blockwriter, emitter
 from migbake.document.emitter import go_yaml_reading
 from migbake.render.tree import render
 from migbake.rules.validate import check_bytes
@@ -210,3 +210,44 @@ def test_spliced_literal_blocks_are_libyamls_bytes(data: dict[str, Any]) -> None
     assert node is not None
     whole = str(yaml.serialize(node, Dumper=emitter._CSafeDumper, allow_unicode=True, width=1 << 20))
     assert emitter.dump(data, literal=True) == whole
+
+
+# words libyaml writes plain, and (now and then) ones it must quote: a reader types them, an indicator,
+# a space, a quote; files as literal blocks libyaml writes as they are, and (now and then) any text
+PLAIN_WORDS = ["a", "fcos", "1.6.0", "/etc/x.conf", "data:;base64,QUJD+/==", "data:,%23%20x'(y)!*~",
+               "nvidia-mig-restore.service", "machineconfiguration.openshift.io/role", "99-gpu-mig", "a:b", "a,b"]
+OTHER_WORDS = ["", "yes", "on", "null", "~", "1e3", "0644", "0x1f", "2001-12-14", ".5", "a:", "a: b", "-a", "a b", "'a",
+               "a'b", "a#b", "#a", "[a]", "a\tb", "é", "k" * 130, "x" * 300, "---x", "<<"]
+WORDS = st.sampled_from(PLAIN_WORDS * 20 + OTHER_WORDS)
+FILE_TEXT = st.lists(st.sampled_from(["a", "# x", "- y", "key: v", "  z", "", "é ok"]), min_size=1,
+                     max_size=6).map(lambda rows: "\n".join(rows) + "\n")
+WORD_DATA = st.recursive(st.one_of(WORDS, FILE_TEXT, BLOCK_TEXT, st.integers(-10, 10**6),
+                                   st.booleans(), st.none(), st.just([]), st.just({})),
+                         lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                 st.dictionaries(WORDS, inner, max_size=3)), max_leaves=14)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(WORDS, WORD_DATA, min_size=1, max_size=4))
+def test_the_block_writer_writes_libyamls_bytes_or_leaves_the_document_to_it(data: dict[str, Any]) -> None:
+    """``blockwriter.document``: the bytes libyaml and PyYAML's emitter write for the nodes of ``data``, or
+    None (then ``dump`` writes libyaml's bytes, as before)."""
+    def serialized(dumper: Any) -> str:
+        node = emitter._node(data, True, False)
+        assert node is not None
+        return str(yaml.serialize(node, Dumper=dumper, allow_unicode=True, width=1 << 20))
+
+    pure = serialized(emitter.SafeDumper)
+    libyaml = serialized(emitter._CSafeDumper) if emitter.HAVE_LIBYAML else pure
+    written = blockwriter.document(data)
+    if written is not None:
+        assert written == pure == libyaml
+    assert emitter.dump(data, literal=True) == libyaml
+
+
+def test_every_butane_document_of_the_images_is_written_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Butane configs and MachineConfigs of a render never need the emitter (it writes them four times
+    slower): each is written by ``blockwriter``."""
+    calls = [(data, kwargs) for data, kwargs in _dumped(monkeypatch) if kwargs.get("literal")]
+    assert len(calls) >= 4 * len(PROFILES)
+    assert [data for data, _ in calls if blockwriter.document(data) is None] == []

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from migbake.document import jsontext
 from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 
@@ -192,6 +193,12 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     PyYAML's ``default_flow_style``; ``width``: where long scalars fold; ``pure``: the pure-Python emitter
     even where libyaml is present (the tests compare the two).
     """
+    if literal and flow is False and not pure:
+        from migbake.document import blockwriter  # it builds on this module
+
+        text = blockwriter.document(data)
+        if text is not None:
+            return text
     node = _node(data, literal, flow)
     options: dict[str, Any] = {"allow_unicode": True, "width": width}
     if node is not None:
@@ -307,7 +314,8 @@ def flow_scalar(value: object, *, ascii_only: bool = False) -> str:
     """A scalar (or an empty list or mapping) as a YAML flow scalar: JSON, which YAML 1.2 and cloud-init's
     YAML 1.1 loader read as it is; a string is always double-quoted, so no reader types it. ``ascii_only``:
     non-ASCII characters escaped too."""
-    text = (_JSON_ASCII if ascii_only else _JSON)(value)
+    text = (_JSON_ASCII(value) if ascii_only else jsontext.string(value) if isinstance(value, str)
+            else _JSON(value))
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text
 
 

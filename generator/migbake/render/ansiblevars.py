@@ -116,6 +116,14 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     escaped = _escape_all(text)
     end, at, limit = len(escaped), 0, width - 1
     fold = "\\\n" + " " * indent
+    first, later = limit - column, limit - indent
+    if end > first > 0 and later > 1 and "\\" not in escaped and " " not in escaped:
+        # every unit one character, none a space (base64, mostly): the first line takes what fits after
+        # the column, each later one the character the fold moved there and as many more as fit
+        out.append(escaped[:first])
+        for at in range(first, end, later):
+            out.append(fold + escaped[at:at + later])
+        return indent + end - at
     while at < end and end - at > limit - column:
         stop = at + limit - column  # the units that end by the limit go on this line
         if stop > at:

@@ -13,9 +13,9 @@ value reaches YAML through a YAML emitter, JSON through json.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from migbake.document.jsontext import pretty
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block
@@ -122,4 +122,4 @@ def _yaml(plan: RenderPlan, path: str, data: dict[str, Any], how: str) -> Artifa
 
 
 def _json(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return pretty(data) + "\n"
