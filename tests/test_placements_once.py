@@ -1,7 +1,8 @@
 """Placements are predicted once per ``gpus`` entry (and layout name, issue 40) per render (issue 39): the render
 plan keeps them (``RenderPlan.expect.placements``, ``named_placements``) and every reader — the DRA device names
 and expectations, Slurm's explicit device lines, restore.sh's ``-lgi`` comparison — takes them from there, never
-predicting again."""
+predicting again. The count is of ``placements_of``, the one way to a prediction, which remembers its answers
+(``gpu.placement.per_model``): a second asking is counted whether or not it is answered from memory."""
 
 from __future__ import annotations
 
@@ -27,13 +28,13 @@ def _predictions(profile_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[i
     checked = check_file(profile_path)
     assert checked.profile is not None
     calls = []
-    real = driverplacement.predict
+    real = driverplacement.placements_of
 
     def counting(*args: object, **kwargs: object) -> object:
         calls.append(args)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(driverplacement, "predict", counting)
+    monkeypatch.setattr(driverplacement, "placements_of", counting)
     render(checked.profile)
     return len(calls), sum(g.mig_enabled for g in checked.profile.gpus) * max(1, len(checked.profile.layout_names))
 
@@ -86,13 +87,13 @@ def test_an_optional_placement_argument_is_caught() -> None:
 def _counted(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
     """``migbake ARGS``: how often it predicted placements, and what it printed."""
     calls = []
-    real = driverplacement.predict
+    real = driverplacement.placements_of
 
     def counting(*a: object, **kw: object) -> object:
         calls.append(a)
         return real(*a, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(driverplacement, "predict", counting)
+    monkeypatch.setattr(driverplacement, "placements_of", counting)
     rc, out, err = cli(*args)
     assert rc in (0, 1), (out, err)
     return len(calls), out

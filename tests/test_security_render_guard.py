@@ -105,6 +105,30 @@ def test_the_guard_of_each_language(lang: str) -> None:
     assert guard(42, lang, "t") == 42
 
 
+@pytest.mark.parametrize("lang", ["shell", "systemd", "hcl", "yaml"])
+def test_what_the_guard_remembers_passes_only_its_own_kind_and_language(lang: str) -> None:
+    """The guard remembers a short value that passed, by kind and language (and the finalizer looks there
+    first): the same text as a bare value, or in a language whose syntax it holds, is still refused."""
+    from migbake.render.environment import environment
+
+    bare = {"shell": "'", "systemd": "%n", "hcl": "${x}", "yaml": '"'}[lang]
+    text = "a" + bare
+    assert guard(Quoted(text), lang, "t") == text  # quoted: passes, and is remembered
+    assert guard(Quoted(text), lang, "t") == text
+    with pytest.raises(RenderError, match="not quoted"):
+        guard(text, lang, "t")
+    template = {"shell": "x.sh.j2", "systemd": "x.service.j2", "hcl": "x.pkr.hcl.j2", "yaml": "x.yaml.j2"}[lang]
+    compiled = environment().from_string("{{ v }}")
+    compiled.name = template
+    assert compiled.render(v=Quoted(text)) == text
+    with pytest.raises(RenderError, match="not quoted"):
+        compiled.render(v=text)
+    with pytest.raises(RenderError):
+        guard(Quoted(text + "\x01"), lang, "t")  # a failing value is not remembered either
+    with pytest.raises(RenderError):
+        guard(Quoted(text + "\x01"), lang, "t")
+
+
 def test_quoting_marks_its_output_and_a_raw_newline_in_a_shell_word_is_refused() -> None:
     assert isinstance(sh_quote("a b"), Quoted) and isinstance(systemd_word("a b"), Quoted)
     with pytest.raises(RenderError):

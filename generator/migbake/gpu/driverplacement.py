@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from migbake.gpu.catalog import GpuModel, MigProfile
-from migbake.gpu.placement import PlacedInstance, fit
+from migbake.gpu.placement import PlacedInstance, fit, per_model
 
 MAX_ORDERINGS = 5040  # 7! : mig-parted's own search is over the orderings of at most 7 GPU instances
 Chooser = Callable[[GpuModel, MigProfile, int], "int | None"]  # (model, profile, memory slices taken) -> start
@@ -120,8 +120,10 @@ def predict(model: GpuModel, layout: Mapping[str, int]) -> tuple[PlacedInstance,
     return None
 
 
+@per_model
 def placements_of(model: GpuModel, layout: Mapping[str, int]) -> tuple[PlacedInstance, ...]:
-    """The predicted placements, or ``fit``'s (sorted by start) where no prediction exists."""
+    """The predicted placements, or ``fit``'s (sorted by start) where no prediction exists (remembered:
+    ``per_model``)."""
     predicted = predict(model, layout)
     return predicted if predicted is not None else fit(model, layout).placements
 

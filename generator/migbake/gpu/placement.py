@@ -11,10 +11,11 @@ search could not decide within it does not fit (``FitResult.undecided`` says so)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, wraps
 from itertools import product
+from typing import TypeVar
 
 from migbake.gpu.catalog import PROFILE_NAME_RE, GpuModel, MigProfile
 from migbake.gpu.search import MAX_MEDIA_EXTENSION_INSTANCES, Budget, SearchCut, place_all, size_of
@@ -67,13 +68,52 @@ class _Unit:
     carries: tuple[str, ...]
 
 
+_Answer = TypeVar("_Answer")
+
+
+def per_model(find: Callable[[GpuModel, Mapping[str, int]], _Answer]) -> Callable[[GpuModel, Mapping[str, int]],
+                                                                                _Answer]:
+    """``find(model, layout)``, each answer remembered for that model object and layout (the validation and the
+    render of a profile, and every profile of one GPU and layout in a fleet, ask alike). ``find`` must be
+    a function of its arguments alone and its answers immutable. A model is known by its identity, held
+    while its answers are kept (its ``id`` cannot be another's then): a catalog file's model of the same key
+    is another model."""
+    kept: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[GpuModel, _Answer]] = {}
+
+    @wraps(find)
+    def remembered(model: GpuModel, layout: Mapping[str, int]) -> _Answer:
+        try:
+            key = (id(model), tuple(sorted(layout.items())))
+            hash(key)
+        except TypeError:  # a layout of other keys or values: the rules report it
+            return find(model, layout)
+        hit = kept.get(key)
+        if hit is not None and hit[0] is model:
+            return hit[1]
+        answer = find(model, layout)
+        if len(kept) >= 512:
+            kept.clear()
+        kept[key] = (model, answer)
+        return answer
+
+    return remembered
+
+
 def fit(model: GpuModel, layout: Mapping[str, int], budget: Budget | None = None) -> FitResult:
     """Place ``layout`` (profile name -> count) on one GPU of ``model``, exactly and deterministically.
 
-    ``budget``: the steps the search may take (a fresh ``Budget`` when not given); when they run out
-    before the answer, the result is not ok and ``undecided``.
+    ``budget``: the steps the search may take (a fresh ``Budget`` when not given: the answer is remembered,
+    ``per_model``); when they run out before the answer, the result is not ok and ``undecided``.
     """
-    budget = Budget() if budget is None else budget
+    return _fit_fresh(model, layout) if budget is None else _fit_within(model, layout, budget)
+
+
+@per_model
+def _fit_fresh(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
+    return _fit_within(model, layout, Budget())
+
+
+def _fit_within(model: GpuModel, layout: Mapping[str, int], budget: Budget) -> FitResult:
     try:
         return _fit(model, layout, budget)
     except SearchCut:

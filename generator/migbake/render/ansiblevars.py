@@ -54,6 +54,7 @@ _ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", 
 _ESCAPED: dict[str, str] = {}
 _ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}  # an escape's length by the letter after its backslash; others 2
 _PRINTABLE_LF_TAB = PRINTABLE_ASCII_LF + b"\t"
+_ASCII_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"))  # the backslash first
 
 
 def _escaped(ch: str) -> str:
@@ -78,7 +79,10 @@ def _escape_all(text: str) -> str:
     """``text`` with every character escaped that needs it; for ASCII text holding no control character but
     line feeds and tabs (a file's, mostly), by ``str.replace`` (in C), the backslash first."""
     if ascii_beyond(text, _PRINTABLE_LF_TAB) is False:
-        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+        for ch, escape in _ASCII_ESCAPES:  # "in" first: a replace that finds nothing still takes as long as one
+            if ch in text:
+                text = text.replace(ch, escape)
+        return text
     return _NEEDS_ESCAPE.sub(_escape, text)
 
 
@@ -120,10 +124,9 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     if end > first > 0 and later > 1 and "\\" not in escaped and " " not in escaped:
         # every unit one character, none a space (base64, mostly): the first line takes what fits after
         # the column, each later one the character the fold moved there and as many more as fit
-        out.append(escaped[:first])
-        for at in range(first, end, later):
-            out.append(fold + escaped[at:at + later])
-        return indent + end - at
+        rows = [escaped[at:at + later] for at in range(first, end, later)]
+        out.append(escaped[:first] + fold + fold.join(rows))
+        return indent + len(rows[-1])
     while at < end and end - at > limit - column:
         stop = at + limit - column  # the units that end by the limit go on this line
         if stop > at:

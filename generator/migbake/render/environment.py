@@ -11,10 +11,11 @@ from functools import cache, lru_cache
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact
-from migbake.render.guard import Quoted, guard, html_comment, language
+from migbake.render.guard import PASSED, PASSED_TEXT_MAX, Block, Quoted, guard, html_comment, language
 from migbake.render.quoting import comment_text, hcl_string, sh_quote, wrap_long, yaml_block, yaml_scalar
 from migbake.resources import templates_dir
 
@@ -32,10 +33,24 @@ class _Environment(jinja2.Environment):
 
 @jinja2.pass_context
 def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
-    return guard(value, _language(context.name), context.name)
+    if value.__class__ is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
+        return value
+    lang = _LANGUAGES.get(context.name) or _language(context.name)
+    kind = value.__class__
+    if kind in _TEXTS and len(value) <= PASSED_TEXT_MAX:  # most values print again: the guard's memo, first
+        seen = PASSED.get((lang, kind))
+        if seen is not None and value in seen:
+            return value
+    return guard(value, lang, context.name)
 
 
-_language = cache(language)
+_LANGUAGES: dict[str | None, str] = {}  # each template's language, as the finalizer looks it up
+_TEXTS = frozenset((str, Quoted, Block, Markup))  # the texts the guard remembers
+
+
+def _language(name: str | None) -> str:
+    lang = _LANGUAGES[name] = language(name)
+    return lang
 
 
 @lru_cache(maxsize=1)
