@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pykickstart.parser import KickstartParser
 from pykickstart.version import makeVersion
 from realtools import require, run
@@ -23,7 +25,7 @@ from support import IMAGES, generate
 
 from migbake.problems import RenderError
 from migbake.render.targets.ansible import ROLE
-from migbake.render.targets.kickstart import heredoc_body
+from migbake.render.targets.kickstart import HEREDOC_END, heredoc_body
 from migbake.render.tree import render
 from migbake.rules.validate import check_file
 
@@ -217,6 +219,23 @@ def test_heredoc_guard_refuses_what_would_break_the_post(text: str) -> None:
 
 def test_heredoc_guard_keeps_ordinary_text() -> None:
     assert heredoc_body("x", "echo 100%\n# %s\n") == "echo 100%\n# %s"
+
+
+def _heredoc_refuses(text: str) -> bool:
+    """The rule, a line at a time: a line whose first non-blank character is % (Anaconda's), or the delimiter."""
+    return any(line.lstrip().startswith("%") or line == HEREDOC_END for line in text.splitlines())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "%", "x%",
+                                 HEREDOC_END, "%end"]), max_size=12).map(lambda parts: "".join(parts) + "\n"))
+def test_heredoc_guard_refuses_exactly_the_lines_of_its_rule(text: str) -> None:
+    """Its quick look (only where a % or the delimiter is) refuses what the line-at-a-time rule refuses."""
+    if _heredoc_refuses(text):
+        with pytest.raises(RenderError, match="Kickstart"):
+            heredoc_body("x", text)
+    else:
+        assert heredoc_body("x", text) == text.rstrip("\n")
 
 
 @pytest.mark.parametrize(("allocation", "words"), [

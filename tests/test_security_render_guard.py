@@ -106,27 +106,21 @@ def test_the_guard_of_each_language(lang: str) -> None:
 
 
 @pytest.mark.parametrize("lang", ["shell", "systemd", "hcl", "yaml"])
-def test_what_the_guard_remembers_passes_only_its_own_kind_and_language(lang: str) -> None:
-    """The guard remembers a short value that passed, by kind and language (and the finalizer looks there
-    first): the same text as a bare value, or in a language whose syntax it holds, is still refused."""
+def test_what_the_finalizer_remembers_passes_only_its_own_kind(lang: str) -> None:
+    """The Jinja finalizer remembers a short value that passed the guard, per template and kind: the same text
+    as a bare value is still refused, and a value that failed is refused again."""
     from migbake.render.environment import environment
 
     bare = {"shell": "'", "systemd": "%n", "hcl": "${x}", "yaml": '"'}[lang]
     text = "a" + bare
-    assert guard(Quoted(text), lang, "t") == text  # quoted: passes, and is remembered
-    assert guard(Quoted(text), lang, "t") == text
-    with pytest.raises(RenderError, match="not quoted"):
-        guard(text, lang, "t")
-    template = {"shell": "x.sh.j2", "systemd": "x.service.j2", "hcl": "x.pkr.hcl.j2", "yaml": "x.yaml.j2"}[lang]
     compiled = environment().from_string("{{ v }}")
-    compiled.name = template
-    assert compiled.render(v=Quoted(text)) == text
+    compiled.name = {"shell": "x.sh.j2", "systemd": "x.service.j2", "hcl": "x.pkr.hcl.j2", "yaml": "x.yaml.j2"}[lang]
+    assert compiled.render(v=Quoted(text)) == compiled.render(v=Quoted(text)) == text  # passed, remembered
     with pytest.raises(RenderError, match="not quoted"):
         compiled.render(v=text)
-    with pytest.raises(RenderError):
-        guard(Quoted(text + "\x01"), lang, "t")  # a failing value is not remembered either
-    with pytest.raises(RenderError):
-        guard(Quoted(text + "\x01"), lang, "t")
+    for _ in range(2):
+        with pytest.raises(RenderError):
+            compiled.render(v=Quoted(text + "\x01"))
 
 
 def test_quoting_marks_its_output_and_a_raw_newline_in_a_shell_word_is_refused() -> None:
@@ -333,3 +327,18 @@ def _strings(value: object) -> list[str]:
     if isinstance(value, list):
         return [t for v in value for t in _strings(v)]
     return [value] if isinstance(value, str) else []
+
+
+@pytest.mark.parametrize("data", [{"a": 1}, {"items": 2, "keys": "k"}, {}, {"get": None}])
+@pytest.mark.parametrize("name", ["a", "items", "keys", "get", "missing", "__class__", "__len__"])
+def test_a_dicts_attribute_reads_as_in_jinja(data: dict[str, Any], name: str) -> None:
+    """The environment looks a plain dict's item up first where the dict has no attribute of that name; what
+    a template reads is Jinja's answer (an attribute, else an item, else undefined) for every name."""
+    import jinja2
+
+    from migbake.render.environment import environment
+
+    ours, jinjas = environment().getattr(data, name), jinja2.Environment().getattr(data, name)
+    assert isinstance(ours, jinja2.Undefined) == isinstance(jinjas, jinja2.Undefined)
+    if not isinstance(jinjas, jinja2.Undefined):
+        assert ours == jinjas

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -216,6 +217,7 @@ _BLOCK_BMP = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\
 _BLOCK_ALL = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe\n]*")
 
 
+@lru_cache(maxsize=256)  # a file is a block of several documents: Butane for three OSes, the MachineConfig
 def block_as_is(text: str, *, astral: bool) -> bool:
     """Whether an emitter's analysis allows ``text`` as a literal block (analyze_scalar's rules for one): every
     character printable or a line feed (``astral``: also beyond the Basic Multilingual Plane, as PyYAML's
@@ -231,6 +233,7 @@ def keeps_line_breaks(text: str) -> bool:
     return text == "\n" or text.endswith("\n\n")
 
 
+@lru_cache(maxsize=256)
 def literal_block(text: str, indent: int) -> str:
     """``text`` as the emitters write a literal block after its key's ``:`` and a space: ``|``, the hints (an
     indentation indicator where it starts with a space or a line break; ``-`` where it ends without one, ``+``
@@ -295,6 +298,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution
 
 
+@lru_cache(maxsize=4096)  # the same keys in every document
 def flow_key(key: str) -> str:
     """A mapping key: plain when it is a word every reader takes as that string, else ``flow_scalar``."""
     plain = _PLAIN_KEY.fullmatch(key) and go_yaml_reading(key) is None

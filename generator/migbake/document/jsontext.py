@@ -11,6 +11,7 @@ generators. tests/test_jsontext.py compares both with ``json`` on generated data
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -21,7 +22,12 @@ _SHORT = 64  # below this, json's encoder is as fast as looking first
 
 def string(text: str) -> str:
     """``text`` as a JSON string: ``json.dumps(text, ensure_ascii=False)``."""
-    if len(text) >= _SHORT and text.isascii() and not text.encode("ascii").translate(None, _AS_IS):
+    return _long(text) if len(text) >= _SHORT else encode_basestring(text)
+
+
+@lru_cache(maxsize=128)  # a file's data: URL is written in two Ignition configs of a render
+def _long(text: str) -> str:
+    if text.isascii() and not text.encode("ascii").translate(None, _AS_IS):
         return f'"{text}"'
     return encode_basestring(text)
 

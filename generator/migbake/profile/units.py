@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from functools import lru_cache
 
 # what the generated restore unit is After= (besides systemd's DefaultDependencies): a unit ordered
 # after the restore (a consumer, kubelet) that is one of these makes an ordering cycle
@@ -61,6 +62,7 @@ REBOOT_MARKER = "/var/lib/migbake/reboot-attempted"
 SYSTEMD_TREES = ("/etc/systemd", "/run/systemd", "/usr/local/lib/systemd", "/usr/lib/systemd", "/lib/systemd")
 
 
+@lru_cache(maxsize=4096)  # the same paths in every profile: a rule asks for each several times
 def normal_path(path: str) -> str:
     """``path`` as the kernel resolves it without symlinks: ``//``, ``/./`` and a trailing ``/`` removed."""
     return posixpath.normpath(re.sub("/+", "/", path)) if path else path

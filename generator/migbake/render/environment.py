@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact
-from migbake.render.guard import PASSED, PASSED_TEXT_MAX, Block, Quoted, guard, html_comment, language
+from migbake.render.guard import Block, Quoted, guard, html_comment, language
 from migbake.render.quoting import comment_text, hcl_string, sh_quote, wrap_long, yaml_block, yaml_scalar
 from migbake.resources import templates_dir
 
@@ -30,27 +30,62 @@ class _Environment(jinja2.Environment):
     def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
         return {**self.globals, **(d or {})}
 
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``obj.attribute`` as Jinja reads it (``Environment.getattr``: an attribute, else an item, else undefined),
+        a plain dict's item looked up first where a dict has no attribute of that name: Jinja's order raises
+        and catches an AttributeError for each (a hundred a render)."""
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        try:
+            return getattr(obj, attribute)
+        except AttributeError:
+            pass
+        try:
+            return obj[attribute]
+        except (TypeError, LookupError, AttributeError):
+            return self.undefined(obj=obj, name=attribute)
+
+
+_DICT_ATTRIBUTES = frozenset(dir(dict))  # what getattr finds on a plain dict (it has no attributes of its own)
+
+
+# per template and kind (a value's class), the short texts it printed that passed the guard: a render prints
+# some 600 values, 180 of them distinct, most of them again in the next profile's render. The guard's answer
+# depends on the kind, the template's language and the text alone; a failing value is never kept.
+_PASSED: dict[tuple[str | None, type], set[str]] = {}
+_PASSED_TEXT_MAX, _PASSED_MAX = 512, 20_000  # a longer text is neither kept nor hashed
+_passed_count = 0
+
 
 @jinja2.pass_context
 def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
-    if value.__class__ is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
+    passed = _PASSED.get((context.name, value.__class__))
+    if passed is not None and len(value) <= _PASSED_TEXT_MAX and value in passed:
         return value
-    lang = _LANGUAGES.get(context.name) or _language(context.name)
+    return _guarded(context.name, value)
+
+
+def _guarded(template: str | None, value: Any) -> Any:
+    """``value`` through the guard of ``template``'s language, remembered when it is a short text."""
+    global _passed_count
     kind = value.__class__
-    if kind in _TEXTS and len(value) <= PASSED_TEXT_MAX:  # most values print again: the guard's memo, first
-        seen = PASSED.get((lang, kind))
-        if seen is not None and value in seen:
-            return value
-    return guard(value, lang, context.name)
+    if kind is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
+        return value
+    guard(value, _language(template), template)
+    if kind in _TEXTS and len(value) <= _PASSED_TEXT_MAX:
+        if _passed_count >= _PASSED_MAX:
+            _PASSED.clear()
+            _passed_count = 0
+        _PASSED.setdefault((template, kind), set()).add(value)
+        _passed_count += 1
+    return value
 
 
-_LANGUAGES: dict[str | None, str] = {}  # each template's language, as the finalizer looks it up
-_TEXTS = frozenset((str, Quoted, Block, Markup))  # the texts the guard remembers
-
-
-def _language(name: str | None) -> str:
-    lang = _LANGUAGES[name] = language(name)
-    return lang
+_language = cache(language)
+_TEXTS = frozenset((str, Quoted, Block, Markup))  # the texts remembered
 
 
 @lru_cache(maxsize=1)

@@ -84,24 +84,11 @@ def language(template: str | None) -> str:
     raise RenderError(f"template {name}: no output language known for it (render.guard.language)")
 
 
-# the short values that passed, by language and kind (a value's class: str, Quoted, Block, Markup): a render
-# prints some 600 values, 180 of them distinct, most of them again in the next profile's render (the Jinja
-# finalizer looks here first); a failing value is never kept. The check depends on kind, language and text alone.
-PASSED: dict[tuple[str, type], set[str]] = {}
-PASSED_TEXT_MAX = 512  # a longer text is neither kept nor hashed
-_PASSED_MAX = 20_000
-_passed_count = 0
-
-
 def guard(value: Any, lang: str, template: str | None = None) -> Any:
     """``value`` unchanged when it may be printed by a template of language ``lang``; else RenderError."""
-    global _passed_count
     if isinstance(value, (bool, int)) or value is None:
         return value
     text = value if isinstance(value, str) else str(value)
-    kept = isinstance(value, str) and len(text) <= PASSED_TEXT_MAX
-    if kept and value in PASSED.get((lang, value.__class__), ()):
-        return value
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
         bad = _search(_CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF) or (syntax.search(text) if syntax else None)
@@ -113,12 +100,6 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
         raise RenderError(f"template {template}: the value {text[:80]!r} cannot be printed in {lang} "
                           f"({bad.group()!r} at {bad.start()}): it was not quoted for {lang}; nothing was "
                           "written (a bug: the schema or a rule should have refused it)")
-    if kept:
-        if _passed_count >= _PASSED_MAX:
-            PASSED.clear()
-            _passed_count = 0
-        PASSED.setdefault((lang, value.__class__), set()).add(value)
-        _passed_count += 1
     return value
 
 

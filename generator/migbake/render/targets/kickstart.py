@@ -7,6 +7,7 @@ base-image checks of the bake run there unchanged; each embedded text is guarded
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
@@ -41,7 +42,24 @@ def heredoc_body(name: str, text: str) -> Block:
     """
     if not text.endswith("\n"):
         raise RenderError(f"{name}: a file embedded in the Kickstart %post must end with a newline")
+    if HEREDOC_END not in text and not any(_blank_before(text, at) for at in _all(text, "%")):
+        return Block(text.rstrip("\n"))  # no line to look at: every % has more than white space before it
     for line in text.splitlines():
         if line.lstrip().startswith("%") or line == HEREDOC_END:
             raise RenderError(f"{name}: the line {line!r} would end the Kickstart %post or its here-document")
     return Block(text.rstrip("\n"))  # a file the render wrote itself, every value in it guarded there
+
+
+def _all(text: str, char: str) -> Iterator[int]:
+    """Where ``char`` is in ``text``."""
+    at = text.find(char)
+    while at >= 0:
+        yield at
+        at = text.find(char, at + 1)
+
+
+def _blank_before(text: str, at: int) -> bool:
+    """Whether only white space stands before ``at`` on its line, as ``str.splitlines`` cuts lines (at a line
+    feed, and at ``\r``, ``\x0b``, ``\x0c``, ``\x1c``-``\x1e``, ``\x85``, U+2028 and U+2029)."""
+    since_feed = text[text.rfind("\n", 0, at) + 1:at]
+    return (since_feed + "%").splitlines()[-1][:-1].strip() == ""
