@@ -342,3 +342,16 @@ def test_a_dicts_attribute_reads_as_in_jinja(data: dict[str, Any], name: str) ->
     assert isinstance(ours, jinja2.Undefined) == isinstance(jinjas, jinja2.Undefined)
     if not isinstance(jinjas, jinja2.Undefined):
         assert ours == jinjas
+
+
+def test_ansibles_delimiters_are_template_text() -> None:
+    """``{{ ansible_open }}``/``{{ ansible_close }}`` alone are compiled into the template's text (nothing printed
+    at render time); any other use of the names still reads the globals."""
+    from migbake.render.environment import environment
+
+    source = "a: \"{{ ansible_open }} x {{ ansible_close }}\"\nb: {{- ansible_open }}{{ ansible_open if true }}\n"
+    compiled = environment().from_string(source)
+    compiled.name = "x.yaml.j2"
+    assert compiled.render() == 'a: "{{ x }}"\nb:{{{{\n'
+    code = environment().compile(source, name="x.yaml.j2", raw=True)
+    assert code.count("ansible_open") == 1 and "ansible_close" not in code  # only the expression reads a global

@@ -110,7 +110,7 @@ def _scalar(value: Any) -> str:
         if value == "":
             return "''"
         if plain(value):
-            return value
+            return str(value)
     elif kind is bool:
         return "true" if value else "false"
     elif kind is int:

@@ -6,11 +6,14 @@ language (``guard``) on its way out. Output is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from functools import cache, lru_cache
 from typing import Any
 
 import jinja2
+import jinja2.ext
+import jinja2.lexer
+from jinja2.compiler import CodeGenerator
 from markupsafe import Markup
 
 from migbake.problems import RenderError
@@ -19,13 +22,84 @@ from migbake.render.guard import Block, Quoted, guard, html_comment, language
 from migbake.render.quoting import comment_text, hcl_string, sh_quote, wrap_long, yaml_block, yaml_scalar
 from migbake.resources import templates_dir
 
+# per template, by kind (a value's class), the short texts it printed that passed the guard: a render prints
+# some 600 values, 180 of them distinct, most of them again in the next profile's render. The guard's answer
+# depends on the kind, the template's language and the text alone; a failing value is never kept.
+_PASSED: dict[str | None, dict[type, set[str]]] = {}
+_PASSED_TEXT_MAX, _PASSED_MAX = 512, 20_000  # a longer text is neither kept nor hashed
+_passed_count = 0
+
+
+def _finalizer(template: str | None) -> Callable[[Any], Any]:
+    """The finalizer of ``template``: values it printed before pass, others go through the guard (``_guarded``)."""
+    passed = _PASSED.setdefault(template, {})
+
+    def finalize(value: Any) -> Any:
+        seen = passed.get(value.__class__)
+        if seen is not None and len(value) <= _PASSED_TEXT_MAX and value in seen:
+            return value
+        return _guarded(template, value)
+
+    return finalize
+
+
+class _GuardedCode(CodeGenerator):
+    """Jinja's code generator, every printed value of a named template handed to that template's finalizer
+    (``environment.finalizers[NAME](value)``: the guard of its language) instead of the environment's
+    ``finalize`` with the render's context, which a template without a name still gets (``_finalize``)."""
+
+    def _make_finalize(self) -> Any:
+        if self._finalize is None and self.name is not None:
+            finalizers = self.environment.finalizers  # type: ignore[attr-defined]
+            if self.name not in finalizers:
+                finalizers[self.name] = _finalizer(self.name)
+            self._finalize = self._FinalizeInfo(None, f"environment.finalizers[{self.name!r}](")
+        return super()._make_finalize()
+
+
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
+    """The finalizer of a template made from a string (no name when compiled: ``_GuardedCode``)."""
+    finalizers = environment().finalizers  # type: ignore[attr-defined]
+    if context.name not in finalizers:
+        finalizers[context.name] = _finalizer(context.name)
+    return finalizers[context.name](value)
+
+
+def _guarded(template: str | None, value: Any) -> Any:
+    """``value`` through the guard of ``template``'s language, remembered when it is a short text."""
+    global _passed_count
+    kind = value.__class__
+    if kind is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
+        return value
+    guard(value, _language(template), template)
+    if kind in _TEXTS and len(value) <= _PASSED_TEXT_MAX:
+        if _passed_count >= _PASSED_MAX:
+            for kept in _PASSED.values():
+                kept.clear()
+            _passed_count = 0
+        _PASSED.setdefault(template, {}).setdefault(kind, set()).add(value)
+        _passed_count += 1
+    return value
+
+
+_language = cache(language)
+_TEXTS = frozenset((str, Quoted, Block, Markup))  # the texts remembered
+
 
 class _Environment(jinja2.Environment):
     """Templates whose globals are a plain dict: every render copies them into its context.
 
     Jinja's default, a ChainMap over the environment's globals (so that later changes to those show),
-    costs more to copy than rendering most of our templates; ours never change after start-up.
+    costs more to copy than rendering most of our templates; ours never change after start-up. A template's
+    printed values go to its own finalizer (``_GuardedCode``, ``finalizers``).
     """
+
+    code_generator_class = _GuardedCode
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.finalizers: dict[str | None, Callable[[Any], Any]] = {}  # by template name (``_GuardedCode``)
 
     def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
         return {**self.globals, **(d or {})}
@@ -52,40 +126,26 @@ class _Environment(jinja2.Environment):
 _DICT_ATTRIBUTES = frozenset(dir(dict))  # what getattr finds on a plain dict (it has no attributes of its own)
 
 
-# per template and kind (a value's class), the short texts it printed that passed the guard: a render prints
-# some 600 values, 180 of them distinct, most of them again in the next profile's render. The guard's answer
-# depends on the kind, the template's language and the text alone; a failing value is never kept.
-_PASSED: dict[tuple[str | None, type], set[str]] = {}
-_PASSED_TEXT_MAX, _PASSED_MAX = 512, 20_000  # a longer text is neither kept nor hashed
-_passed_count = 0
+# Ansible's own Jinja2 delimiters, which the Ansible templates print around the expressions Ansible evaluates
+ANSIBLE_DELIMITERS = {"ansible_open": Quoted("{{"), "ansible_close": Quoted("}}")}
 
 
-@jinja2.pass_context
-def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
-    passed = _PASSED.get((context.name, value.__class__))
-    if passed is not None and len(value) <= _PASSED_TEXT_MAX and value in passed:
-        return value
-    return _guarded(context.name, value)
+class _AnsibleDelimiters(jinja2.ext.Extension):
+    """``{{ ansible_open }}`` and ``{{ ansible_close }}`` alone become the template's text ``{{`` and ``}}`` when it
+    is compiled: the same output, without a value printed (and guarded) at every render, a third of a render's
+    values. Any other use of the two names reads the globals."""
 
-
-def _guarded(template: str | None, value: Any) -> Any:
-    """``value`` through the guard of ``template``'s language, remembered when it is a short text."""
-    global _passed_count
-    kind = value.__class__
-    if kind is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
-        return value
-    guard(value, _language(template), template)
-    if kind in _TEXTS and len(value) <= _PASSED_TEXT_MAX:
-        if _passed_count >= _PASSED_MAX:
-            _PASSED.clear()
-            _passed_count = 0
-        _PASSED.setdefault((template, kind), set()).add(value)
-        _passed_count += 1
-    return value
-
-
-_language = cache(language)
-_TEXTS = frozenset((str, Quoted, Block, Markup))  # the texts remembered
+    def filter_stream(self, stream: jinja2.lexer.TokenStream) -> Iterator[jinja2.lexer.Token]:
+        while not stream.eos:
+            token = next(stream)
+            name = stream.current
+            if (token.type == "variable_begin" and name.type == "name" and name.value in ANSIBLE_DELIMITERS
+                    and stream.look().type == "variable_end"):
+                next(stream)
+                next(stream)
+                yield jinja2.lexer.Token(token.lineno, "data", str(ANSIBLE_DELIMITERS[name.value]))
+            else:
+                yield token
 
 
 @lru_cache(maxsize=1)
@@ -100,6 +160,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
         auto_reload=False,  # templates do not change while migbake runs: no stat() per render
         finalize=_finalize,  # every printed value passes the guard of its template's language
+        extensions=[_AnsibleDelimiters],
     )
     env.filters["sh"] = sh_quote
     env.filters["hcl"] = hcl_string
@@ -109,8 +170,7 @@ def environment() -> jinja2.Environment:
     env.filters["yaml_block"] = yaml_block
     env.filters["wrap_long"] = wrap_long
     # Ansible's own Jinja2 delimiters, for the Ansible templates that name Ansible's variables
-    env.globals["ansible_open"] = Quoted("{{")
-    env.globals["ansible_close"] = Quoted("}}")
+    env.globals.update(ANSIBLE_DELIMITERS)
     return env
 
 
