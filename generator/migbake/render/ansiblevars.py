@@ -119,8 +119,11 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     alone and folding before it where it would pass (tests/test_vars_fold.py holds that writer)."""
     escaped = _escape_all(text)
     end, at, limit = len(escaped), 0, width - 1
-    fold = "\\\n" + " " * indent
     first, later = limit - column, limit - indent
+    if end <= first:  # it fits on the line (most values)
+        out.append(escaped)
+        return column + end
+    fold = "\\\n" + " " * indent
     if end > first > 0 and later > 1 and "\\" not in escaped and " " not in escaped:
         # every unit one character, none a space (base64, mostly): the first line takes what fits after
         # the column, each later one the character the fold moved there and as many more as fit
@@ -138,10 +141,12 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
             out.append(escaped[:at])
             column += at
             continue
-        stop = max(stop, at)
+        if stop < at:
+            stop = at
         # the line ends before the next unit, which starts the next line whatever its length (a space escaped)
-        unit = _unit_end(escaped, stop)
-        piece = "\\ " if escaped[stop] == " " else escaped[stop:unit]
+        lead = escaped[stop]
+        unit = stop + 1 if lead != "\\" else stop + _ESCAPE_LENGTH.get(escaped[stop + 1], 2)  # _unit_end
+        piece = "\\ " if lead == " " else escaped[stop:unit]
         out.append(escaped[at:stop] + fold + piece)
         column, at = indent + len(piece), unit
     out.append(escaped[at:])
@@ -253,7 +258,8 @@ class _Writer:
             if type(key) is not str or len(key) > 100 or flow_key(key) != key:
                 raise _Unsupported  # PyYAML quotes it, or writes it as a complex key
             self._start(indent, inline and not i)
-            self._write(key + ":")
+            self.out.append(key + ":")  # _write's, inline (group data have hundreds of keys)
+            self.column += len(key) + 1
             self._node(value, indent + _INDENT)
 
     def _sequence(self, data: list[Any], indent: int, inline: bool) -> None:
@@ -281,9 +287,10 @@ class _Writer:
 
     def _string(self, text: str, indent: int) -> None:
         if not _literal(text):
-            self._write(' !unsafe "')
-            self.column = _double_quoted(text, self.column, indent, WIDTH, self.out)
-            self._write('"')
+            self.out.append(' !unsafe "')
+            self.column = _double_quoted(text, self.column + 10, indent, WIDTH, self.out) + 1
+            self.out.append('"')
+            self.fresh = self.open_ended = False
             return
         if not block_as_is(text, astral=True):
             raise _Unsupported  # PyYAML's analysis chooses between a literal block and double quotes
