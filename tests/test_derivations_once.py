@@ -109,11 +109,18 @@ FUNCTIONS = _functions()
 
 
 def counts(profile: NodeProfile) -> dict[str, int]:
-    """How often ``render(profile)`` called each public function of ``MODULES`` (those it called)."""
+    """How often ``render(profile)`` called each public function of ``MODULES`` (those it called), with nothing
+    answered from memory (``gpu.placement.per_model`` off: each asking computes, and is counted)."""
+    from migbake.gpu import placement
+
     profiler = cProfile.Profile()
-    profiler.enable()
-    render(profile)
-    profiler.disable()
+    placement.REMEMBER = False
+    try:
+        profiler.enable()
+        render(profile)
+        profiler.disable()
+    finally:
+        placement.REMEMBER = True
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     return {FUNCTIONS[key]: calls for key, (_, calls, *_rest) in stats.items() if key in FUNCTIONS}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from migbake.gpu import placement
 from migbake.gpu.catalog import load_catalog
 from migbake.gpu.driverplacement import placements_of, predict
@@ -35,3 +37,18 @@ def test_fit_and_placements_answer_as_a_fresh_search() -> None:
         fresh = predict(model, layout)
         assert placements_of(model, layout) == (fresh if fresh is not None else
                                                 placement._fit_within(model, layout, Budget()).placements)
+
+
+def test_remembering_can_be_turned_off() -> None:
+    asked: list[object] = []
+
+    @placement.per_model
+    def find(model: object, layout: object) -> int:
+        asked.append(layout)
+        return len(asked)
+
+    model = load_catalog().by_key("h200-141gb")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(placement, "REMEMBER", False)
+        assert [find(model, {"1g.18gb": 7}) for _ in range(2)] == [1, 2]
+    assert find(model, {"1g.18gb": 7}) == find(model, {"1g.18gb": 7}) == 3

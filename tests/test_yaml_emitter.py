@@ -20,7 +20,7 @@ from realtools import require, run
 from support import CASES_ROOT, IMAGES, REPO, generate, shared_file
 
 from migbake.document import blockwriter, emitter
-from migbake.document.emitter import go_yaml_reading
+from migbake.document.yamlforms import go_yaml_reading
 from migbake.render.tree import render
 from migbake.rules.validate import check_bytes
 

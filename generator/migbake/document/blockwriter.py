@@ -5,7 +5,7 @@ as literal blocks (or as ``data:`` URLs). ``emitter.dump`` builds PyYAML nodes o
 resolves and writes each (the blocks spliced in), which costs more than the whole of most targets. ``document``
 writes the bytes libyaml writes, for what it is sure of: block collections (PyYAML's and libyaml's layout: two
 spaces, a list under its key at the key's column), scalars that every reader takes as strings written plain
-(``plain``), ``''``, ints, booleans, null and literal blocks libyaml writes as they are (``emitter.literal_block``).
+(``plain``), ``''``, ints, booleans, null and literal blocks libyaml writes as they are (``yamlforms.literal_block``).
 Anything else (a word a reader would type, a space, a quote, a list in a list) returns None, and the emitter
 writes the document as before. tests/test_yaml_emitter.py compares the two on generated documents and on every
 document a render of the example images dumps.
@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from migbake.document.emitter import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block
 from migbake.document.quickyaml import STR_TAG
+from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block
 
 # a word libyaml writes plain in a block collection: no space, quote, '#', '&', '[', '{' or line break; it starts
 # with a letter, a digit or '/' (no indicator) and does not end with ':' (a key's). PyYAML's analysis agrees.

@@ -19,47 +19,9 @@ from typing import Any
 
 import yaml
 
-from migbake.document import jsontext
-from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
+from migbake.document import blockwriter, jsontext
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
-
-# go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
-# mig-parted read with; @v3.0.1, Butane's (coreos/butane:go.mod@011bb0c4: gopkg.in/yaml.v3 v3.0.1), is the same
-# less v2's y/n/yes/no/on/off booleans): the words of its
-# resolve map, then by the first character: a '.' tries Go's ParseFloat; a sign or a digit a timestamp of one
-# of its allowedTimestampFormats, then, underscores removed, ParseInt and ParseUint with base 0 (0x, 0o, 0b and
-# a leading 0: octal, Go >= 1.13), then its yamlStyleFloat; v3 adds 0o octals, which base 0 already reads.
-# The YAML 1.2 core schema's null, bool, int and float forms are all among these.
-_GO_TRUE = ("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")
-_GO_FALSE = ("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")
-_GO_NULL = ("", "~", "null", "Null", "NULL")
-_GO_SPECIAL_FLOATS = (".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF",
-                      "-.inf", "-.Inf", "-.INF")
-_GO_WORDS = {**dict.fromkeys(_GO_TRUE, "the boolean true"), **dict.fromkeys(_GO_FALSE, "the boolean false"),
-             **dict.fromkeys(_GO_NULL, "null"), **dict.fromkeys(_GO_SPECIAL_FLOATS, "a number"),
-             "<<": "a merge key"}
-_GO_INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|[0-9]+)")
-_GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-_GO_TIMESTAMP = re.compile(r"[0-9]{4}-(0?[1-9]|1[0-2])-(0?[1-9]|[12][0-9]|3[01])"
-                           r"([Tt][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?(Z|[-+][0-9]{2}:[0-9]{2})"
-                           r"| [0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}(\.[0-9]+)?)?")
-
-
-def go_yaml_reading(text: str) -> str | None:
-    """What go-yaml v2 reads the plain scalar ``text`` as when not a string ("the boolean true"); None: a string."""
-    if text in _GO_WORDS:
-        return _GO_WORDS[text]
-    first = text[:1]
-    if first == ".":
-        return "a number" if _GO_FLOAT.fullmatch(text) else None
-    if first and first in "+-0123456789":
-        if _GO_TIMESTAMP.fullmatch(text):
-            return "a timestamp"
-        plain = text.replace("_", "")
-        if _GO_INT.fullmatch(plain) or _GO_FLOAT.fullmatch(plain):
-            return "a number"
-    return None
-
+from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block
 
 # a tag no reader gives a plain scalar: the emitter quotes a string whose plain form resolves to it
 _TYPED_ELSEWHERE = "tag:migbake,2026:typed-by-another-reader"
@@ -195,8 +157,6 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     even where libyaml is present (the tests compare the two).
     """
     if literal and flow is False and not pure:
-        from migbake.document import blockwriter  # it builds on this module
-
         text = blockwriter.document(data)
         if text is not None:
             return text
@@ -209,43 +169,6 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     dumper = (_PureFallbackLiteral if literal else _PureFallback) if pure else (
         _FallbackLiteral if literal else _Fallback)
     return str(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=flow, **options))
-
-
-# the characters a literal block may hold as they are, and \n: of the Basic Multilingual Plane (libyaml's
-# IS_PRINTABLE), and beyond it too (PyYAML's pure-Python emitter)
-_BLOCK_BMP = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\n]*")
-_BLOCK_ALL = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe\n]*")
-
-
-@lru_cache(maxsize=256)  # a file is a block of several documents: Butane for three OSes, the MachineConfig
-def block_as_is(text: str, *, astral: bool) -> bool:
-    """Whether an emitter's analysis allows ``text`` as a literal block (analyze_scalar's rules for one): every
-    character printable or a line feed (``astral``: also beyond the Basic Multilingual Plane, as PyYAML's
-    pure-Python emitter; libyaml's only within it), no space before a line break or at the end."""
-    beyond = ascii_beyond(text, PRINTABLE_ASCII_LF)
-    if beyond is None:
-        beyond = (_BLOCK_ALL if astral else _BLOCK_BMP).fullmatch(text) is None
-    return not beyond and " \n" not in text and not text.endswith(" ")
-
-
-def keeps_line_breaks(text: str) -> bool:
-    """Whether a literal block of ``text`` keeps its last line breaks (``|+``: it is one, or ends with two)."""
-    return text == "\n" or text.endswith("\n\n")
-
-
-@lru_cache(maxsize=256)
-def literal_block(text: str, indent: int) -> str:
-    """``text`` as the emitters write a literal block after its key's ``:`` and a space: ``|``, the hints (an
-    indentation indicator where it starts with a space or a line break; ``-`` where it ends without one, ``+``
-    where it keeps its last line breaks), then every line indented by ``indent`` (an empty line not), ending
-    with a line break. For a ``text`` the emitter writes as it is (``block_as_is``)."""
-    hints = ("2" if text[0] in " \n" else "") + (
-        "-" if not text.endswith("\n") else "+" if keeps_line_breaks(text) else "")
-    pad = "\n" + " " * indent
-    rows = ("\n" + (text[:-1] if text.endswith("\n") else text)).replace("\n", pad) + "\n"  # each line indented
-    while indent and pad + "\n" in rows:  # an empty line has no indentation (twice for a run of them)
-        rows = rows.replace(pad + "\n", "\n\n")
-    return f"|{hints}{rows}"
 
 
 _MARK = f"migbake{os.urandom(8).hex()}block"  # no document's text holds it: a new one in every process

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import yaml
 
-from migbake.document.emitter import go_yaml_reading
+from migbake.document.yamlforms import go_yaml_reading
 
 __all__ = ["go_yaml_reading", "unquoted_config_key"]  # go-yaml's resolution lives with the one emitter
 

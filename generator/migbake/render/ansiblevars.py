@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from migbake.document import emitter
-from migbake.document.emitter import block_as_is, flow_key, keeps_line_breaks, literal_block
+from migbake.document.emitter import flow_key
 from migbake.document.patterns import CONTROL, PRINTABLE_ASCII_LF, ascii_beyond, whole
+from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_block
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
 WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from migbake.document import emitter
+from migbake.document import emitter, jsontext
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
 from migbake.document.patterns import whole
 from migbake.problems import RenderError
@@ -99,6 +99,12 @@ def yaml_document(data: object) -> Block:
     ``1e3``, ``0o17``) is quoted; nothing is pasted into YAML text.
     """
     return Block(emitter.dump(data, literal=True))
+
+
+def json_document(data: object) -> Block:
+    """A whole JSON document (an Ignition config): ``json.dumps(data, indent=2, ensure_ascii=False)``'s text
+    (``document.jsontext.pretty``) and a final line break."""
+    return Block(jsontext.pretty(data) + "\n")
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}

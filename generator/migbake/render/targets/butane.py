@@ -8,20 +8,19 @@ manager masked or disabled, as the bake does. Versions (docs/immutable-os.md): f
 ``nvidia.service``; with ``tools.nvidia_mig_parted_url`` Fedora CoreOS and Flatcar download the binary
 with Ignition's ``verification.hash``. For a custom OpenShift pool (``openshift.role`` other than worker
 and master) the MachineConfigPool that selects the GPU nodes is written beside the MachineConfig. Every
-value reaches YAML through a YAML emitter, JSON through json.
+value reaches YAML through a YAML emitter, JSON through ``quoting.json_document`` (json's text).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from migbake.document.jsontext import pretty
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan
-from migbake.render.quoting import yaml_document
+from migbake.render.quoting import json_document, yaml_document
 from migbake.render.targets.ignition import ROLE_LABEL, ignition, machine_config
 from migbake.render.targets.rootfs import ROOTFS
 
@@ -122,4 +121,4 @@ def _yaml(plan: RenderPlan, path: str, data: dict[str, Any], how: str) -> Artifa
 
 
 def _json(data: dict[str, Any]) -> str:
-    return pretty(data) + "\n"
+    return json_document(data)
