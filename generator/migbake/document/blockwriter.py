@@ -25,7 +25,7 @@ from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_
 # with a letter, a digit or '/' (no indicator) and does not end with ':' (a key's). PyYAML's analysis agrees.
 _WORD = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/@:;,+=%~*'()!-]*")
 _PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution, the emitter's test of a plain string
-_KEY_MAX = 128  # libyaml's longest simple key (yaml_emitter_check_simple_key)
+_KEY_MAX = 100  # well below the emitters' simple keys (PyYAML's check_simple_key: shorter than 128): a longer is theirs
 _PLAIN: dict[str, bool] = {}
 _PLAIN_MAX = 20_000
 
