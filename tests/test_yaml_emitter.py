@@ -251,3 +251,21 @@ def test_every_butane_document_of_the_images_is_written_directly(monkeypatch: py
     calls = [(data, kwargs) for data, kwargs in _dumped(monkeypatch) if kwargs.get("literal")]
     assert len(calls) >= 4 * len(PROFILES)
     assert [data for data, _ in calls if blockwriter.document(data) is None] == []
+
+
+@pytest.mark.parametrize("data", [{"a": None, "k" * 130: {"a": "a\n"}}, {"k" * 130: "x\n"},
+                                  {"k" * 130: [{"b": "y\n"}]}, {"x": {"k" * 200: {"c": "z\n"}}},
+                                  {"a": ["\n\u2028", {"a": "a\n"}]}, {"a": "x\u2028y", "b": {"c": "z\n"}},
+                                  {"k\x85": {"c": "z\n"}}, {"a": "x\ry", "b": {"c": "z\n"}}],
+                         ids=["block-under-long-key", "long-key-block", "list-under-long-key", "nested",
+                              "kept-u2028", "u2028", "x85-key", "cr"])
+def test_a_block_after_a_long_key_or_another_line_break_is_libyamls(data: dict[str, Any]) -> None:
+    """Where a block's line is not found by its line feed the splice leaves the document to libyaml: a key of
+    128 characters or more ("? KEY", then ": " and the value), or a text with a line break other than \n
+    (U+2028, U+0085, CR), which ends a line libyaml writes (hypothesis found both)."""
+    if not emitter.HAVE_LIBYAML:
+        pytest.skip("PyYAML has no libyaml here: nothing is spliced")
+    node = emitter._node(data, True, False)
+    assert node is not None
+    assert emitter.dump(data, literal=True) == str(yaml.serialize(node, Dumper=emitter._CSafeDumper,
+                                                                  allow_unicode=True, width=1 << 20))

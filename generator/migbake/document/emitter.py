@@ -173,6 +173,7 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
 
 _MARK = f"migbake{os.urandom(8).hex()}block"  # no document's text holds it: a new one in every process
 _NUMBER = re.compile(r"(\d+)\n")
+_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")  # YAML's line breaks beside \n (a block holds none)
 _PREFIX = re.compile(r"[ ]*(?:- +)*")
 
 
@@ -184,13 +185,16 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
     takes its place (``literal_block``, its lines indented by the key's column + 2)."""
     blocks: list[str] = []
     marked: list[tuple[list[Any], int, Any]] = []  # (a mapping's pairs, the index, the pair as it was)
-    stack, kept = [root], False  # kept: a block keeps its last line breaks (|+), which libyaml remembers
+    # whole: libyaml writes the document, blocks and all: a block keeps its last line breaks (|+), which libyaml
+    # remembers, or a text holds a line break other than \n, which ends a line where rfind("\n") does not look
+    stack, whole = [root], False
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
         elif isinstance(node, yaml.MappingNode):
             for i, (key, value) in enumerate(node.value):
+                stack.append(key)
                 if (isinstance(value, yaml.ScalarNode) and value.style == "|" and not keeps_line_breaks(value.value)
                         and block_as_is(value.value, astral=False)):
                     marked.append((node.value, i, node.value[i]))
@@ -198,17 +202,19 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
                     blocks.append(value.value)
                 else:
                     stack.append(value)
-        elif isinstance(node, yaml.ScalarNode) and node.style == "|":
-            kept = kept or keeps_line_breaks(node.value)
-    text = "" if kept else str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
+        elif isinstance(node, yaml.ScalarNode):
+            whole = (whole or (node.style == "|" and keeps_line_breaks(node.value))
+                     or any(b in node.value for b in _OTHER_BREAKS))
+    text = "" if whole else str(yaml.serialize(root, Dumper=_CSafeDumper, **options))
     pieces = text.split(_MARK)  # each but the first: a block's number, its line's end, what follows
     out = [pieces[0]]
     for piece in pieces[1:] if len(pieces) == len(blocks) + 1 else ():
         number = _NUMBER.match(piece)
         line = out[-1][out[-1].rfind("\n") + 1:]  # "  - key: " (the key's column: after the spaces and dashes)
-        if number is None or not line.endswith(": "):
-            break
-        out[-1] += literal_block(blocks[int(number.group(1))], _PREFIX.match(line).end() + 2)  # type: ignore[union-attr]
+        key_at = _PREFIX.match(line).end()  # type: ignore[union-attr]
+        if number is None or not line.endswith(": ") or line.startswith((": ", "? "), key_at):
+            break  # not on a key's line (": " after a long key's "? KEY" line): libyaml writes the document
+        out[-1] += literal_block(blocks[int(number.group(1))], key_at + 2)
         out.append(piece[number.end():])
     if text and len(out) == len(pieces) == len(blocks) + 1:
         return "".join(out)

@@ -53,8 +53,15 @@ def go_yaml_reading(text: str) -> str | None:
 
 # the characters a literal block may hold as they are, and \n: of the Basic Multilingual Plane (libyaml's
 # IS_PRINTABLE), and beyond it too (PyYAML's pure-Python emitter)
-_BLOCK_BMP = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\n]*")
-_BLOCK_ALL = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010fffe\n]*")
+_BLOCK_BMP = "\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\n"
+_ASTRAL = "\U00010000-\U0010fffe"
+
+
+@lru_cache(maxsize=2)
+def _block_characters(astral: bool) -> re.Pattern[str]:
+    """The characters a block may hold, as a pattern compiled when first needed (each takes some 2.5 ms, a
+    cold ``validate``'s time; only a non-ASCII text needs one)."""
+    return re.compile(f"[{_BLOCK_BMP}{_ASTRAL if astral else ''}]*")
 
 
 @lru_cache(maxsize=256)  # a file is a block of several documents: Butane for three OSes, the MachineConfig
@@ -64,7 +71,7 @@ def block_as_is(text: str, *, astral: bool) -> bool:
     pure-Python emitter; libyaml's only within it), no space before a line break or at the end."""
     beyond = ascii_beyond(text, PRINTABLE_ASCII_LF)
     if beyond is None:
-        beyond = (_BLOCK_ALL if astral else _BLOCK_BMP).fullmatch(text) is None
+        beyond = _block_characters(astral).fullmatch(text) is None
     return not beyond and " \n" not in text and not text.endswith(" ")
 
 
