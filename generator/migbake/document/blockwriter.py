@@ -14,38 +14,26 @@ document a render of the example images dumps.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
-import yaml
-
-from migbake.document.quickyaml import STR_TAG
-from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block
+from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_block, read_as_string
 
 # a word libyaml writes plain in a block collection: no space, quote, '#', '&', '[', '{' or line break; it starts
 # with a letter, a digit or '/' (no indicator) and does not end with ':' (a key's). PyYAML's analysis agrees.
 _WORD = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/@:;,+=%~*'()!-]*")
-_PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution, the emitter's test of a plain string
 _KEY_MAX = 100  # well below the emitters' simple keys (PyYAML's check_simple_key: shorter than 128): a longer is theirs
-_PLAIN: dict[str, bool] = {}
-_PLAIN_MAX = 20_000
 
 
 class _Other(Exception):
     """What the emitter writes itself."""
 
 
+@lru_cache(maxsize=4096)  # the same words in every document
 def plain(text: str) -> bool:
     """Whether libyaml writes the string ``text`` plain in a block collection, and every reader (PyYAML,
     YAML 1.2, go-yaml) reads that as the string: a word of ``_WORD`` that no reader types."""
-    known = _PLAIN.get(text)
-    if known is None:
-        known = (_WORD.fullmatch(text) is not None and not text.endswith(":") and go_yaml_reading(text) is None
-                 and _PYYAML.resolve(yaml.ScalarNode, text, (True, False)) == STR_TAG)  # type: ignore[no-untyped-call]
-        if len(text) <= 200:
-            if len(_PLAIN) >= _PLAIN_MAX:
-                _PLAIN.clear()
-            _PLAIN[text] = known
-    return known
+    return _WORD.fullmatch(text) is not None and not text.endswith(":") and read_as_string(text)
 
 
 def document(data: object) -> str | None:

@@ -21,7 +21,7 @@ import yaml
 
 from migbake.document import blockwriter, jsontext
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
-from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block
+from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block, read_as_string
 
 # a tag no reader gives a plain scalar: the emitter quotes a string whose plain form resolves to it
 _TYPED_ELSEWHERE = "tag:migbake,2026:typed-by-another-reader"
@@ -224,14 +224,12 @@ def _spliced(root: yaml.Node, options: dict[str, Any]) -> str:
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-_PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution
 
 
 @lru_cache(maxsize=4096)  # the same keys in every document
 def flow_key(key: str) -> str:
     """A mapping key: plain when it is a word every reader takes as that string, else ``flow_scalar``."""
-    plain = _PLAIN_KEY.fullmatch(key) and go_yaml_reading(key) is None
-    if plain and _PYYAML.resolve(yaml.ScalarNode, key, (True, False)) == STR_TAG:  # type: ignore[no-untyped-call]
+    if _PLAIN_KEY.fullmatch(key) and read_as_string(key):
         return key
     return flow_scalar(key, ascii_only=True)
 

@@ -1,6 +1,7 @@
 """The forms of YAML every writer of migbake's decides by: what go-yaml reads a plain word as, and a literal block.
 
-``go_yaml_reading``: what a plain scalar is to go-yaml (Butane, mig-parted, Kubernetes) when not a string.
+``go_yaml_reading``: what a plain scalar is to go-yaml (Butane, mig-parted, Kubernetes) when not a string;
+``read_as_string``: whether every reader takes a plain word as that string.
 ``block_as_is``, ``keeps_line_breaks`` and ``literal_block``: whether the emitters write a text as a literal
 block as it is, and the bytes they write for it. ``emitter`` (the one YAML emitter), ``blockwriter`` and the
 Ansible variables' writer share them.
@@ -11,7 +12,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import yaml
+
 from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
+from migbake.document.quickyaml import STR_TAG
 
 # go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
 # mig-parted read with; @v3.0.1, Butane's (coreos/butane:go.mod@011bb0c4: gopkg.in/yaml.v3 v3.0.1), is the same
@@ -49,6 +53,17 @@ def go_yaml_reading(text: str) -> str | None:
         if _GO_INT.fullmatch(plain) or _GO_FLOAT.fullmatch(plain):
             return "a number"
     return None
+
+
+_PYYAML = yaml.resolver.Resolver()  # PyYAML's YAML 1.1 resolution
+
+
+def read_as_string(word: str) -> bool:
+    """Whether every reader takes the plain scalar ``word`` as that string: PyYAML (YAML 1.1, cloud-init,
+    Ansible) and go-yaml (``go_yaml_reading``, which covers YAML 1.2's forms). A caller checks first that its
+    emitter writes ``word`` plain at all."""
+    return (go_yaml_reading(word) is None
+            and _PYYAML.resolve(yaml.ScalarNode, word, (True, False)) == STR_TAG)  # type: ignore[no-untyped-call]
 
 
 # the characters a literal block may hold as they are, and \n: of the Basic Multilingual Plane (libyaml's
