@@ -145,9 +145,8 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
         if stop < at:
             stop = at
         # the line ends before the next unit, which starts the next line whatever its length (a space escaped)
-        lead = escaped[stop]
-        unit = stop + 1 if lead != "\\" else stop + _ESCAPE_LENGTH.get(escaped[stop + 1], 2)  # _unit_end
-        piece = "\\ " if lead == " " else escaped[stop:unit]
+        unit = _unit_end(escaped, stop)
+        piece = "\\ " if escaped[stop] == " " else escaped[stop:unit]
         out.append(escaped[at:stop] + fold + piece)
         column, at = indent + len(piece), unit
     out.append(escaped[at:])
@@ -259,8 +258,7 @@ class _Writer:
             if type(key) is not str or len(key) > 100 or flow_key(key) != key:
                 raise _Unsupported  # PyYAML quotes it, or writes it as a complex key
             self._start(indent, inline and not i)
-            self.out.append(key + ":")  # _write's, inline (group data have hundreds of keys)
-            self.column += len(key) + 1
+            self._write(key + ":")
             self._node(value, indent + _INDENT)
 
     def _sequence(self, data: list[Any], indent: int, inline: bool) -> None:
@@ -288,10 +286,9 @@ class _Writer:
 
     def _string(self, text: str, indent: int) -> None:
         if not _literal(text):
-            self.out.append(' !unsafe "')
-            self.column = _double_quoted(text, self.column + 10, indent, WIDTH, self.out) + 1
-            self.out.append('"')
-            self.fresh = self.open_ended = False
+            self._write(' !unsafe "')
+            self.column = _double_quoted(text, self.column, indent, WIDTH, self.out)
+            self._write('"')
             return
         if not block_as_is(text, astral=True):
             raise _Unsupported  # PyYAML's analysis chooses between a literal block and double quotes

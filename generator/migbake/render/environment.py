@@ -38,7 +38,7 @@ def _finalizer(template: str | None) -> Callable[[Any], Any]:
         seen = passed.get(value.__class__)
         if seen is not None and len(value) <= _PASSED_TEXT_MAX and value in seen:
             return value
-        return _guarded(template, value)
+        return _guarded(template, value, passed)
 
     return finalize
 
@@ -50,9 +50,7 @@ class _GuardedCode(CodeGenerator):
 
     def _make_finalize(self) -> Any:
         if self._finalize is None and self.name is not None:
-            finalizers = self.environment.finalizers  # type: ignore[attr-defined]
-            if self.name not in finalizers:
-                finalizers[self.name] = _finalizer(self.name)
+            self.environment.finalizer(self.name)  # type: ignore[attr-defined]  # made now, looked up at render
             self._finalize = self._FinalizeInfo(None, f"environment.finalizers[{self.name!r}](")
         return super()._make_finalize()
 
@@ -60,14 +58,12 @@ class _GuardedCode(CodeGenerator):
 @jinja2.pass_context
 def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
     """The finalizer of a template made from a string (no name when compiled: ``_GuardedCode``)."""
-    finalizers = environment().finalizers  # type: ignore[attr-defined]
-    if context.name not in finalizers:
-        finalizers[context.name] = _finalizer(context.name)
-    return finalizers[context.name](value)
+    return environment().finalizer(context.name)(value)  # type: ignore[attr-defined]
 
 
-def _guarded(template: str | None, value: Any) -> Any:
-    """``value`` through the guard of ``template``'s language, remembered when it is a short text."""
+def _guarded(template: str | None, value: Any, passed: dict[type, set[str]]) -> Any:
+    """``value`` through the guard of ``template``'s language, remembered in ``passed`` (the template's, by
+    kind) when it is a short text."""
     global _passed_count
     kind = value.__class__
     if kind is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
@@ -78,7 +74,7 @@ def _guarded(template: str | None, value: Any) -> Any:
             for kept in _PASSED.values():
                 kept.clear()
             _passed_count = 0
-        _PASSED.setdefault(template, {}).setdefault(kind, set()).add(value)
+        passed.setdefault(kind, set()).add(value)
         _passed_count += 1
     return value
 
@@ -100,6 +96,13 @@ class _Environment(jinja2.Environment):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.finalizers: dict[str | None, Callable[[Any], Any]] = {}  # by template name (``_GuardedCode``)
+
+    def finalizer(self, template: str | None) -> Callable[[Any], Any]:
+        """The finalizer of ``template`` (made on first asking)."""
+        made = self.finalizers.get(template)
+        if made is None:
+            made = self.finalizers[template] = _finalizer(template)
+        return made
 
     def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
         return {**self.globals, **(d or {})}
