@@ -15,11 +15,23 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from realtools import SystemdTree, packer, packer_console
 from support import command_lines
 
 from migbake.problems import RenderError
-from migbake.render.quoting import hcl_string, sh_quote, systemd_command, systemd_word, yaml_flow_list, yaml_scalar
+from migbake.render.quoting import (
+    MAX_LINE,
+    hcl_string,
+    indent,
+    sh_quote,
+    systemd_command,
+    systemd_word,
+    wrap_long,
+    yaml_flow_list,
+    yaml_scalar,
+)
 
 HOSTILE = [
     "plain",
@@ -190,3 +202,28 @@ def test_yaml_scalar_round_trips_through_pyyaml() -> None:
         assert yaml.safe_load(text) == {"k": v, "l": [v, v]}, repr(v)
     # one line, whatever the value: it can sit in a block sequence of cloud-init user-data
     assert all("\n" not in yaml_scalar(v) and "\u2028" not in yaml_scalar(v) for v in values)
+
+
+LINES = st.lists(st.sampled_from(["", " ", "a", "# x", "\r", "\t", "\u2028", "é", "w " * 50, "#" + "w " * 100]),
+                 max_size=12).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(LINES, st.integers(0, 8))
+def test_indent_pads_each_line_that_is_not_empty(text: str, spaces: int) -> None:
+    """``indent`` (one regular expression) against the line-at-a-time definition: empty lines stay empty, a
+    line holding only a CR or U+2028 is a line (only a line feed ends one), final line feeds dropped."""
+    expected = "\n".join((" " * spaces + row) if row else "" for row in text.rstrip("\n").split("\n"))
+    assert indent(text, spaces) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(LINES)
+def test_wrap_long_keeps_a_text_of_short_lines_and_wraps_only_the_long_ones(text: str) -> None:
+    wrapped = wrap_long(text)
+    rows = text.split("\n")
+    if max(map(len, rows)) <= MAX_LINE:
+        assert wrapped == text
+    # words never broken, lost or added (a comment's "#" starts each of its pieces)
+    assert wrapped.replace("#", " ").split() == text.replace("#", " ").split()
+    assert all(len(row) <= MAX_LINE or " " not in row.strip() for row in wrapped.split("\n"))

@@ -143,3 +143,20 @@ def test_text_of_one_character_units_folds_as_a_character_at_a_time(text: str, c
     assert written == _one_at_a_time(text, column, indent, width)
     last_line = written.rsplit("\n", 1)[-1]
     assert after == (column + len(written) if "\n" not in written else len(last_line))
+
+
+ASCII_TEXT = st.lists(st.sampled_from([*list('ab \t\\"\n#:-'), "\\\\\\", "x" * 70, " " * 90]), max_size=40).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ASCII_TEXT, st.integers(0, 40), st.integers(0, 6), st.integers(12, 40))
+def test_ascii_text_of_two_character_escapes_folds_as_a_character_at_a_time(text: str, column: int, indent: int,
+                                                                           width: int) -> None:
+    """Printable ASCII, tabs and line feeds (a file's text, mostly): every escape two characters long, the
+    path that cuts a line only before an escape's backslash; runs of backslashes of either parity."""
+    out: list[str] = []
+    after = _double_quoted(text, column, indent, width, out)
+    written = "".join(out)
+    assert written == _one_at_a_time(text, column, indent, width)
+    last_line = written.rsplit("\n", 1)[-1]
+    assert after == (column + len(written) if "\n" not in written else len(last_line))

@@ -370,6 +370,8 @@ def test_output_does_not_depend_on_working_directory_or_profile_location(tmp_pat
     (["a/b", "a/b"], "two generated files would both be 'a/b'"),
     (["p/q", "r/s/t", "r/s"], "'r/s' would be both a generated file and the folder of 'r/s/t'"),
     (["x/y/z", "x"], "'x' would be both a generated file and the folder of 'x/y/z'"),
+    (["a/b/c", "a/b/d", "a-b", "a/bc", "a/b/e/f"], None),  # shared folders; a name that only starts like one
+    (["a/b/c", "a/b/e/f", "q", "a/b/e"], "'a/b/e' would be both a generated file and the folder of 'a/b/e/f'"),
 ])
 def test_the_output_plan_refuses_clashing_paths(paths: list[str], message: str | None) -> None:
     from migbake.problems import RenderError

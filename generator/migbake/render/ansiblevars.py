@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
+from functools import cache
 from typing import Any
 
 import yaml
@@ -76,15 +77,16 @@ def _escape(match: re.Match[str]) -> str:
     return piece
 
 
-def _escape_all(text: str) -> str:
-    """``text`` with every character escaped that needs it; for ASCII text holding no control character but
-    line feeds and tabs (a file's, mostly), by ``str.replace`` (in C), the backslash first."""
+def _escape_all(text: str) -> tuple[str, bool]:
+    """``text`` with every character escaped that needs it, and whether every escape is two characters long: for
+    ASCII text holding no control character but line feeds and tabs (a file's, mostly), by ``str.replace`` (in
+    C), the backslash first."""
     if ascii_beyond(text, _PRINTABLE_LF_TAB) is False:
         for ch, escape in _ASCII_ESCAPES:  # "in" first: a replace that finds nothing still takes as long as one
             if ch in text:
                 text = text.replace(ch, escape)
-        return text
-    return _NEEDS_ESCAPE.sub(_escape, text)
+        return text, True
+    return _NEEDS_ESCAPE.sub(_escape, text), False
 
 
 def _unit_end(escaped: str, at: int) -> int:
@@ -118,7 +120,7 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     A line takes as many units (a character, an escape) as end before ``width - 1`` (the fold's backslash is
     the last), and the first unit of the scalar whatever its length: the bytes of writing each character
     alone and folding before it where it would pass (tests/test_vars_fold.py holds that writer)."""
-    escaped = _escape_all(text)
+    escaped, short_escapes = _escape_all(text)
     end, at, limit = len(escaped), 0, width - 1
     first, later = limit - column, limit - indent
     if end <= first:  # it fits on the line (most values)
@@ -128,9 +130,11 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     if end > first > 0 and later > 1 and "\\" not in escaped and " " not in escaped:
         # every unit one character, none a space (base64, mostly): the first line takes what fits after
         # the column, each later one the character the fold moved there and as many more as fit
-        rows = [escaped[at:at + later] for at in range(first, end, later)]
+        rows = _rows(later).findall(escaped, first)
         out.append(escaped[:first] + fold + fold.join(rows))
         return indent + len(rows[-1])
+    if short_escapes and first > 1 and later > 3:
+        return _folded_short(escaped, column, indent, limit, out)
     while at < end and end - at > limit - column:
         stop = at + limit - column  # the units that end by the limit go on this line
         if stop > at:
@@ -149,6 +153,35 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
         piece = "\\ " if escaped[stop] == " " else escaped[stop:unit]
         out.append(escaped[at:stop] + fold + piece)
         column, at = indent + len(piece), unit
+    out.append(escaped[at:])
+    return column + end - at
+
+
+@cache
+def _rows(width: int) -> re.Pattern[str]:
+    """Cuts a text of one-character units without a line break into rows of ``width`` (the last one shorter)."""
+    return re.compile(f".{{1,{width}}}")
+
+
+def _folded_short(escaped: str, column: int, indent: int, limit: int, out: list[str]) -> int:
+    """``_double_quoted``'s folding of a text whose units are one character or a two-character escape, where a line
+    holds at least two (the first) or four (a later one): a line's last unit is cut in two only by an escape's
+    backslash ending it, the odd one of the backslashes there (pairs are escaped backslashes)."""
+    fold = "\\\n" + " " * indent
+    end, at = len(escaped), 0
+    while end - at > limit - column:
+        stop = at + limit - column
+        line = escaped[at:stop]
+        if (len(line) - len(line.rstrip("\\"))) & 1:  # an escape's backslash ends it: the escape goes on
+            stop -= 1
+            line = line[:-1]
+        unit = escaped[stop]
+        if unit == "\\":
+            piece, at = escaped[stop:stop + 2], stop + 2
+        else:
+            piece, at = ("\\ " if unit == " " else unit), stop + 1
+        out.append(line + fold + piece)
+        column = indent + len(piece)
     out.append(escaped[at:])
     return column + end - at
 

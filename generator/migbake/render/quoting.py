@@ -80,10 +80,12 @@ def comment_text(value: object) -> str:
     return Quoted(guard_line("" if value is None else str(value), "the comment text"))
 
 
+_LINE_START = re.compile(r"^(?=.)", re.M)  # where a line that is not empty starts ("\n" alone ends a line)
+
+
 def indent(text: str, spaces: int) -> Block:
     """A rendered file's text as a block indented by ``spaces`` (empty lines stay empty)."""
-    pad = " " * spaces
-    return Block("\n".join([(pad + line) if line else "" for line in text.rstrip("\n").split("\n")]))
+    return Block(_LINE_START.sub(" " * spaces, text.rstrip("\n")))
 
 
 def and_list(names: list[str]) -> str:
@@ -176,8 +178,12 @@ def wrap_long(text: str) -> Block:
     """Each line longer than MAX_LINE wrapped at spaces, keeping its indentation and its ``#`` (a comment) on
     every piece; a word is never broken. For comments and folded (``>-``) text only, where a line break
     between two words means what the space meant. Shorter lines are kept as they are."""
+    text = str(text)
+    rows = text.split("\n")
+    if max(map(len, rows)) <= MAX_LINE:  # most texts: nothing to wrap
+        return Block(text)
     out = []
-    for row in str(text).split("\n"):
+    for row in rows:
         head = re.match(r" *(?:#+ ?)?", row)
         prefix = head.group() if head else ""
         if len(row) <= MAX_LINE or not row[len(prefix):].strip():

@@ -199,7 +199,15 @@ def check_paths(artifacts: list[Artifact]) -> None:
         dup = sorted(p for p in files if sum(a.path == p for a in artifacts) > 1)[0]
         raise RenderError(f"two generated files would both be {dup!r}: restore.config_path must not be "
                           "the path of another generated file")
-    for a in artifacts:
+    folders: set[str] = set()
+    for path in files:  # each file's folders, up to one already seen
+        head = path.rpartition("/")[0]
+        while head and head not in folders:
+            folders.add(head)
+            head = head.rpartition("/")[0]
+    if folders.isdisjoint(files):
+        return
+    for a in artifacts:  # which file is a folder of which path, the first in the order written
         i = a.path.find("/")
         while i >= 0:  # each folder of the path, the shortest first
             if a.path[:i] in files:
