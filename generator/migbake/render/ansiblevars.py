@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import re
-from functools import cache
 from typing import Any
 
 import yaml
@@ -130,7 +129,7 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
     if end > first > 0 and later > 1 and "\\" not in escaped and " " not in escaped:
         # every unit one character, none a space (base64, mostly): the first line takes what fits after
         # the column, each later one the character the fold moved there and as many more as fit
-        rows = _rows(later).findall(escaped, first)
+        rows = [escaped[at:at + later] for at in range(first, end, later)]
         out.append(escaped[:first] + fold + fold.join(rows))
         return indent + len(rows[-1])
     if short_escapes and first > 1 and later > 3:
@@ -155,12 +154,6 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
         column, at = indent + len(piece), unit
     out.append(escaped[at:])
     return column + end - at
-
-
-@cache
-def _rows(width: int) -> re.Pattern[str]:
-    """Cuts a text of one-character units without a line break into rows of ``width`` (the last one shorter)."""
-    return re.compile(f".{{1,{width}}}")
 
 
 def _folded_short(escaped: str, column: int, indent: int, limit: int, out: list[str]) -> int:
