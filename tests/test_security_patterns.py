@@ -19,7 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import IMAGES
 
-from migbake.document.patterns import compile_pattern, matches, schema_patterns, whole
+from migbake.document.patterns import (
+    PRINTABLE_ASCII,
+    PRINTABLE_ASCII_LF,
+    ascii_beyond,
+    compile_pattern,
+    matches,
+    schema_patterns,
+    whole,
+)
 from migbake.document.schema_messages import _Validator
 from migbake.profile.fastschema import compile_schema
 from migbake.rules.validate import check_bytes
@@ -156,3 +164,23 @@ def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """How many hostile inputs this module tried (for the closing note of issue 23)."""
     with capsys.disabled():
         print("\nclass 1 (patterns):", dict(COUNTS))
+
+
+ALLOWED_SETS = [PRINTABLE_ASCII, PRINTABLE_ASCII_LF, PRINTABLE_ASCII_LF + b"\t", PRINTABLE_ASCII.replace(b'"', b"")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(ALLOWED_SETS), st.sampled_from([0, 1, 100, 2047, 2048, 5000]),
+       st.lists(st.tuples(st.floats(0, 1), st.integers(0, 0x7F).map(chr)), max_size=2), st.booleans())
+def test_ascii_beyond_finds_every_character_the_allowed_bytes_lack(allowed: bytes, length: int,
+                                                                   planted: list[tuple[float, str]],
+                                                                   non_ascii: bool) -> None:
+    """Short texts by translate, long ones (2 KiB and more) a memchr per character: the same answer as a set's."""
+    text = ("abc xyz 0123 {}" * (length // 15 + 1))[:length]
+    for where, ch in planted:
+        at = int(where * len(text))
+        text = text[:at] + ch + text[at:]
+    if non_ascii:
+        text += "é"
+    expected = None if non_ascii else bool(set(text.encode("ascii")) - set(allowed))
+    assert ascii_beyond(text, allowed) is expected

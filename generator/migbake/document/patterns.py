@@ -28,13 +28,25 @@ _DOT = "[^\\n\\r\\u2028\\u2029]"
 RELEASE_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
 
 
+_LONG_TEXT = 2048  # from here on, looking for each other character by memchr costs less than translate's walk
+
+
 def ascii_beyond(text: str, allowed: bytes) -> bool | None:
-    """For an ASCII text, whether it holds a character that ``allowed`` (ASCII bytes) does not: found by
-    ``bytes.translate``, in C, where a regular expression walks every character (a rendered file is mostly
-    ASCII). None for a text that is not ASCII: the caller's regular expression decides."""
+    """For an ASCII text, whether it holds a character that ``allowed`` (ASCII bytes) does not, found in C where a
+    regular expression walks every character (a rendered file is mostly ASCII): by ``bytes.translate`` (about ten
+    instructions a byte), or for a long text by looking for each ASCII character ``allowed`` lacks (``in``: memchr,
+    which reads many bytes at once). None for a text that is not ASCII: the caller's regular expression decides."""
     if not text.isascii():
         return None
-    return bool(text.encode("ascii").translate(None, allowed))
+    if len(text) < _LONG_TEXT:
+        return bool(text.encode("ascii").translate(None, allowed))
+    return any(map(text.__contains__, _ascii_not_in(allowed)))
+
+
+@cache
+def _ascii_not_in(allowed: bytes) -> tuple[str, ...]:
+    """The ASCII characters that ``allowed`` does not hold."""
+    return tuple(chr(b) for b in range(128) if b not in allowed)
 
 
 def _translated(pattern: str) -> Iterator[str]:
