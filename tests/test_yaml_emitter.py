@@ -269,3 +269,26 @@ def test_a_block_after_a_long_key_or_another_line_break_is_libyamls(data: dict[s
     assert node is not None
     assert emitter.dump(data, literal=True) == str(yaml.serialize(node, Dumper=emitter._CSafeDumper,
                                                                   allow_unicode=True, width=1 << 20))
+
+
+SCALAR_TEXT = st.lists(st.sampled_from([*"ab:/%=-.\t\r\n\x7f\x85\x00 é\u2028", "data:,", "x" * 60, "\n\n"]),
+                       max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SCALAR_TEXT, st.integers(0, 8))
+def test_scalars_of_ascii_text_are_judged_in_c_as_the_patterns_judge_them(text: str, indent: int) -> None:
+    """``flow_scalar`` and ``block_scalar`` look through an ASCII text in C (``in``, ``ascii_beyond``) and a long
+    word's characters likewise (``blockwriter.plain``): the same text as the regular expressions' answers give."""
+    unsafe = emitter._YAML_UNSAFE
+    json_text = emitter._JSON(text)
+    assert emitter.flow_scalar(text) == (unsafe.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+                                         if unsafe.search(json_text) else json_text)
+    block = (text.endswith("\n") and not text.endswith("\n\n") and not text.startswith((" ", "\n"))
+             and not emitter._NOT_IN_BLOCK.search(text))
+    pad = " " * indent
+    assert emitter.block_scalar(text, indent) == (
+        "|\n" + "\n".join([(pad + row) if row else "" for row in text[:-1].split("\n")]) if block
+        else emitter.flow_scalar(text))
+    word = "a" * 101 + text
+    assert blockwriter.plain(word) == (blockwriter._WORD.fullmatch(word) is not None and not word.endswith(":"))

@@ -17,11 +17,14 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from migbake.document.patterns import ascii_beyond
 from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_block, read_as_string
 
 # a word libyaml writes plain in a block collection: no space, quote, '#', '&', '[', '{' or line break; it starts
 # with a letter, a digit or '/' (no indicator) and does not end with ':' (a key's). PyYAML's analysis agrees.
 _WORD = re.compile(r"[A-Za-z0-9/][A-Za-z0-9._/@:;,+=%~*'()!-]*")
+_WORD_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/")  # _WORD's, as sets
+_WORD_REST = "".join(sorted(_WORD_FIRST)).encode("ascii") + b"._@:;,+=%~*'()!-"
 _KEY_MAX = 100  # well below the emitters' simple keys (PyYAML's check_simple_key: shorter than 128): a longer is theirs
 
 
@@ -33,6 +36,9 @@ class _Other(Exception):
 def plain(text: str) -> bool:
     """Whether libyaml writes the string ``text`` plain in a block collection, and every reader (PyYAML,
     YAML 1.2, go-yaml) reads that as the string: a word of ``_WORD`` that no reader types."""
+    if len(text) > _KEY_MAX:  # a long word (a data: URL): its characters looked for in C, not by _WORD's walk
+        return text[0] in _WORD_FIRST and ascii_beyond(text, _WORD_REST) is False and not text.endswith(":") \
+            and read_as_string(text)
     return _WORD.fullmatch(text) is not None and not text.endswith(":") and read_as_string(text)
 
 

@@ -20,8 +20,16 @@ from typing import Any
 import yaml
 
 from migbake.document import blockwriter, jsontext
+from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
-from migbake.document.yamlforms import block_as_is, go_yaml_reading, keeps_line_breaks, literal_block, read_as_string
+from migbake.document.yamlforms import (
+    block_as_is,
+    go_yaml_reading,
+    indented,
+    keeps_line_breaks,
+    literal_block,
+    read_as_string,
+)
 
 # a tag no reader gives a plain scalar: the emitter quotes a string whose plain form resolves to it
 _TYPED_ELSEWHERE = "tag:migbake,2026:typed-by-another-reader"
@@ -247,12 +255,14 @@ def flow_scalar(value: object, *, ascii_only: bool = False) -> str:
     non-ASCII characters escaped too."""
     text = (_JSON_ASCII(value) if ascii_only else jsontext.string(value) if isinstance(value, str)
             else _JSON(value))
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _YAML_UNSAFE.search(text) else text
+    unsafe = "\x7f" in text if text.isascii() else _YAML_UNSAFE.search(text) is not None  # DEL: the one in ASCII
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if unsafe else text
 
 
 # what a literal block may not hold (YAML 1.1's non-printable characters, and the line breaks other than
 # \n that a YAML 1.1 reader takes as the end of a line), beside a tab and \n
 _NOT_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\ufeff]")
+_IN_BLOCK_ASCII = PRINTABLE_ASCII_LF + b"\t"  # what _NOT_IN_BLOCK leaves of ASCII
 
 
 def block_scalar(text: str, indent: int) -> str:
@@ -260,7 +270,12 @@ def block_scalar(text: str, indent: int) -> str:
     when it ends with exactly one line break, starts with no space or line break and every character may
     stand in one; else ``flow_scalar``."""
     if (not text.endswith("\n") or text.endswith("\n\n") or text.startswith((" ", "\n"))
-            or _NOT_IN_BLOCK.search(text)):
+            or _not_in_block(text)):
         return flow_scalar(text)
-    pad = " " * indent
-    return "|\n" + "\n".join([(pad + row) if row else "" for row in text[:-1].split("\n")])
+    return "|\n" + indented(text[:-1], indent)
+
+
+def _not_in_block(text: str) -> bool:
+    """Whether ``text`` holds a character ``_NOT_IN_BLOCK`` names (an ASCII text's looked for in C)."""
+    beyond = ascii_beyond(text, _IN_BLOCK_ASCII)
+    return _NOT_IN_BLOCK.search(text) is not None if beyond is None else beyond

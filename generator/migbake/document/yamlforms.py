@@ -108,3 +108,18 @@ def literal_block(text: str, indent: int) -> str:
     while indent and pad + "\n" in rows:  # an empty line has no indentation (twice for a run of them)
         rows = rows.replace(pad + "\n", "\n\n")
     return f"|{hints}{rows}"
+
+
+def indented(text: str, spaces: int) -> str:
+    """``text``'s lines each indented by ``spaces`` (an empty line not; only a line feed ends a line), by
+    ``str.replace`` in C: a loop over the lines, or a regular expression's ``^``, looks at every character."""
+    pad = " " * spaces
+    if not text or not pad:
+        return text
+    out = pad + text.replace("\n", "\n" + pad)
+    empty = "\n" + pad + "\n"
+    if empty in out:  # an empty line got the pad: twice, as a run of them is taken every other one at a time
+        out = out.replace(empty, "\n\n").replace(empty, "\n\n")
+    if out.endswith("\n" + pad):  # a last line that is empty
+        out = out[:-len(pad)]
+    return out[len(pad):] if text.startswith("\n") else out

@@ -13,6 +13,7 @@ import textwrap
 from migbake.document import emitter, jsontext
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
 from migbake.document.patterns import whole
+from migbake.document.yamlforms import indented
 from migbake.problems import RenderError
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
@@ -81,16 +82,8 @@ def comment_text(value: object) -> str:
 
 
 def indent(text: str, spaces: int) -> Block:
-    """A rendered file's text as a block indented by ``spaces`` (empty lines stay empty; only a line feed ends a
-    line). By ``str.replace``, in C: a loop over the lines, or a regular expression, looks at every character."""
-    text, pad = text.rstrip("\n"), " " * spaces
-    if not text or not pad:
-        return Block(text)
-    out = pad + text.replace("\n", "\n" + pad)
-    empty = "\n" + pad + "\n"
-    if empty in out:  # an empty line got the pad: twice, as a run of them is taken every other one at a time
-        out = out.replace(empty, "\n\n").replace(empty, "\n\n")
-    return Block(out[len(pad):] if text.startswith("\n") else out)
+    """A rendered file's text as a block indented by ``spaces`` (empty lines stay empty; final line feeds dropped)."""
+    return Block(indented(text.rstrip("\n"), spaces))
 
 
 def and_list(names: list[str]) -> str:
