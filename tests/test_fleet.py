@@ -319,6 +319,9 @@ kubernetes:
 
 
 # named layouts (issue 40): the role's layout move (mig_restore_layout)
+# a description holding Jinja's delimiters: it heads every generated file, so each goes to the role as base64
+DELIMITERS = ORDINARY.replace("description: H200 inference node with the DCGM exporter and Triton",
+                              "description: 'H200 node, {{ not_a_variable }} {% not_a_tag %} {# not a comment #}'")
 NAMED = """version: 1
 name: moving
 gpus:
@@ -334,8 +337,8 @@ restore:
 
 
 @pytest.mark.realtool
-@pytest.mark.parametrize("text", [ORDINARY, LONGEST, NAMED], ids=["kubelet-and-three-consumers", "longest-names",
-                                                                  "named-layouts"])
+@pytest.mark.parametrize("text", [ORDINARY, LONGEST, NAMED, DELIMITERS],
+                         ids=["kubelet-and-three-consumers", "longest-names", "named-layouts", "jinja-delimiters"])
 def test_ansible_lint_production_takes_long_lists_and_long_names(text: str, tmp_path: Path) -> None:
     ansible = generate(text, tmp_path / "out") / "ansible"
     result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
@@ -343,8 +346,8 @@ def test_ansible_lint_production_takes_long_lists_and_long_names(text: str, tmp_
     assert result.rc == 0 and "0 failure(s), 0 warning(s)" in result.text, result.text
 
 
-@pytest.mark.parametrize("text", [ORDINARY, LONGEST, NAMED], ids=["kubelet-and-three-consumers", "longest-names",
-                                                                  "named-layouts"])
+@pytest.mark.parametrize("text", [ORDINARY, LONGEST, NAMED, DELIMITERS],
+                         ids=["kubelet-and-three-consumers", "longest-names", "named-layouts", "jinja-delimiters"])
 def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: str, tmp_path: Path) -> None:
     """What yamllint's line-length (max 160, allow-non-breakable-words) takes, checked without ansible-lint;
     and the wrapped YAML still holds the render's file list, tools and units."""
@@ -359,6 +362,10 @@ def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: s
     on_disk = sorted(p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*") if p.is_file())
     assert sorted(f["dest"] for f in data["mig_restore_files"]) == ["/" + p for p in on_disk]
     assert all(f["mode"] == "0644" for f in data["mig_restore_files"])
+    for entry in data["mig_restore_files"]:  # text, or base64 where the file holds a Jinja delimiter
+        body = (rootfs / entry["dest"].lstrip("/")).read_text()
+        assert ("content_base64" in entry) is any(d in body for d in ("{{", "{%", "{#")), entry["dest"]
+        assert _bytes(entry) == body.encode(), entry["dest"]
     assert data["mig_restore_image_units"][0][0].startswith("kubelet")
     assert all(len(pair) == 2 for pair in data["mig_restore_image_units"])
 
