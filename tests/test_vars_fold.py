@@ -4,6 +4,7 @@ they replaced (kept here as the reference), and read back by PyYAML as the value
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from migbake.render import ansiblevars as quoting
-from migbake.render.ansiblevars import _double_quoted, _Unsupported, _Writer, vars_yaml
+from migbake.render.ansiblevars import Base64Text, _double_quoted, _Unsupported, _Writer, payload, vars_yaml
 
 
 class _OneAtATime(quoting._VarsDumper):
@@ -160,3 +161,20 @@ def test_ascii_text_of_two_character_escapes_folds_as_a_character_at_a_time(text
     assert written == _one_at_a_time(text, column, indent, width)
     last_line = written.rsplit("\n", 1)[-1]
     assert after == (column + len(written) if "\n" not in written else len(last_line))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 40), st.integers(0, 6), st.integers(12, 40))
+def test_base64_text_is_folded_as_a_character_at_a_time_without_a_look_for_escapes(data: bytes, column: int,
+                                                                                  indent: int, width: int) -> None:
+    """``payload``'s base64 (``Base64Text``) skips the escaping: the same bytes as the text written a character
+    at a time, and as the writer writes it as an ordinary string."""
+    text = base64.b64encode(data).decode("ascii")
+    out: list[str] = []
+    after = _double_quoted(text, column, indent, width, out, base64_text=True)
+    plain: list[str] = []
+    assert (after, "".join(out)) == (_double_quoted(text, column, indent, width, plain), "".join(plain))
+    assert "".join(out) == _one_at_a_time(text, column, indent, width)
+    entry = payload(b"{{ x }}".decode() + text)
+    assert type(entry["content_base64"]) is Base64Text
+    assert vars_yaml({"k": entry}) == _reference({"k": entry})

@@ -35,8 +35,15 @@ def payload(text: str) -> dict[str, str]:
     go-template, a description with ``{{``) out of its sight, and from Ansible's templating twice over.
     """
     if any(d in text for d in JINJA_DELIMITERS):
-        return {"content_base64": base64.b64encode(text.encode("utf-8")).decode("ascii")}
+        return {"content_base64": Base64Text(base64.b64encode(text.encode("utf-8")).decode("ascii"))}
     return {"content": text}
+
+
+class Base64Text(str):
+    """Base64 (``payload``'s): the writer folds it without looking for what to escape, as it holds nothing to
+    escape, no space and no line break (a role's scripts: some 80 KB a profile)."""
+
+    __slots__ = ()
 
 
 class _Unsafe(str):
@@ -110,7 +117,8 @@ def _cut(escaped: str, at: int, stop: int, k: int) -> int:
     return k if _unit_end(escaped, k) > stop else stop
 
 
-def _double_quoted(text: str, column: int, indent: int, width: int, out: list[str]) -> int:
+def _double_quoted(text: str, column: int, indent: int, width: int, out: list[str], *,
+                   base64_text: bool = False) -> int:
     """The inside of a double-quoted scalar (the opening quote written, ending at ``column``), appended to
     ``out``, broken by escaped line breaks (which add nothing to the value) where a line would pass the width;
     a space that starts a line is escaped (``\\ ``), as a line's leading white space is not part of the value.
@@ -118,15 +126,16 @@ def _double_quoted(text: str, column: int, indent: int, width: int, out: list[st
 
     A line takes as many units (a character, an escape) as end before ``width - 1`` (the fold's backslash is
     the last), and the first unit of the scalar whatever its length: the bytes of writing each character
-    alone and folding before it where it would pass (tests/test_vars_fold.py holds that writer)."""
-    escaped, short_escapes = _escape_all(text)
+    alone and folding before it where it would pass (tests/test_vars_fold.py holds that writer). ``base64_text``:
+    ``text`` is base64 (``Base64Text``), written as it is."""
+    escaped, short_escapes = (text, True) if base64_text else _escape_all(text)
     end, at, limit = len(escaped), 0, width - 1
     first, later = limit - column, limit - indent
     if end <= first:  # it fits on the line (most values)
         out.append(escaped)
         return column + end
     fold = "\\\n" + " " * indent
-    if end > first > 0 and later > 1 and "\\" not in escaped and " " not in escaped:
+    if end > first > 0 and later > 1 and (base64_text or ("\\" not in escaped and " " not in escaped)):
         # every unit one character, none a space (base64, mostly): the first line takes what fits after
         # the column, each later one the character the fold moved there and as many more as fit
         rows = [escaped[at:at + later] for at in range(first, end, later)]
@@ -295,7 +304,11 @@ class _Writer:
 
     def _node(self, value: Any, indent: int) -> None:
         """A value after ``key:`` or ``-``; ``indent``: its block collection's, or its scalar's continuation."""
-        if isinstance(value, str):
+        if value.__class__ is Base64Text:
+            self._write(' !unsafe "')
+            self.column = _double_quoted(value, self.column, indent, WIDTH, self.out, base64_text=True)
+            self._write('"')
+        elif isinstance(value, str):
             self._string(str(value), indent)
         elif isinstance(value, (list, tuple, dict)):
             if not value:
