@@ -15,6 +15,8 @@ from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
 
+from migbake.document.patterns import ascii_beyond
+
 # what a JSON string holds as it is: printable ASCII but the quote and the backslash
 _AS_IS = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
 _SHORT = 64  # below this, json's encoder is as fast as looking first
@@ -27,7 +29,7 @@ def string(text: str) -> str:
 
 @lru_cache(maxsize=128)  # a file's data: URL is written in two Ignition configs of a render
 def _long(text: str) -> str:
-    if text.isascii() and not text.encode("ascii").translate(None, _AS_IS):
+    if ascii_beyond(text, _AS_IS) is False:
         return f'"{text}"'
     return encode_basestring(text)
 
