@@ -15,12 +15,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import Result
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from support import IMAGES, REPO, CliRunner
 
 from migbake.cli.group import main
@@ -399,38 +396,6 @@ def test_gzip_is_the_same_bytes_on_every_python() -> None:
     packed = gzip_bytes(b"MIG restore\n" * 40)
     assert packed[:10] == bytes.fromhex("1f8b08000000000002ff")  # no name, mtime 0, level 9, OS unknown
     assert gzip.decompress(packed) == b"MIG restore\n" * 40
-
-
-# sizes at and around each window's reach (2**wbits - 262) and size, from zlib's smallest raw window to its largest
-_EDGES = sorted({n + d for w in range(9, 16) for n in ((1 << w) - 262, 1 << w) for d in (-1, 0, 1)} | {0, 1, 70000})
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(_EDGES), st.sampled_from(["random", "far", "text", "runs"]), st.randoms(use_true_random=False))
-def test_gzip_in_the_smallest_window_is_gzip_compress_s_stream(size: int, kind: str, rnd: Any) -> None:
-    """``gzip_bytes`` compresses in the smallest window that holds the data (setting up zlib's 32 KiB one costs
-    more than compressing a file of a few KiB): the same bytes as ``gzip.compress(data, 9, mtime=0)`` (its OS
-    byte set to 255), for data at the edge of every window and past the largest."""
-    import gzip
-
-    from migbake.render.artifact import gzip_bytes
-
-    def noise(n: int) -> bytes:
-        return bytes(rnd.getrandbits(8) for _ in range(n))
-
-    if kind == "random":
-        data = noise(size)
-    elif kind == "far":  # one match only, as far back as the data allows: found only where the window reaches
-        head = noise(min(16, size // 3))
-        data = head + noise(size - 2 * len(head)) + head
-    elif kind == "text":
-        words = [b"restore", b"nvidia-mig-parted", b"apply", b" ", b"\n", b"1g.18gb", b"$(", b"#"]
-        data = b"".join(rnd.choice(words) for _ in range(size))[:size]
-    else:
-        data = bytes([rnd.choice(b"ab")]) * size
-    expected = bytearray(gzip.compress(data, 9, mtime=0))
-    expected[9] = 255
-    assert gzip_bytes(data) == bytes(expected)
 
 
 # --- issue 41: --force never deletes what migbake did not write; a system directory is never OUT -----

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import struct
-import zlib
+import gzip
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -52,24 +51,13 @@ class Rendered:
         return list(self._artifacts)
 
 
-_MIN_WBITS, _MIN_LOOKAHEAD = 9, 262  # zlib's smallest raw window (8 is taken as 9); MIN_LOOKAHEAD (deflate.h)
-
-
 def gzip_bytes(data: bytes) -> bytes:
     """``data`` gzipped the same way on every Python: no time stamp, level 9, and the header's OS byte 255.
 
     CPython writes the OS byte itself, and not alike across versions (3 on 3.11 and 3.12, 255 on 3.9, 3.10
     and 3.13 here): fixed to "unknown" (RFC 1952), a generated file is the same bytes whichever Python wrote
-    it. The compressed stream is zlib's, the same for one zlib version: ``gzip.compress``'s (level 9, memLevel
-    8), with the smallest window that holds ``data`` (zlib's deflate then finds the same matches: no distance
-    reaches past ``2**wbits - 262``, its MAX_DIST), as setting up a 32 KiB window costs more than compressing a
-    few KiB (tests/test_write.py compares the two on data of every size).
+    it. The compressed stream is zlib's, the same for one zlib version.
     """
-    wbits = _MIN_WBITS
-    while (1 << wbits) - _MIN_LOOKAHEAD < len(data) and wbits < zlib.MAX_WBITS:
-        wbits += 1
-    deflate = zlib.compressobj(9, zlib.DEFLATED, -wbits)
-    stream = deflate.compress(data) + deflate.flush()
-    # RFC 1952: ID1 ID2, CM 8 (deflate), no flags, MTIME 0, XFL 2 (the slowest, best compression), OS 255
-    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + stream + struct.pack("<LL", zlib.crc32(data),
-                                                                                    len(data) & 0xFFFFFFFF)
+    packed = bytearray(gzip.compress(data, compresslevel=9, mtime=0))
+    packed[9] = 255
+    return bytes(packed)
