@@ -132,18 +132,24 @@ def test_what_the_writer_does_not_take_goes_through_pyyaml() -> None:
         assert vars_yaml(data) == _reference(data)
 
 
+def _folds_as_one_at_a_time(text: str, column: int, indent: int, width: int, **options: bool) -> str:
+    """``_double_quoted``'s bytes, and the column it returns, against the character-at-a-time writer's."""
+    out: list[str] = []
+    after = _double_quoted(text, column, indent, width, out, **options)
+    written = "".join(out)
+    assert written == _one_at_a_time(text, column, indent, width)
+    last_line = written.rsplit("\n", 1)[-1]
+    assert after == (column + len(written) if "\n" not in written else len(last_line))
+    return written
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(st.sampled_from("abz09+/=é€"), max_size=400), st.integers(0, 40), st.integers(0, 6),
        st.integers(12, 40))
 def test_text_of_one_character_units_folds_as_a_character_at_a_time(text: str, column: int, indent: int,
                                                                     width: int) -> None:
     """No space and no escape (base64: most of the group data's double-quoted text): the slicing path."""
-    out: list[str] = []
-    after = _double_quoted(text, column, indent, width, out)
-    written = "".join(out)
-    assert written == _one_at_a_time(text, column, indent, width)
-    last_line = written.rsplit("\n", 1)[-1]
-    assert after == (column + len(written) if "\n" not in written else len(last_line))
+    _folds_as_one_at_a_time(text, column, indent, width)
 
 
 ASCII_TEXT = st.lists(st.sampled_from([*list('ab \t\\"\n#:-'), "\\\\\\", "x" * 70, " " * 90]), max_size=40).map("".join)
@@ -155,12 +161,7 @@ def test_ascii_text_of_two_character_escapes_folds_as_a_character_at_a_time(text
                                                                            width: int) -> None:
     """Printable ASCII, tabs and line feeds (a file's text, mostly): every escape two characters long, the
     path that cuts a line only before an escape's backslash; runs of backslashes of either parity."""
-    out: list[str] = []
-    after = _double_quoted(text, column, indent, width, out)
-    written = "".join(out)
-    assert written == _one_at_a_time(text, column, indent, width)
-    last_line = written.rsplit("\n", 1)[-1]
-    assert after == (column + len(written) if "\n" not in written else len(last_line))
+    _folds_as_one_at_a_time(text, column, indent, width)
 
 
 @settings(max_examples=300, deadline=None)
@@ -170,11 +171,8 @@ def test_base64_text_is_folded_as_a_character_at_a_time_without_a_look_for_escap
     """``payload``'s base64 (``Base64Text``) skips the escaping: the same bytes as the text written a character
     at a time, and as the writer writes it as an ordinary string."""
     text = base64.b64encode(data).decode("ascii")
-    out: list[str] = []
-    after = _double_quoted(text, column, indent, width, out, base64_text=True)
-    plain: list[str] = []
-    assert (after, "".join(out)) == (_double_quoted(text, column, indent, width, plain), "".join(plain))
-    assert "".join(out) == _one_at_a_time(text, column, indent, width)
+    assert _folds_as_one_at_a_time(text, column, indent, width, base64_text=True) == _folds_as_one_at_a_time(
+        text, column, indent, width)
     entry = payload(b"{{ x }}".decode() + text)
     assert type(entry["content_base64"]) is Base64Text
     assert vars_yaml({"k": entry}) == _reference({"k": entry})
