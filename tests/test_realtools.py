@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import realtools
 import yaml
 from realtools import (
+    FROM_THE_TEST_EXTRA,
     SystemdTree,
     bash_n,
     boot_jobs,
@@ -351,3 +353,30 @@ def test_systemd_checks_reject_broken_units(tmp_path: Path) -> None:
             assert verify.rc != 0 or verify.err != ""
         finally:
             tree.cleanup()
+
+
+def test_a_missing_python_judge_names_the_test_extra_and_each_is_one_of_its_packages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hint of a judge the test extra installs says pip (apt has none of them), and each such judge is a
+    console script of a package that pyproject's test extra lists."""
+    import importlib.metadata as metadata
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    extra = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]["test"]
+    listed = {re.split(r"[<>=;\[ ]", spec, maxsplit=1)[0].lower() for spec in extra}
+    for tool, package in FROM_THE_TEST_EXTRA.items():
+        assert package in listed, (tool, package)
+        if shutil.which(tool):  # installed here: the script is that package's
+            dist = metadata.distribution(package)  # a console script, or a script file (pykickstart's)
+            scripts = {e.name for e in dist.entry_points if e.group == "console_scripts"} | {
+                Path(str(f)).name for f in dist.files or () if "bin/" in str(f)}
+            assert tool in scripts, (tool, package, sorted(scripts))
+    monkeypatch.setattr(realtools.shutil, "which", lambda tool: None)  # nothing installed
+    for tool, hint in (("ansible-lint", r"pip install -e '\.\[test\]'"), ("packer", "apt-get install")):
+        with pytest.raises((pytest.skip.Exception, pytest.fail.Exception), match=hint):
+            realtools.require(tool)
