@@ -103,11 +103,8 @@ def literal_block(text: str, indent: int) -> str:
     with a line break. For a ``text`` the emitter writes as it is (``block_as_is``)."""
     hints = ("2" if text[0] in " \n" else "") + (
         "-" if not text.endswith("\n") else "+" if keeps_line_breaks(text) else "")
-    pad = "\n" + " " * indent
-    rows = ("\n" + (text[:-1] if text.endswith("\n") else text)).replace("\n", pad) + "\n"  # each line indented
-    while indent and pad + "\n" in rows:  # an empty line has no indentation (twice for a run of them)
-        rows = rows.replace(pad + "\n", "\n\n")
-    return f"|{hints}{rows}"
+    rows = indented(text[:-1] if text.endswith("\n") else text, indent)  # an empty line has no indentation
+    return f"|{hints}\n{rows}\n"
 
 
 def indented(text: str, spaces: int) -> str:

@@ -304,12 +304,8 @@ class _Writer:
 
     def _node(self, value: Any, indent: int) -> None:
         """A value after ``key:`` or ``-``; ``indent``: its block collection's, or its scalar's continuation."""
-        if value.__class__ is Base64Text:
-            self._write(' !unsafe "')
-            self.column = _double_quoted(value, self.column, indent, WIDTH, self.out, base64_text=True)
-            self._write('"')
-        elif isinstance(value, str):
-            self._string(str(value), indent)
+        if isinstance(value, str):
+            self._string(str(value), indent, base64_text=value.__class__ is Base64Text)
         elif isinstance(value, (list, tuple, dict)):
             if not value:
                 self._write(" {}" if isinstance(value, dict) else " []")
@@ -323,10 +319,10 @@ class _Writer:
         else:
             raise _Unsupported
 
-    def _string(self, text: str, indent: int) -> None:
-        if not _literal(text):
+    def _string(self, text: str, indent: int, base64_text: bool = False) -> None:
+        if not _literal(text):  # base64 never is: no line break
             self._write(' !unsafe "')
-            self.column = _double_quoted(text, self.column, indent, WIDTH, self.out)
+            self.column = _double_quoted(text, self.column, indent, WIDTH, self.out, base64_text=base64_text)
             self._write('"')
             return
         if not block_as_is(text, astral=True):
