@@ -15,8 +15,9 @@ the interpreter's floor (``python -c pass``) or a peer.
    profile against ``check-jsonschema --schemafile`` on the same file (a peer that checks the schema
    only, while migbake also checks layouts), ``cloud-init schema`` on the generated user-data, and
    the floor; ``migbake --version`` and ``migbake gpus`` against the floor.
-2. One process validating and generating (rendering in memory) 1, 100 and 1,000 distinct profiles; and,
-   in one process, one profile's render (every output, in memory) against validating it.
+2. One process validating and generating (rendering in memory) 1, 100 and 1,000 distinct profiles, and the
+   minor page faults one more profile costs (the kernel's count: the same on a busy machine); and, in one
+   process, one profile's render (every output, in memory) against validating it.
 3. ``migbake validate DIR`` over a directory of 1,000 distinct profiles against one profile, cold.
 4. ``migbake layouts`` for every catalog GPU, in one process (maximal-layout enumeration).
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -129,6 +131,16 @@ def wall(argv: list[str]) -> float:
     return took
 
 
+def page_faults(argv: list[str]) -> int:
+    """The minor page faults of one run of a command (the kernel's count for the process: the same on a busy machine
+    as on a quiet one)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status:
+        raise SystemExit(f"benchmark command failed ({status}): {' '.join(argv)}")
+    return usage.ru_minflt
+
+
 def interleaved(commands: dict[str, list[str]], rounds: int) -> dict[str, Timing]:
     """Each command's timing, the commands taking turns in every round."""
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -217,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         table("2. validate + generate N distinct profiles in one process; ratio to N=1",
               [(f"{n:>5} profiles", batch[str(n)], "N=1", batch[str(n)].median / first.median,
                 15.0 if n == counts[-1] else None) for n in counts])
+        faults = [page_faults([py, "-c", BATCH, str(PROFILE), str(n)]) for n in (counts[0], counts[-1])]
+        print(f"  minor page faults of one more profile: {(faults[1] - faults[0]) / (counts[-1] - counts[0]):.1f} "
+              "(memory a render frees is kept for the next: migbake.render.tree.keep_freed_heap)")
         inside = json.loads(subprocess.run([py, "-c", RENDER_VS_VALIDATE, str(PROFILE), str(max(rounds, 10) * 3)],
                                            capture_output=True, text=True, check=True).stdout)
         check, make = Timing(inside["validate"]), Timing(inside["render"])
