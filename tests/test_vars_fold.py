@@ -13,8 +13,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from migbake.problems import RenderError
 from migbake.render import ansiblevars as quoting
-from migbake.render.ansiblevars import Base64Text, _double_quoted, _Unsupported, _Writer, payload, vars_yaml
+from migbake.render.ansiblevars import Base64Text, _double_quoted, _Unsupported, _Writer, payload, vars_block, vars_yaml
+from migbake.render.guard import _CONTROL_BUT_LF, Block, Checked, guard
 
 
 class _OneAtATime(quoting._VarsDumper):
@@ -106,6 +108,33 @@ def test_the_direct_writer_writes_pyyamls_bytes_or_leaves_the_data_to_it(data: d
     assert vars_yaml(data) == _reference(data)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(KEYS, DATA, min_size=1, max_size=5))
+def test_a_checked_block_holds_no_control_character_whatever_the_data(data: dict[str, Any]) -> None:
+    """What the guard does not search again (``Checked``): the writer's bytes, whose every string (control
+    characters, NEL, line separators included) is escaped, base64 or a literal block without one; what the writer
+    leaves to PyYAML stays a plain Block, which the guard searches."""
+    block = vars_block("# intro\n", data)
+    assert block == "# intro\n" + _reference(data).rstrip("\n")
+    try:
+        _Writer().document(data)
+    except _Unsupported:
+        assert type(block) is Block
+    else:
+        assert type(block) is Checked
+        assert _CONTROL_BUT_LF.search(block) is None
+
+
+def test_the_guard_still_reads_a_checked_blocks_syntax_and_a_plain_blocks_controls() -> None:
+    assert guard(Checked("a\x00b"), "yaml") == "a\x00b"  # taken as checked: the writer's word
+    with pytest.raises(RenderError, match="cannot be printed in markdown"):
+        guard(Checked("a -- b"), "markdown")
+    with pytest.raises(RenderError, match="cannot be printed in yaml"):
+        guard(Block("a\x00b"), "yaml")
+    with pytest.raises(RenderError, match="holds the control character"):
+        vars_block("# intro\x1b\n", {"k": "v"})
+
+
 def test_every_example_images_group_data_is_written_directly(monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer is not a path the real data never takes: each example image's role data goes through it."""
     from migbake.render.targets import ansible
@@ -113,7 +142,9 @@ def test_every_example_images_group_data_is_written_directly(monkeypatch: pytest
     from migbake.rules.validate import check_bytes
 
     written: list[dict[str, Any]] = []
-    monkeypatch.setattr(ansible, "vars_yaml", lambda data: written.append(data) or vars_yaml(data))
+    blocks: list[Block] = []
+    monkeypatch.setattr(ansible, "vars_block", lambda intro, data: written.append(data) or blocks.append(
+        vars_block(intro, data)) or blocks[-1])
     images = sorted(Path(__file__).resolve().parents[1].glob("images/*/node-profile.yaml"))
     assert images
     for profile in images:
@@ -121,8 +152,9 @@ def test_every_example_images_group_data_is_written_directly(monkeypatch: pytest
         assert checked.profile is not None
         render(checked.profile)
     assert len(written) == len(images)
-    for data in written:
+    for data, block in zip(written, blocks):
         assert _Writer().document(data) == _reference(data)
+        assert type(block) is Checked
 
 
 def test_what_the_writer_does_not_take_goes_through_pyyaml() -> None:

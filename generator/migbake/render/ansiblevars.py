@@ -20,6 +20,7 @@ from migbake.document import emitter
 from migbake.document.emitter import flow_key
 from migbake.document.patterns import CONTROL, PRINTABLE_ASCII_LF, ascii_beyond, whole
 from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_block
+from migbake.render.guard import Block, Checked, line
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
 WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
@@ -337,5 +338,22 @@ def vars_yaml(data: dict[str, Any]) -> str:
     try:
         return _Writer().document(data)
     except _Unsupported:
-        return str(yaml.dump(_tagged(data), Dumper=_VarsDumper, sort_keys=False, default_flow_style=False,
-                             allow_unicode=True, width=WIDTH))
+        return _dumped(data)
+
+
+def vars_block(intro: str, data: dict[str, Any]) -> Block:
+    """``intro`` (comment lines) and ``vars_yaml(data)`` as a block for a template, without its last line break:
+    ``Checked`` where the writer wrote it (every string escaped, base64 or a literal block without a control
+    character), else a plain Block, which the guard searches."""
+    try:
+        text = _Writer().document(data)
+    except _Unsupported:
+        return Block(intro + _dumped(data).rstrip("\n"))
+    for row in intro.split("\n"):
+        line(row, "a line of the group data's comment")
+    return Checked(intro + text.rstrip("\n"))
+
+
+def _dumped(data: dict[str, Any]) -> str:
+    return str(yaml.dump(_tagged(data), Dumper=_VarsDumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=WIDTH))

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from migbake.document.patterns import CONTROL, PRINTABLE_ASCII, PRINTABLE_ASCII_LF, ascii_beyond
 from migbake.problems import RenderError
 
-__all__ = ["CONTROL", "Block", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
+__all__ = ["CONTROL", "Block", "Checked", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
 
 _CONTROL_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
@@ -66,6 +66,15 @@ class Block(str):
     __slots__ = ()
 
 
+class Checked(Block):
+    """A block whose writer held every character to printable ones and line feeds as it wrote them (``ansiblevars``'
+    writer: each string escaped, base64 or a literal block it found free of control characters): the guard
+    looks only for its language's block syntax, not again for control characters (the role's group data, some
+    100 KiB a render)."""
+
+    __slots__ = ()
+
+
 def language(template: str | None) -> str:
     """The output language of a template, from its name (its path mirrors the output's, plus .j2)."""
     name = template or ""
@@ -91,7 +100,8 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
     text = value if isinstance(value, str) else str(value)
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
-        bad = _search(_CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF) or (syntax.search(text) if syntax else None)
+        bad = None if isinstance(value, Checked) else _search(_CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF)
+        bad = bad or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
         bad = _search(CONTROL, text, PRINTABLE_ASCII)
     else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 from migbake.document.loader import LoadedProfile
@@ -57,9 +58,14 @@ class Check:
         """The function's name (``rule_mig_enabled``)."""
         return getattr(self.function, "__name__", repr(self.function))
 
+    @cached_property
+    def severities(self) -> dict[str, Severity]:
+        """The severity of each rule id it declares."""
+        return {r.id: r.severity for r in self.rules}
+
     def declared(self, problems: Iterator[Problem]) -> Iterator[Problem]:
         """``problems`` with the severity each one's declaration gives it; an undeclared id raises."""
-        severity = {r.id: r.severity for r in self.rules}
+        severity = self.severities
         for p in problems:
             if p.rule not in severity:
                 raise UndeclaredRule(f"{self.name} reports {p.rule!r}, which it does not declare: add "

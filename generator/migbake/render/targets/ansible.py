@@ -8,7 +8,7 @@ role with one group, Ansible's ``all`` (every host the playbooks run on), whose 
 
 Nothing here re-derives what a node gets: the data are the bytes of the rendered rootfs/ tree (with the
 modes the Packer provisioner sets), the rendered preflight and verify scripts and the bake's base-image
-checks (``plan.consumers.bake_pieces``). Every string of the data is ``!unsafe`` (``ansiblevars.vars_yaml``).
+checks (``plan.consumers.bake_pieces``). Every string of the data is ``!unsafe`` (``ansiblevars.vars_block``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from migbake.problems import RenderError
-from migbake.render.ansiblevars import payload, vars_yaml
+from migbake.render.ansiblevars import payload, vars_block
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.guard import Block, Quoted
+from migbake.render.guard import Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
 from migbake.render.quoting import yaml_scalar
@@ -57,7 +57,7 @@ def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
         "profiles": [yaml_scalar(ONE_GROUP)],
         "hosts_default": Quoted(f"'{HOSTS}'"),
         "data_file": "roles/mig_restore/defaults/main.yml",
-        "group_data": Block(intro + vars_yaml(data).rstrip("\n")),
+        "group_data": vars_block(intro, data),
     }
     return role_tree(templates, ctx, f"{OUT}/")
 
