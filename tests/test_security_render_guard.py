@@ -355,3 +355,24 @@ def test_ansibles_delimiters_are_template_text() -> None:
     assert compiled.render() == 'a: "{{ x }}"\nb:{{{{\n'
     code = environment().compile(source, name="x.yaml.j2", raw=True)
     assert "ansible_close" not in code and "ansible_open" in code  # the expression alone reads a global
+
+
+def test_a_named_templates_values_print_as_its_finalizer_returns_them_without_a_copy() -> None:
+    """A named template's values go to its finalizer, which returns their text: the compiled code wraps no
+    ``str(...)`` around it (which would copy a Block whole); numbers, booleans, an inline if without else and
+    a missing variable print as Jinja prints them."""
+    import jinja2
+
+    from migbake.render.environment import environment
+
+    source = "{{ block }}|{{ n }}|{{ flag }}|{{ 'x' if false }}|{{ none }}\n"
+    code = environment().compile(source, name="x.sh.j2", raw=True)
+    assert "environment.finalizers['x.sh.j2'](" in code and "str(environment.finalizers" not in code
+    template = environment().from_string(source)
+    template.name = "x.sh.j2"
+    assert template.render(block=Block("a\nb"), n=7, flag=True, none=None) == "a\nb|7|True||None\n"
+    with pytest.raises(jinja2.UndefinedError):
+        environment().get_template("scripts/verify-mig-restore.sh.j2").render()
+    finalize = environment().finalizer("x.sh.j2")  # type: ignore[attr-defined]
+    big = Block("line\n" * 50_000)
+    assert finalize(big) is big  # printed as it is: "".join takes a str subclass

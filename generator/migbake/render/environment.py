@@ -31,7 +31,8 @@ _passed_count = 0
 
 
 def _finalizer(template: str | None) -> Callable[[Any], Any]:
-    """The finalizer of ``template``: values it printed before pass, others go through the guard (``_guarded``)."""
+    """The finalizer of ``template``: values it printed before pass, others go through the guard (``_guarded``); it
+    returns a str (the value, or its text), which the template prints as it is (``_GuardedCode``)."""
     passed = _PASSED.setdefault(template, {})
 
     def finalize(value: Any) -> Any:
@@ -54,6 +55,22 @@ class _GuardedCode(CodeGenerator):
             self._finalize = self._FinalizeInfo(None, f"environment.finalizers[{self.name!r}](")
         return super()._make_finalize()
 
+    # A named template's finalizer returns a str (``_finalizer``), so its output is not wrapped in Jinja's ``str(...)``
+    # as well, which copies a str subclass whole (a Block of the role's group data: 100 KiB): the way Jinja's own
+    # NativeCodeGenerator leaves it out (pallets/jinja:src/jinja2/nativetypes.py@3.1.6).
+
+    def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
+        if self.name is None or frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super()._output_child_pre(node, frame, finalize)
+        else:
+            self.write(finalize.src)
+
+    def _output_child_post(self, node: Any, frame: Any, finalize: Any) -> None:
+        if self.name is None or frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super()._output_child_post(node, frame, finalize)
+        else:
+            self.write(")")
+
 
 @jinja2.pass_context
 def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
@@ -61,14 +78,16 @@ def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
     return environment().finalizer(context.name)(value)  # type: ignore[attr-defined]
 
 
-def _guarded(template: str | None, value: Any, passed: dict[type, set[str]]) -> Any:
+def _guarded(template: str | None, value: Any, passed: dict[type, set[str]]) -> str:
     """``value`` through the guard of ``template``'s language, remembered in ``passed`` (the template's, by
-    kind) when it is a short text."""
+    kind) when it is a short text; its text (``value`` itself when it is a str)."""
     global _passed_count
     kind = value.__class__
     if kind is jinja2.Undefined:  # ``{{ x if c }}`` when not c: prints nothing
-        return value
+        return str(value)
     guard(value, _language(template), template)
+    if not isinstance(value, str):  # a number, a boolean
+        return str(value)
     if kind in _TEXTS and len(value) <= _PASSED_TEXT_MAX:
         if _passed_count >= _PASSED_MAX:
             for kept in _PASSED.values():
