@@ -269,11 +269,15 @@ class _Writer:
         self.open_ended = False  # the last scalar was a literal block that keeps its final line breaks (|+)
 
     def document(self, data: dict[Any, Any]) -> str:
+        return "".join(self.pieces(data))
+
+    def pieces(self, data: dict[Any, Any]) -> list[str]:
+        """The document's text in pieces, up to its last line break (or its end marker ``...``)."""
         if not data:
             raise _Unsupported
         self._mapping(data, 0, inline=False)
-        end = "...\n" if self.open_ended else "" if self.fresh else "\n"
-        return "".join(self.out) + end
+        self.out.append("...\n" if self.open_ended else "" if self.fresh else "\n")
+        return self.out
 
     def _write(self, text: str) -> None:
         self.out.append(text)
@@ -306,7 +310,7 @@ class _Writer:
     def _node(self, value: Any, indent: int) -> None:
         """A value after ``key:`` or ``-``; ``indent``: its block collection's, or its scalar's continuation."""
         if isinstance(value, str):
-            self._string(str(value), indent, base64_text=value.__class__ is Base64Text)
+            self._string(value, indent, base64_text=value.__class__ is Base64Text)  # not str(value): a copy
         elif isinstance(value, (list, tuple, dict)):
             if not value:
                 self._write(" {}" if isinstance(value, dict) else " []")
@@ -346,12 +350,17 @@ def vars_block(intro: str, data: dict[str, Any]) -> Block:
     ``Checked`` where the writer wrote it (every string escaped, base64 or a literal block without a control
     character), else a plain Block, which the guard searches."""
     try:
-        text = _Writer().document(data)
+        pieces = _Writer().pieces(data)
     except _Unsupported:
         return Block(intro + _dumped(data).rstrip("\n"))
     for row in intro.split("\n"):
         line(row, "a line of the group data's comment")
-    return Checked(intro + text.rstrip("\n"))
+    while pieces and not pieces[-1].rstrip("\n"):  # the last line breaks cut from the pieces: one copy of the text
+        pieces.pop()
+    if pieces:
+        pieces[-1] = pieces[-1].rstrip("\n")
+    pieces.insert(0, intro)
+    return Checked("".join(pieces))
 
 
 def _dumped(data: dict[str, Any]) -> str:
