@@ -189,9 +189,9 @@ def keep_freed_heap() -> None:
     at once. When a block that malloc had mapped (``mmap``, above its mmap threshold) is freed, glibc raises the
     mmap threshold to that block's size and the trim threshold to twice it (bminor/glibc:malloc/malloc.c
     ``__libc_free``, "the dynamic brk/mmap threshold"; mallopt(3), M_MMAP_THRESHOLD): one such block of 4 MiB,
-    zeroed by calloc (``bytes(n)``) and so never touched, moves both above a render's texts. Another allocator
-    does nothing with it; what a process keeps is at most 8 MiB. ``benchmarks/bench_cli.py`` prints the page
-    faults of a profile."""
+    allocated by calloc (``bytes(n)``: a fresh mapping, which calloc need not clear, so no page of it is touched),
+    moves both above a render's texts. Another allocator does nothing with it; what a process keeps is at most
+    8 MiB. ``benchmarks/bench_cli.py`` prints the page faults of a profile."""
     bytes(HEAP_HINT_BYTES)
 
 
