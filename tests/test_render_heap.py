@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from support import REPO
@@ -32,13 +33,17 @@ print(json.dumps((faults() - start) / 20))
 """
 
 
-def faults_per_profile(hint: str) -> float:
+def fresh_process(code: str, *args: str) -> Any:
+    """What ``code`` prints as JSON in a new Python with this checkout's package and glibc's malloc as it comes
+    (no MALLOC_* or GLIBC_TUNABLES setting of the caller)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
     env["PYTHONPATH"] = str(REPO / "generator")
-    profile = REPO / "images" / "h200-inference" / "node-profile.yaml"
-    ran = subprocess.run([sys.executable, "-c", FAULTS, str(profile), hint], capture_output=True, text=True, check=True,
-                         env=env)
-    return float(json.loads(ran.stdout))
+    ran = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
+    return json.loads(ran.stdout)
+
+
+def faults_per_profile(hint: str) -> float:
+    return float(fresh_process(FAULTS, str(REPO / "images" / "h200-inference" / "node-profile.yaml"), hint))
 
 
 def test_a_render_reuses_the_memory_the_one_before_freed() -> None:
@@ -63,9 +68,6 @@ print(json.dumps([faults() - start, tree.keep_freed_heap.cache_info().misses, tr
 
 def test_the_hint_allocates_without_touching_its_pages_and_runs_once_a_process() -> None:
     """In a fresh process (in a long one malloc may already hold 4 MiB it freed, which calloc then clears)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
-    env["PYTHONPATH"] = str(REPO / "generator")
-    ran = subprocess.run([sys.executable, "-c", ONCE], capture_output=True, text=True, check=True, env=env)
-    faults, misses, size = json.loads(ran.stdout)
+    faults, misses, size = fresh_process(ONCE)
     assert misses == 1
     assert faults < size // 4096 // 8, faults  # its 1,024 pages are never touched

@@ -13,10 +13,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from migbake.document.patterns import CONTROL_BUT_LF
 from migbake.problems import RenderError
 from migbake.render import ansiblevars as quoting
 from migbake.render.ansiblevars import Base64Text, _double_quoted, _Unsupported, _Writer, payload, vars_block, vars_yaml
-from migbake.render.guard import _CONTROL_BUT_LF, Block, Checked, guard
+from migbake.render.guard import Block, Checked, guard
 
 
 class _OneAtATime(quoting._VarsDumper):
@@ -122,7 +123,7 @@ def test_a_checked_block_holds_no_control_character_whatever_the_data(data: dict
         assert type(block) is Block
     else:
         assert type(block) is Checked
-        assert _CONTROL_BUT_LF.search(block) is None
+        assert CONTROL_BUT_LF.search(block) is None
 
 
 def test_the_guard_still_reads_a_checked_blocks_syntax_and_a_plain_blocks_controls() -> None:

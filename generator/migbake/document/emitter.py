@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from migbake.document import blockwriter, jsontext
-from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
+from migbake.document.patterns import PRINTABLE_ASCII_LF, search_beyond
 from migbake.document.quickyaml import MAP_TAG, SEQ_TAG, STR_TAG, QuickResolve
 from migbake.document.yamlforms import (
     block_as_is,
@@ -270,12 +270,6 @@ def block_scalar(text: str, indent: int) -> str:
     when it ends with exactly one line break, starts with no space or line break and every character may
     stand in one; else ``flow_scalar``."""
     if (not text.endswith("\n") or text.endswith("\n\n") or text.startswith((" ", "\n"))
-            or _not_in_block(text)):
+            or search_beyond(_NOT_IN_BLOCK, text, _IN_BLOCK_ASCII)):
         return flow_scalar(text)
     return "|\n" + indented(text[:-1], indent)
-
-
-def _not_in_block(text: str) -> bool:
-    """Whether ``text`` holds a character ``_NOT_IN_BLOCK`` names (an ASCII text's looked for in C)."""
-    beyond = ascii_beyond(text, _IN_BLOCK_ASCII)
-    return _NOT_IN_BLOCK.search(text) is not None if beyond is None else beyond

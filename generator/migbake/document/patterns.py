@@ -18,6 +18,8 @@ from typing import Any
 # C0, DEL, C1 (with U+0085), the Unicode line and paragraph separators, BOM and non-characters:
 # what ends a line, or is read as one, in at least one of the languages and tools we feed
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+# the same with a line feed allowed (a block of lines)
+CONTROL_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # ASCII's printable characters (space to ~) as bytes, and with a line feed: what ``ascii_beyond`` allows
 PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 PRINTABLE_ASCII_LF = PRINTABLE_ASCII + b"\n"
@@ -41,6 +43,13 @@ def ascii_beyond(text: str, allowed: bytes) -> bool | None:
     if len(text) < _LONG_TEXT:
         return bool(text.encode("ascii").translate(None, allowed))
     return any(map(text.__contains__, _ascii_not_in(allowed)))
+
+
+def search_beyond(pattern: re.Pattern[str], text: str, allowed: bytes) -> re.Match[str] | None:
+    """``pattern.search(text)`` for a pattern of characters that ``allowed`` (ASCII bytes) holds none of, where it
+    names every ASCII character ``allowed`` lacks: an ASCII text holding nothing else (a rendered file, mostly) is
+    cleared without the regular expression (``ascii_beyond``)."""
+    return None if ascii_beyond(text, allowed) is False else pattern.search(text)
 
 
 @cache

@@ -18,7 +18,7 @@ import yaml
 
 from migbake.document import emitter
 from migbake.document.emitter import flow_key
-from migbake.document.patterns import CONTROL, PRINTABLE_ASCII_LF, ascii_beyond, whole
+from migbake.document.patterns import CONTROL_BUT_LF, PRINTABLE_ASCII_LF, ascii_beyond, search_beyond, whole
 from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_block
 from migbake.render.guard import Block, Checked, line
 
@@ -194,10 +194,9 @@ def _literal(text: str) -> bool:
     double-quoted: escapes, long lines folded); a one-line string is double-quoted."""
     if "\n" not in text:
         return False
-    control = ascii_beyond(text, PRINTABLE_ASCII_LF)
-    if control is None:
-        control = CONTROL.search(text.replace("\n", "")) is not None
-    return not control and max(map(len, text.split("\n"))) <= _LITERAL_WIDTH
+    if search_beyond(CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF):
+        return False
+    return max(map(len, text.split("\n"))) <= _LITERAL_WIDTH
 
 
 class _VarsDumper(emitter.SafeDumper):

@@ -18,12 +18,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migbake.document.patterns import CONTROL, PRINTABLE_ASCII, PRINTABLE_ASCII_LF, ascii_beyond
+from migbake.document.patterns import CONTROL, CONTROL_BUT_LF, PRINTABLE_ASCII, PRINTABLE_ASCII_LF, search_beyond
 from migbake.problems import RenderError
 
 __all__ = ["CONTROL", "Block", "Checked", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
-
-_CONTROL_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 # outside the quoting of its language, a value may not hold these: shell quotes and expansions that
 # are not the template's own, systemd's specifiers and escapes, HCL's string and template syntax,
@@ -45,13 +43,6 @@ _BLOCK_SYNTAX = {
     "markdown": re.compile(r"--|<!-"),
     "systemd": re.compile(r"\\$", re.M),
 }
-
-
-def _search(pattern: re.Pattern[str], text: str, printable: bytes) -> re.Match[str] | None:
-    """``pattern.search(text)`` for a pattern of control characters, which ``printable`` (ASCII bytes) never
-    holds: an ASCII text that holds nothing else (a rendered file, mostly) is cleared without the regular
-    expression (``ascii_beyond``)."""
-    return None if ascii_beyond(text, printable) is False else pattern.search(text)
 
 
 class Quoted(str):
@@ -100,10 +91,10 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
     text = value if isinstance(value, str) else str(value)
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
-        bad = None if isinstance(value, Checked) else _search(_CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF)
+        bad = None if isinstance(value, Checked) else search_beyond(CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF)
         bad = bad or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
-        bad = _search(CONTROL, text, PRINTABLE_ASCII)
+        bad = search_beyond(CONTROL, text, PRINTABLE_ASCII)
     else:
         bad = CONTROL.search(text) or _BARE_SYNTAX[lang].search(text)
     if bad is not None:
