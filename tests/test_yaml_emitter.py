@@ -245,6 +245,46 @@ def test_the_block_writer_writes_libyamls_bytes_or_leaves_the_document_to_it(dat
     assert emitter.dump(data, literal=True) == libyaml
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(WORDS, WORD_DATA, min_size=1, max_size=4), st.sampled_from([10, 20, 100, 1 << 20]))
+def test_without_literal_blocks_the_block_writer_writes_the_emitters_bytes(data: dict[str, Any], width: int) -> None:
+    """``dump(literal=False)`` (the mig-parted config, a ResourceClaimTemplate) at any width: ``blockwriter``'s
+    bytes, the same as libyaml's and PyYAML's for the nodes of ``data``, or None for a string with a line break
+    (the emitters double-quote it) and whatever else they must judge."""
+    def serialized(dumper: Any) -> str:
+        node = emitter._node(data, False, False)
+        assert node is not None
+        return str(yaml.serialize(node, Dumper=dumper, allow_unicode=True, width=width))
+
+    pure = serialized(emitter.SafeDumper)
+    libyaml = serialized(emitter._CSafeDumper) if emitter.HAVE_LIBYAML else pure
+    written = blockwriter.document(data, literal=False)
+    if written is not None:
+        assert written == pure == libyaml
+        assert not any(isinstance(v, str) and "\n" in v for v in _leaves(data))
+    assert emitter.dump(data, width=width) == libyaml
+
+
+def _leaves(data: Any) -> list[Any]:
+    """Every key and value of ``data``, nested ones too."""
+    if isinstance(data, dict):
+        return [x for k, v in data.items() for x in [k, *_leaves(v)]]
+    if isinstance(data, list):
+        return [x for v in data for x in _leaves(v)]
+    return [data]
+
+
+def test_the_mig_parted_configs_of_one_model_are_written_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mig-parted config of one GPU model (no device filter) that a render of the example images writes (``dump``
+    without literal blocks) is written by ``blockwriter``, not by the emitter; a device filter's PCI ids
+    (``0x233010DE``, which YAML 1.1 reads as a number) are the emitter's to quote."""
+    configs = [data for data, kwargs in _dumped(monkeypatch) if not kwargs.get("literal") and "mig-configs" in data]
+    one_model = [c for c in configs if "device-filter" not in str(c)]
+    assert len(configs) > len(one_model) >= 2
+    assert [c for c in one_model if blockwriter.document(c, literal=False) is None] == []
+    assert all(blockwriter.document(c, literal=False) is None for c in configs if c not in one_model)
+
+
 def test_every_butane_document_of_the_images_is_written_directly(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Butane configs and MachineConfigs of a render never need the emitter (it writes them four times
     slower): each is written by ``blockwriter``."""

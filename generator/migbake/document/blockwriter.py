@@ -42,19 +42,22 @@ def plain(text: str) -> bool:
     return _WORD.fullmatch(text) is not None and not text.endswith(":") and read_as_string(text)
 
 
-def document(data: object) -> str | None:
-    """``data`` (a non-empty dict) as ``emitter.dump(data, literal=True)`` writes it; None: left to the emitter."""
+def document(data: object, *, literal: bool = True) -> str | None:
+    """``data`` (a non-empty dict) as ``emitter.dump(data, literal=literal)`` writes it; None: left to the emitter.
+
+    Without ``literal`` a string with a line break is the emitter's (it double-quotes it); a plain word is written
+    whole at any width (the emitters fold a plain scalar only at a space, which none holds)."""
     if type(data) is not dict or not data:
         return None
     out: list[str] = []
     try:
-        _mapping(data, "", "", out)
+        _mapping(data, "", "", out, literal)
     except _Other:
         return None
     return "".join(out)
 
 
-def _mapping(data: dict[Any, Any], first: str, pad: str, out: list[str]) -> None:
+def _mapping(data: dict[Any, Any], first: str, pad: str, out: list[str], literal: bool) -> None:
     """A block mapping whose keys are at the column of ``pad``; ``first``: what its first key's line starts with
     (``- ``, after the list's own indentation), else its keys start on lines of their own."""
     lead = first
@@ -63,10 +66,10 @@ def _mapping(data: dict[Any, Any], first: str, pad: str, out: list[str]) -> None
             raise _Other
         out.append(f"{lead or pad}{key}:")
         lead = ""
-        _value(value, pad, out)
+        _value(value, pad, out, literal)
 
 
-def _value(value: Any, pad: str, out: list[str]) -> None:
+def _value(value: Any, pad: str, out: list[str], literal: bool) -> None:
     """The value of a key at the column of ``pad``, from after its ``:`` to the end of its last line."""
     kind = type(value)
     if kind is dict or kind is list:
@@ -74,24 +77,24 @@ def _value(value: Any, pad: str, out: list[str]) -> None:
             out.append(" {}\n" if kind is dict else " []\n")
         elif kind is dict:
             out.append("\n")
-            _mapping(value, "", pad + "  ", out)
+            _mapping(value, "", pad + "  ", out, literal)
         else:
             out.append("\n")
-            _sequence(value, pad, out)
+            _sequence(value, pad, out, literal)
     elif kind is str and "\n" in value:
-        if keeps_line_breaks(value) or not block_as_is(value, astral=False):
+        if not literal or keeps_line_breaks(value) or not block_as_is(value, astral=False):
             raise _Other
         out.append(" " + literal_block(value, len(pad) + 2))
     else:
         out.append(f" {_scalar(value)}\n")
 
 
-def _sequence(items: list[Any], pad: str, out: list[str]) -> None:
+def _sequence(items: list[Any], pad: str, out: list[str], literal: bool) -> None:
     """A block list under its key (its dashes at the key's column, ``pad``)."""
     for item in items:
         kind = type(item)
         if kind is dict and item:
-            _mapping(item, pad + "- ", pad + "  ", out)
+            _mapping(item, pad + "- ", pad + "  ", out, literal)
         elif kind is list or (kind is str and "\n" in item):
             raise _Other  # a list in a list, a block as an item: as libyaml writes them
         else:

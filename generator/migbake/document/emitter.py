@@ -164,8 +164,8 @@ def dump(data: object, *, literal: bool = False, flow: bool | None = False, widt
     PyYAML's ``default_flow_style``; ``width``: where long scalars fold; ``pure``: the pure-Python emitter
     even where libyaml is present (the tests compare the two).
     """
-    if literal and flow is False and not pure:
-        text = blockwriter.document(data)
+    if flow is False and not pure:
+        text = blockwriter.document(data, literal=literal)
         if text is not None:
             return text
     node = _node(data, literal, flow)
