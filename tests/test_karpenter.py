@@ -18,6 +18,9 @@ from crdschema import judge
 from realtools import NODECONFIG_CLUSTER, cloud_init_schema, cloud_init_unknown_keys, nodeadm, nodeadm_merged
 from support import IMAGES, generate
 
+from migbake.problems import RenderError
+from migbake.render.targets.karpenter import user_data
+
 EKS = next(i for i in IMAGES if i.name == "h200-inference")
 OUR_FLAG = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false"
 KARPENTER_FLAG = '--node-labels="karpenter.sh/nodepool=default"'  # bootstrap.go's form (Go %q)
@@ -141,3 +144,17 @@ def test_only_eks_al2023_gets_an_ec2nodeclass(tmp_path: Path, layout: str) -> No
     text = (EKS / "node-profile.yaml").read_text().replace("layout: eks-al2023", f"layout: {layout}")
     out = generate(text, tmp_path / "o")
     assert not (out / "karpenter").exists()
+
+
+@pytest.mark.parametrize("text", ["--//\nx: 1\n", "a: 1\n--//\n", "a: 1\n--// trailing\n", "a: 1\r\nb: 2\n"],
+                         ids=["first-line", "a-line", "a-line-with-more", "carriage-return"])
+def test_a_part_line_that_would_end_it_is_refused(text: str) -> None:
+    """A line of a part that Karpenter's boundary (``--//``) starts, or a carriage return (Karpenter removes them),
+    would end or change the part in the userData Karpenter writes: a RenderError naming the line."""
+    with pytest.raises(RenderError, match="would end it in Karpenter's userData"):
+        user_data([("text/cloud-config", text)])
+
+
+@pytest.mark.parametrize("text", ["a: 1\n- --//\n", "a: '--//'\n", "--\n", "x: 1\n---\ny: 2\n"])
+def test_a_part_line_that_does_not_start_with_a_boundary_is_kept(text: str) -> None:
+    assert text.rstrip("\n") in user_data([("text/cloud-config", text)])
