@@ -209,3 +209,16 @@ def test_base64_text_is_folded_as_a_character_at_a_time_without_a_look_for_escap
     entry = payload(b"{{ x }}".decode() + text)
     assert type(entry["content_base64"]) is Base64Text
     assert vars_yaml({"k": entry}) == _reference({"k": entry})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["{", "}", "%", "#", "$", "a", "\n", "é", "{{", "{%", "{#"]), max_size=20).map("".join))
+def test_a_text_holding_a_jinja_start_string_is_carried_as_base64(text: str) -> None:
+    """``payload``: base64 exactly when the text holds one of Jinja's start strings (``JINJA_DELIMITERS``), which
+    decodes to the text; else the text itself."""
+    entry = payload(text)
+    if any(d in text for d in quoting.JINJA_DELIMITERS):
+        assert list(entry) == ["content_base64"]
+        assert base64.b64decode(entry["content_base64"], validate=True).decode("utf-8") == text
+    else:
+        assert entry == {"content": text}

@@ -10,7 +10,7 @@ tests/test_vars_fold.py compares the two on generated data and on every example 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import re
 from typing import Any
 
@@ -23,6 +23,7 @@ from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_b
 from migbake.render.guard import Block, Checked, line
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")  # Jinja's default start strings (Ansible's too)
+_JINJA_START = re.compile("|".join(map(re.escape, JINJA_DELIMITERS)))  # one walk (three ``in`` are slower)
 WIDTH = 150  # ansible-lint's yamllint allows lines of 160 characters; a literal block is indented by 6
 _LITERAL_WIDTH = WIDTH - 10
 _INDENT = 2  # PyYAML's best_indent
@@ -35,8 +36,8 @@ def payload(text: str) -> dict[str, str]:
     (ansible/ansible-lint#4647, open in 26.10): base64 keeps such a file (a shell script's ``${#x}``, a
     go-template, a description with ``{{``) out of its sight, and from Ansible's templating twice over.
     """
-    if any(d in text for d in JINJA_DELIMITERS):
-        return {"content_base64": Base64Text(base64.b64encode(text.encode("utf-8")).decode("ascii"))}
+    if _JINJA_START.search(text):
+        return {"content_base64": Base64Text(binascii.b2a_base64(text.encode("utf-8"), newline=False).decode("ascii"))}
     return {"content": text}
 
 

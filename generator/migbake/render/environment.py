@@ -222,6 +222,13 @@ class Templates:
         self._env = environment()
         self._shared = {**self._env.globals, **variables}  # what Template.render would copy into each context
 
+    def with_variables(self, extra: dict[str, Any]) -> Templates:
+        """These templates with ``extra`` beside the shared variables (for several files of one context: the
+        variables are merged once, not at each file)."""
+        made = Templates.__new__(Templates)
+        made._env, made._shared = self._env, {**self._shared, **extra}
+        return made
+
     def text(self, template: str, extra: dict[str, Any] | None = None) -> str:
         """``template`` rendered (a RenderError names the template when it fails)."""
         try:

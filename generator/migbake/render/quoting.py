@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from functools import lru_cache
 
 from migbake.document import emitter, jsontext
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
@@ -172,6 +173,7 @@ def _flow(value: object) -> str:
     return flow_scalar(value, ascii_only=True)
 
 
+@lru_cache(maxsize=64)  # a file's header, the same in every template of a render
 def wrap_long(text: str) -> Block:
     """Each line longer than MAX_LINE wrapped at spaces, keeping its indentation and its ``#`` (a comment) on
     every piece; a word is never broken. For comments and folded (``>-``) text only, where a line break

@@ -65,9 +65,10 @@ def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
 def role_tree(templates: Templates, ctx: dict[str, Any], root: str) -> list[Artifact]:
     """The role's files and the playbooks under ``root`` (``ansible/`` in OUT, empty in export --ansible's
     folder), from the one template set; ``ctx`` says one group (``single``) or several."""
-    out = [templates.file(f"{TEMPLATES}/roles/mig_restore/{name}.j2", f"{root}roles/mig_restore/{name}", 0o644, ctx)
+    role = templates.with_variables(ctx)
+    out = [role.file(f"{TEMPLATES}/roles/mig_restore/{name}.j2", f"{root}roles/mig_restore/{name}", 0o644)
            for name in ROLE_FILES]
-    out += [templates.file(f"{TEMPLATES}/{name}.j2", f"{root}{name}", 0o644, ctx) for name in PLAYBOOKS]
+    out += [role.file(f"{TEMPLATES}/{name}.j2", f"{root}{name}", 0o644) for name in PLAYBOOKS]
     return out
 
 
