@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from realtools import run
 from support import IMAGES, REPO, shared_file
 
@@ -24,6 +26,7 @@ from migbake.cli.group import main
 from migbake.profile.nodeprofile import build_profile
 from migbake.profile.units import REBOOT_MARKER, RESTORE_SCRIPT
 from migbake.render.tree import render
+from migbake.rules.nodepaths import _related
 from migbake.rules.validate import check_bytes
 
 SEED = yaml.safe_load((IMAGES[0] / "node-profile.yaml").read_text())
@@ -141,3 +144,13 @@ def test_butane_rejects_what_a_clash_would_write_and_migbake_refuses_it(path: st
     ran = run([str(shared_file(BUTANE)), "--strict", str(bu)])
     assert ran.rc != 0 and "duplicate entry" in ran.text, ran.text
     assert ("/tools/nvidia_mig_parted", "output-path-clash") in _errors(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["", "/", "a", "b", "/a", "ab", "a/"]), max_size=4).map("".join), max_size=8))
+def test_the_related_paths_are_every_pair_one_path_or_one_inside_the_other(paths: list[str]) -> None:
+    """``output-path-clash`` looks only at the pairs ``_related`` finds, by each path's folders: the pairs that
+    comparing every two paths finds, in the same order (``i`` then ``j``)."""
+    every = [(i, j) for i in range(len(paths)) for j in range(i + 1, len(paths))
+             if paths[i] == paths[j] or paths[i].startswith(paths[j] + "/") or paths[j].startswith(paths[i] + "/")]
+    assert _related(paths) == every

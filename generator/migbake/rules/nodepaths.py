@@ -144,26 +144,42 @@ def rule_paths(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterato
     yield from _clashes(loaded, named_paths(d))
 
 
+def _related(paths: list[str]) -> list[tuple[int, int]]:
+    """The pairs ``(i, j)``, ``i < j`` in that order, of ``paths`` that are one path or one inside the other (the
+    other's ``path + "/"`` starts it): each path's folders looked up, not every pair compared."""
+    at: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        at.setdefault(path, []).append(i)
+    pairs = set()
+    for j, path in enumerate(paths):
+        heads, k = [path], path.find("/")
+        while k >= 0:  # path[:k] + "/" starts path: a folder of it (the empty text for a leading "/")
+            heads.append(path[:k])
+            k = path.find("/", k + 1)
+        pairs.update((min(i, j), max(i, j)) for head in heads for i in at.get(head, ()) if i != j)
+    return sorted(pairs)
+
+
 def _clashes(loaded: LoadedProfile, paths: list[tuple[str, str, bool, bool]]) -> Iterator[Problem]:
     """Two paths that are one file, or a file where the other needs a folder, when at least one is written."""
-    for i, (first, first_path, first_written, first_set) in enumerate(paths):
-        for second, second_path, second_written, second_set in paths[i + 1:]:
-            same = first_path == second_path
-            nested = first_path.startswith(second_path + "/") or second_path.startswith(first_path + "/")
-            if not (same or (nested and (first_written or second_written))) or not (first_set or second_set):
-                continue
-            pairs = ((first, first_path), (second, second_path))
-            if any(in_systemd_tree(p) and w in _CHECKED_FOR_SYSTEMD for w, p in pairs):
-                continue  # config-path-in-systemd says it
-            where, path, other, other_path = first, first_path, second, second_path
-            if not first_set:  # report it where the profile set it
-                where, path, other, other_path = second, second_path, first, first_path
-            how = "is also" if same else "cannot be both a file and a folder with"
-            why = ("migbake writes both" if first_written and second_written else
-                   "migbake would write over a program it runs" if first_written or second_written else
-                   "one program would run in place of the other")
-            yield loaded.problem(where, f"{path!r} {how} {other} ({other_path!r}): {why}; give each its own path",
-                                 "output-path-clash")
+    for i, j in _related([path for _, path, _, _ in paths]):
+        first, first_path, first_written, first_set = paths[i]
+        second, second_path, second_written, second_set = paths[j]
+        same = first_path == second_path
+        if not (same or first_written or second_written) or not (first_set or second_set):
+            continue
+        pairs = ((first, first_path), (second, second_path))
+        if any(in_systemd_tree(p) and w in _CHECKED_FOR_SYSTEMD for w, p in pairs):
+            continue  # config-path-in-systemd says it
+        where, path, other, other_path = first, first_path, second, second_path
+        if not first_set:  # report it where the profile set it
+            where, path, other, other_path = second, second_path, first, first_path
+        how = "is also" if same else "cannot be both a file and a folder with"
+        why = ("migbake writes both" if first_written and second_written else
+               "migbake would write over a program it runs" if first_written or second_written else
+               "one program would run in place of the other")
+        yield loaded.problem(where, f"{path!r} {how} {other} ({other_path!r}): {why}; give each its own path",
+                             "output-path-clash")
 
 
 @rule("output-path-not-allowed", "error",
