@@ -115,6 +115,20 @@ class _Environment(jinja2.Environment):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.finalizers: dict[str | None, Callable[[Any], Any]] = {}  # by template name (``_GuardedCode``)
+        self._loaded: dict[str, jinja2.Template] = {}  # by name (``get_template``)
+
+    def get_template(self, name: str | jinja2.Template, parent: str | None = None,
+                     globals: MutableMapping[str, Any] | None = None) -> jinja2.Template:
+        """``name``'s template, looked up once: templates never change while migbake runs (``auto_reload`` off),
+        and an ``{% include %}`` asks at every render (some twenty a profile), where Jinja's own look-up takes
+        its cache's lock and moves the name to the front of its queue. ``join_path`` is Jinja's: a name is the
+        same whoever includes it."""
+        if globals is not None or type(name) is not str:
+            return super().get_template(name, parent, globals)
+        made = self._loaded.get(name)
+        if made is None:
+            made = self._loaded[name] = super().get_template(name, parent)
+        return made
 
     def finalizer(self, template: str | None) -> Callable[[Any], Any]:
         """The finalizer of ``template`` (made on first asking)."""

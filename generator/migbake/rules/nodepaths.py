@@ -150,7 +150,7 @@ def _related(paths: list[str]) -> list[tuple[int, int]]:
     at: dict[str, list[int]] = {}
     for i, path in enumerate(paths):
         at.setdefault(path, []).append(i)
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for j, path in enumerate(paths):
         heads, k = [path], path.find("/")
         while k >= 0:  # path[:k] + "/" starts path: a folder of it (the empty text for a leading "/")
