@@ -36,10 +36,25 @@ def data_url(data: bytes) -> str:
     the zlib build (Go's and Python's already differ), and a generated file must be the same on every
     machine; Ignition reads every form alike (``compression: ""`` says: not compressed).
     """
-    escaped = len(data.translate(None, _KEPT))  # the bytes that become %XX: the lengths, before either is made
-    if 8 + 4 * ((len(data) + 2) // 3) < 1 + len(data) + 2 * escaped:
+    escaped = data.translate(None, _KEPT)  # the bytes that become %XX: the lengths, before either is made
+    if 8 + 4 * ((len(data) + 2) // 3) < 1 + len(data) + 2 * len(escaped):
         return "data:;base64," + base64.b64encode(data).decode("ascii")
-    return "data:," + "".join(map(_ESCAPED.__getitem__, data))
+    if not data.isascii():
+        return "data:," + "".join(map(_ESCAPED.__getitem__, data))
+    return "data:," + _percent_escaped(data.decode("ascii"), escaped)
+
+
+def _percent_escaped(text: str, escaped: bytes) -> str:
+    """ASCII ``text`` with each of the characters ``escaped`` (bytes) holds as ``%XX``: a ``str.replace`` (C) per
+    distinct one, ``%`` first, where a lookup per byte costs some 20 ns (a unit file's 2.5 KB: 50 us). An escape
+    is ``%`` and two hex digits, kept characters: no later replace finds one in it."""
+    present = set(escaped)
+    if 0x25 in present:
+        text = text.replace("%", "%25")
+        present.discard(0x25)
+    for byte in present:
+        text = text.replace(chr(byte), _ESCAPED[byte])
+    return text
 
 
 def _resource(contents: dict[str, Any]) -> dict[str, Any]:
