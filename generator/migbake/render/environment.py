@@ -210,12 +210,6 @@ def environment() -> jinja2.Environment:
     return env
 
 
-@cache
-def _template(name: str) -> jinja2.Template:
-    """A template of the one environment, loaded once (the environment's cache takes a lock per look-up)."""
-    return environment().get_template(name)
-
-
 def _render(env: jinja2.Environment, template: jinja2.Template, variables: dict[str, Any]) -> str:
     """``template.render(variables)`` for ``variables`` that already hold the globals, without copying them.
 
@@ -239,14 +233,13 @@ class Templates:
     def with_variables(self, extra: dict[str, Any]) -> Templates:
         """These templates with ``extra`` beside the shared variables (for several files of one context: the
         variables are merged once, not at each file)."""
-        made = Templates.__new__(Templates)
-        made._env, made._shared = self._env, {**self._shared, **extra}
-        return made
+        return Templates({**self._shared, **extra})
 
     def text(self, template: str, extra: dict[str, Any] | None = None) -> str:
         """``template`` rendered (a RenderError names the template when it fails)."""
         try:
-            return _render(self._env, _template(template), {**self._shared, **extra} if extra else self._shared)
+            return _render(self._env, self._env.get_template(template),
+                           {**self._shared, **extra} if extra else self._shared)
         except jinja2.TemplateError as e:
             raise RenderError(f"template {template}: {e}") from e
 
