@@ -68,7 +68,7 @@ def mig_parted_config(profile: NodeProfile, name: str = "", with_filter: bool | 
     another key than ``restore.config_name``; ``with_filter``: ``uses_device_filter(profile)`` when known).
 
     With named layouts (``mig.layouts``), one config per name, keyed by the name (``name`` is then ignored):
-    the restore selects the node's with ``-c NAME`` (issue 40)."""
+    the restore selects the node's with ``-c NAME``."""
     models = profile.models
     with_filter = uses_device_filter(profile) if with_filter is None else with_filter
     if profile.layout_names:

@@ -34,7 +34,7 @@ class Expectation:
     want_count: int
     want: str  # the MIG state the restore sets, e.g. "MIG Enabled, 7x 1g.18gb"
     mode_persists: bool = False  # Ampere: a MIG mode change waits for a GPU reset
-    want_named: tuple[tuple[str, str], ...] = ()  # mig.layouts: (name, want) per layout name (issue 40)
+    want_named: tuple[tuple[str, str], ...] = ()  # mig.layouts: (name, want) per layout name
     # boards of the same PCI id that name the same profiles otherwise (gpu/boardnames.py, NVIDIA/mig-parted#227):
     # (that board's model, a want above in its names), for each want whose names differ there
     board_wants: tuple[tuple[str, str], ...] = ()

@@ -153,7 +153,7 @@ class Slurm:
 class OpenShift:
     """The ``openshift`` section: the MachineConfigPool the generated MachineConfig targets."""
 
-    role: str = "gpu-mig"  # a pool of its own: worker and master reach every node of their pool (issue 41)
+    role: str = "gpu-mig"  # a pool of its own: worker and master reach every node of their pool
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def _group(raw: dict[str, Any], catalog: Catalog, allocation: str = "device-plug
     layout = mig.get("layout", {})
     named = tuple((str(n), tuple((str(k), int(v)) for k, v in lay.items()))
                   for n, lay in mig.get("layouts", {}).items())
-    if named:  # the first name's layout stands for the entry where one layout is read (none: issue 40)
+    if named:  # where one layout is read, the first named layout stands for the entry
         layout = dict(named[0][1])
     enabled = bool(mig.get("enabled", True))
     return GpuGroup(

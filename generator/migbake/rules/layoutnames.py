@@ -1,4 +1,4 @@
-"""Rules on named layouts (issue 40): ``mig.layouts`` per entry and ``restore.layout``, the name chosen at boot.
+"""Rules on named layouts: ``mig.layouts`` per entry and ``restore.layout``, the name chosen at boot.
 
 Every entry with MIG on names the same layouts (the coverage matrix of an image serving several GPU models),
 the names and the choice come together, the default is one of the names, the ec2-tag source names its tag, and

@@ -131,7 +131,7 @@ why_foreign() {
 }
 
 # --- 0. the layout name (restore.layout) ------------------------------------------------------------
-# Which named layout this node gets (restore.layout, issue 40; docs/layouts-at-boot.md): the sources in the
+# Which named layout this node gets (restore.layout; docs/layouts-at-boot.md): the sources in the
 # profile's order, the first that gives a name decides; no name from any: the default, else none. Only a
 # name of this image is ever applied: find_layout never returns another one as chosen.
 layout_root="${MIGBAKE_ROOT:-}"  # tests only: where the node's / is
