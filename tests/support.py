@@ -41,7 +41,7 @@ def _judge(path: Path) -> str:
         rel = path.relative_to(SHARED).as_posix()
         for folder, what in _JUDGES.items():
             if rel == folder or rel.startswith(folder + "/"):
-                how = ("run bash .ci/fetch-tools (README: The real tools the tests use)" if folder.startswith("tools/")
+                how = ("run bash .ci/fetch-tools (CONTRIBUTING.md: the real tools)" if folder.startswith("tools/")
                        else "check out shared/ beside the repository")
                 return f"{what}: {path} not found; {how}"
     return f"{path} is missing: check out shared/ beside the repository"

@@ -120,9 +120,9 @@ def test_a_missing_judge_skips_outside_ci_naming_it_and_fails_in_ci(
     assert str(failed.value) == line
 
 
-def test_the_readme_names_each_pinned_tool_and_where_the_tests_read_it() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### The real tools the tests use"):]
+def test_contributing_names_each_pinned_tool_and_where_the_tests_read_it() -> None:
+    readme = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The real tools the tests use"):]
     section = section[:section.index("\n## ")]
     flat = " ".join(section.split())
     for _, prefix in PINNED:
