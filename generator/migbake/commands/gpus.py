@@ -1,4 +1,4 @@
-"""``migbake gpus``: the GPU models of the catalog, as a list, JSON or the README's Markdown table."""
+"""``migbake gpus``: the GPU models of the catalog, as a list, JSON or the Markdown table of docs/catalog.md."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _json_rows(cat: Catalog) -> list[dict[str, Any]]:
 @click.command()
 @click.option("--profiles", "show_profiles", is_flag=True, help="Also list each model's MIG profiles.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--markdown", is_flag=True, help="Print a Markdown table (the one in the README).")
+@click.option("--markdown", is_flag=True, help="Print a Markdown table (the one in docs/catalog.md).")
 def gpus(show_profiles: bool, as_json: bool, markdown: bool) -> None:
     """List the GPU models migbake knows: ids, names, what nvidia-smi prints, PCI ids, MIG profiles.
 
