@@ -59,7 +59,7 @@ class Target:
     reads: tuple[str, ...] = ()  # the targets whose files it carries: it runs after them and sees only theirs
     applies: Callable[[RenderPlan], bool] = always  # whether the profile gets it at all
     doc: str = ""  # one line: what it is for
-    page: str = ""  # the doc page that says more (``docs/NAME.md``; tests/test_docs.py: it exists, README links it)
+    page: str = ""  # the doc page that says more (``docs/NAME.md``; docs/output-tree.md's table links it)
     tests: str = ""  # its own test module (``tests/test_NAME.py``; tests/test_render_targets.py: it names the target)
 
 
