@@ -158,3 +158,11 @@ def test_a_part_line_that_would_end_it_is_refused(text: str) -> None:
 @pytest.mark.parametrize("text", ["a: 1\n- --//\n", "a: '--//'\n", "--\n", "x: 1\n---\ny: 2\n"])
 def test_a_part_line_that_does_not_start_with_a_boundary_is_kept(text: str) -> None:
     assert text.rstrip("\n") in user_data([("text/cloud-config", text)])
+
+
+@pytest.mark.parametrize("part", [("text/cloud-config", "a: 1\x1b\n"), ("application/node.eks.aws", "a: '\x00'\n"),
+                                  ('text/cloud-config"; x="y', "a: 1\n")], ids=["escape", "nul", "quote-in-type"])
+def test_a_part_the_guard_refuses_stops_the_userdata(part: tuple[str, str]) -> None:
+    """The MIME document is written by hand (Karpenter's merge rules): each part's type and text pass the guard."""
+    with pytest.raises(RenderError, match=r"cannot be printed in|cannot hold a quote"):
+        user_data([part])
