@@ -427,8 +427,12 @@ def _mime(text: str) -> str:
     out = [_BOUNDARY.sub("boundary=(not compared)", f"{k}: {v}") for k, v in message.items()]
     for number, part in enumerate((p for p in message.walk() if not p.is_multipart()), 1):
         out += ["", f"[part {number}]", *(f"{k}: {v}" for k, v in part.items()), ""]
-        body = part.get_payload(decode=True)
-        out.append(readable(part.get_filename() or "", body) or repr(body) if isinstance(body, bytes) else "")
+        name = part.get_filename() or ""
+        if part.get("Content-Transfer-Encoding", "").lower() in ("base64", "quoted-printable"):
+            body = part.get_payload(decode=True)
+            out.append(readable(name, body) or repr(body) if isinstance(body, bytes) else "")
+        else:  # the text as it stands (Karpenter's parts carry no transfer encoding)
+            out.append(_decoded(name, str(part.get_payload())))
     return "\n".join(out) + "\n"
 
 

@@ -14,7 +14,8 @@ base64 alone is over the CRD's ``maxLength: 10240``; ``permissions`` the mode, `
 of the render plan: daemon-reload, mask (or disable) the packaged MIG manager, enable the restore, then check
 the node has the tools and units the profile needs, start the restore and, only after it succeeded, the
 held units. The node labels go to kubelet through ``joinConfiguration.nodeRegistration.kubeletExtraArgs``
-(v1beta1: a map; v1beta2: a list of name/value).
+(v1beta1: a map; v1beta2: a list of name/value). One template (``templates/cluster-api/``) writes both versions
+from the values built here.
 
 With named layouts (``mig.layouts``) one template per name instead (both versions), the file and
 ``metadata.name`` suffixed with the name, whose ``node-labels`` add ``nvidia.com/mig.config=NAME`` (the Node

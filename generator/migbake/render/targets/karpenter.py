@@ -19,6 +19,9 @@ CRD itself says ``latest`` "is not recommended for production". Role, subnets an
 ``CHANGE-ME`` values the user fills. The root volume is a documented default (``ROOT_VOLUME_SIZE``) the user may
 resize.
 
+Both files are templates (``templates/karpenter/``) of the values built here; the userData's MIME document is written
+here by hand (``user_data``), as Karpenter re-reads it.
+
 With named layouts (``mig.layouts``) ``nodepools.yaml`` holds one ``karpenter.sh/v1`` NodePool per name,
 its template labelled ``nvidia.com/mig.config=NAME`` (and the profile's node labels). Karpenter gives a NodeClaim
 its NodePool's template labels (kubernetes-sigs/karpenter:pkg/controllers/provisioning/scheduling/
