@@ -1,4 +1,4 @@
-"""``OUT/karpenter/nodepools.yaml`` (issue 40): one Karpenter NodePool per layout name, each labelling its nodes
+"""``OUT/karpenter/nodepools.yaml``: one Karpenter NodePool per layout name, each labelling its nodes
 ``nvidia.com/mig.config=NAME``, judged by the NodePool CRD's own schema (aws/karpenter-provider-aws v1.14.1,
 tests/fixtures/crds/nodepool-v1.openapi.json) and its CEL rules (cel-python); and the label followed to the restore:
 Karpenter's ``--node-labels`` flag (bootstrap.go ``nodeLabelArg``), merged by AWS's nodeadm with the EC2NodeClass's

@@ -99,7 +99,7 @@ def test_refuses_a_non_empty_directory_it_did_not_create(tmp_path: Path) -> None
     assert "Traceback" not in result.output
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
-    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")  # issue 41: the user's file stays
+    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")  # the user's file stays
     assert forced.exit_code == 2, forced.output
     assert "migbake never deletes files it did not write, --force included" in forced.stderr
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
@@ -218,7 +218,7 @@ def test_check_fails_with_a_diff_when_out_differs(generated: Path, change: objec
     assert snapshot(generated) == before  # --check writes nothing
     if change is _edit:
         assert "-set -u" in result.stdout and "+set -uo pipefail" in result.stdout
-    # regenerating repairs it; a file the marker does not list is never deleted, --force included (issue 41)
+    # regenerating repairs it; a file the marker does not list is never deleted, --force included
     if change is _add:
         for force in ([], ["--force"]):
             refused = cli("generate", str(PROFILE), "-o", str(generated), *force)
@@ -400,7 +400,7 @@ def test_gzip_is_the_same_bytes_on_every_python() -> None:
     assert gzip.decompress(packed) == b"MIG restore\n" * 40
 
 
-# --- issue 41: --force never deletes what migbake did not write; a system directory is never OUT -----
+# --- --force never deletes what migbake did not write; a system directory is never OUT -------------------
 
 SYSTEM = ["/", "/etc", "//etc/", "/usr/", "/var", "/boot", "/home", "~", "link-to-etc"]
 
