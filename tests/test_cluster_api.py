@@ -1,4 +1,4 @@
-"""``OUT/cluster-api/`` (issue 34): a KubeadmConfigTemplate in v1beta2 (and v1beta1 beside it) judged by the
+"""``OUT/cluster-api/``: a KubeadmConfigTemplate in v1beta2 (and v1beta1 beside it) judged by the
 CRD's own schemas (kubernetes-sigs/cluster-api v1.14.0, tests/fixtures/crds/); its files are OUT/rootfs byte
 for byte with the same modes and owner, and its preKubeadmCommands are the first boot's install commands.
 """
@@ -98,7 +98,7 @@ def test_the_crd_schema_refuses_a_broken_template(mutate: Any, error: str) -> No
 
 def test_a_large_file_is_gzipped_to_fit_and_still_exact() -> None:
     data = "".join(f"line {i}: restore step\n" for i in range(800)).encode()  # 16 KB: base64 over 10240
-    entry = yaml.safe_load("\n".join(line[8:] for line in file_entry("etc/big", data, 0o755)))[0]
+    entry = file_entry("etc/big", data, 0o755)
     assert entry["encoding"] == "gzip+base64" and len(entry["content"]) <= 10240 and entry["permissions"] == "0755"
     assert _decoded(entry) == data
     with pytest.raises(RenderError, match="too large for a KubeadmConfigTemplate file even gzipped"):
@@ -114,7 +114,7 @@ def test_only_kubeadm_gets_a_kubeadm_config_template(tmp_path: Path, layout: str
     assert not (generate(text, tmp_path / "o") / "cluster-api").exists()
 
 
-# Named layouts (issue 40): one template per name, labelled nvidia.com/mig.config=NAME
+# Named layouts: one template per name, labelled nvidia.com/mig.config=NAME
 NAMED = REPO / "tests/cases/valid/named-layouts-kubeadm/node-profile.yaml"  # infer and Train_full, file first
 OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")  # an object name (DNS subdomain, kept to 63)
 

@@ -1,4 +1,4 @@
-"""``OUT/karpenter/ec2nodeclass.yaml`` (issue 34), judged by the EC2NodeClass CRD's own schema
+"""``OUT/karpenter/ec2nodeclass.yaml``, judged by the EC2NodeClass CRD's own schema
 (aws/karpenter-provider-aws v1.14.1, tests/fixtures/crds/), by AWS's nodeadm on its userData after the merge
 Karpenter does (its parts first, Karpenter's NodeConfig last, boundary ``//``: pkg/providers/amifamily/
 bootstrap/nodeadm.go and mime/mime.go), and by cloud-init's schema on the cloud-config part.
@@ -61,8 +61,8 @@ def test_the_ec2nodeclass_passes_its_crd_schema() -> None:
     assert "amiFamily" in spec or any("alias" in t for t in spec["amiSelectorTerms"])  # amiFamily without alias
     assert all(k and v for t in spec["amiSelectorTerms"] for k, v in t.get("tags", {}).items())  # tags non-empty
     assert spec["amiFamily"] == "AL2023"
-    # the newest AMI baked from this profile: by the tag Packer gives it (the sha256 is the marker's alone,
-    # issue 36, so a layout change does not rewrite this file's selector)
+    # the newest AMI baked from this profile: by the tag Packer gives it (the sha256 is the marker's alone, so a
+    # layout change does not rewrite this file's selector)
     assert spec["amiSelectorTerms"] == [{"tags": {"migbake:profile": "h200-inference"}}]
     sources = (EKS / "generated/packer/sources.pkr.hcl").read_text()
     assert '"migbake:profile" = "h200-inference"' in sources  # the tag Packer writes
@@ -71,7 +71,7 @@ def test_the_ec2nodeclass_passes_its_crd_schema() -> None:
 
 def test_the_root_volume_is_larger_than_karpenters_al2023_default() -> None:
     """Without blockDeviceMappings an AL2023 node gets Karpenter's 20Gi root (amifamily DefaultEBS): too small for a
-    GPU node's images (issue 44). The same device, type and encryption as Karpenter's default, 100Gi."""
+    GPU node's images. The same device, type and encryption as Karpenter's default, 100Gi."""
     (root,) = _nodeclass()["spec"]["blockDeviceMappings"]
     assert root == {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": True,
                                                       "deleteOnTermination": True}}
@@ -158,3 +158,11 @@ def test_a_part_line_that_would_end_it_is_refused(text: str) -> None:
 @pytest.mark.parametrize("text", ["a: 1\n- --//\n", "a: '--//'\n", "--\n", "x: 1\n---\ny: 2\n"])
 def test_a_part_line_that_does_not_start_with_a_boundary_is_kept(text: str) -> None:
     assert text.rstrip("\n") in user_data([("text/cloud-config", text)])
+
+
+@pytest.mark.parametrize("part", [("text/cloud-config", "a: 1\x1b\n"), ("application/node.eks.aws", "a: '\x00'\n"),
+                                  ('text/cloud-config"; x="y', "a: 1\n")], ids=["escape", "nul", "quote-in-type"])
+def test_a_part_the_guard_refuses_stops_the_userdata(part: tuple[str, str]) -> None:
+    """The MIME document is written by hand (Karpenter's merge rules): each part's type and text pass the guard."""
+    with pytest.raises(RenderError, match=r"cannot be printed in|cannot hold a quote"):
+        user_data([part])

@@ -1,4 +1,4 @@
-"""``OUT/karpenter/nodepools.yaml`` (issue 40): one Karpenter NodePool per layout name, each labelling its nodes
+"""``OUT/karpenter/nodepools.yaml``: one Karpenter NodePool per layout name, each labelling its nodes
 ``nvidia.com/mig.config=NAME``, judged by the NodePool CRD's own schema (aws/karpenter-provider-aws v1.14.1,
 tests/fixtures/crds/nodepool-v1.openapi.json) and its CEL rules (cel-python); and the label followed to the restore:
 Karpenter's ``--node-labels`` flag (bootstrap.go ``nodeLabelArg``), merged by AWS's nodeadm with the EC2NodeClass's
@@ -23,7 +23,9 @@ from test_karpenter import karpenter_merge
 from test_layout_restore import _applied, _node, _put
 
 from migbake.problems import RenderError
+from migbake.render.environment import Templates
 from migbake.render.plan import make_plan
+from migbake.render.targets.context import shared_variables
 from migbake.render.targets.karpenter import nodepool_name, nodepools
 from migbake.rules.validate import check_file
 
@@ -162,7 +164,8 @@ def test_two_layouts_on_one_nodepool_name_are_refused() -> None:
     clash = "x-" + hashlib.sha256(b"X").hexdigest()[:8]  # what layout "X" becomes after the profile's name
     assert nodepool_name("layouts-eks", "X") == nodepool_name("layouts-eks", clash)
     with pytest.raises(RenderError, match="two layout names give one NodePool name"):
-        nodepools(dataclasses.replace(plan, mig=dataclasses.replace(plan.mig, layout_names=("X", clash))))
+        clashing = dataclasses.replace(plan, mig=dataclasses.replace(plan.mig, layout_names=("X", clash)))
+        nodepools(clashing, Templates(shared_variables(clashing)))
 
 
 @pytest.mark.parametrize(("sources", "said"), [

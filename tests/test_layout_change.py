@@ -1,4 +1,4 @@
-"""A one-line layout change rewrites only the files whose content depends on the layout (issue 36).
+"""A one-line layout change rewrites only the files whose content depends on the layout.
 
 The profile's sha256 is recorded in OUT's marker alone, never in a generated file's header, so
 ``generate --check`` and a code review see the files the change touches and nothing else.
@@ -6,22 +6,14 @@ The profile's sha256 is recorded in OUT's marker alone, never in a generated fil
 
 from __future__ import annotations
 
-import base64
-import email
-import gzip
-import json
 import re
-import urllib.parse
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 from support import IMAGES, cli
 
 from migbake import __version__
-from migbake.render.tree import TARGETS, Target
-from migbake.render.write import OUTPUT_MARKER
+from migbake.render.write import OUTPUT_MARKER, readable
 
 IMAGES_BY_NAME = {i.name: i for i in IMAGES}
 
@@ -47,97 +39,11 @@ LAYOUT_FREE = (
 LAYOUT_SHAPED = {"bottlerocket/settings.toml"}
 
 
-def plain(path: str, data: bytes) -> str | None:
-    """A target whose files carry nothing encoded: their text."""
-    return data.decode()
-
-
-def _data_urls(value: object) -> list[str]:
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _data_urls(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in _data_urls(v)]
-    if isinstance(value, str) and value.startswith("data:"):
-        head, _, data = value.partition(",")
-        return [base64.b64decode(data).decode() if head.endswith(";base64") else urllib.parse.unquote(data)]
-    return []
-
-
-def butane(path: str, data: bytes) -> str | None:
-    """An Ignition config's or a MachineConfig's data: URLs (rootfs/'s files, each)."""
-    text = data.decode()
-    if not path.endswith((".ign", ".yaml")):
-        return text
-    return text + "\n".join(_data_urls(json.loads(text) if path.endswith(".ign") else yaml.safe_load(text)))
-
-
-def _unpack(raw: bytes) -> bytes:
-    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-
-
-def cluster_api(path: str, data: bytes) -> str | None:
-    """A KubeadmConfigTemplate's base64 (and gzip) files (rootfs/'s files, each)."""
-    text = data.decode()
-    spec = yaml.safe_load(text)["spec"]["template"]["spec"]
-    return text + "\n".join(_unpack(base64.b64decode(f["content"])).decode() for f in spec.get("files", []))
-
-
-def _cloud_config(text: str) -> str:
-    """A cloud-config with its gzip+base64 write_files decoded."""
-    doc = yaml.safe_load(text) or {}
-    return text + "\n".join(_unpack(base64.b64decode(f["content"])).decode() for f in doc.get("write_files", [])
-                            if f.get("encoding") == "gzip+base64")
-
-
-def _mime(text: str) -> str:
-    """A multi-part user-data's parts, each decoded (a cloud-config's gzip+base64 files too)."""
-    parts = [p.get_payload(decode=True).decode() for p in email.message_from_string(text).walk()
-             if not p.is_multipart()]
-    return text + "\n".join(_cloud_config(p) if p.startswith("#cloud-config") else p for p in parts)
-
-
-def karpenter(path: str, data: bytes) -> str | None:
-    """An EC2NodeClass's userData: a MIME document whose cloud-config carries rootfs/'s files gzip+base64 (the
-    NodePools of named layouts carry nothing encoded)."""
-    text = data.decode()
-    if path.endswith("/nodepools.yaml"):
-        return text
-    return text + _mime(yaml.safe_load(text)["spec"]["userData"])
-
-
-def user_data(path: str, data: bytes) -> str | None:
-    """cloud-init/user-data.gz, .mime and .mime.gz: the user-data inflated, the MIME parts decoded."""
-    if not path.endswith((".gz", ".mime")):
-        return None  # cloud-init's own user-data
-    text = _unpack(data).decode()
-    return _mime(text) if path.endswith((".mime", ".mime.gz")) else text
-
-
-# how the layout shows in each target's files: every declared target (render.tree.TARGETS) has a decoder, which
-# decodes what it carries of other targets' files (``plain``: nothing encoded); None: not a file of this target
-DECODERS: dict[str, Callable[[str, bytes], str | None]] = {
-    "rootfs": plain, "cloud-init": plain, "user-data": user_data, "packer": plain, "scripts": plain,
-    "slurm": plain, "kubernetes": plain, "ansible": plain, "kickstart": plain, "butane": butane,
-    "bottlerocket": plain, "karpenter": karpenter, "cluster-api": cluster_api,
-}
-
-
-def undecoded(targets: tuple[Target, ...], decoders: dict[str, Callable[[str, bytes], str | None]]) -> list[str]:
-    """The declared targets without a decoder, and the decoders of no declared target."""
-    names = {t.name for t in targets}
-    return sorted((names - set(decoders)) | (set(decoders) - names))
-
-
 def _readable(path: str, data: bytes) -> str:
-    """The file's text, with what it carries of other targets' files decoded (by the last declared target
-    writing its folder that claims it: the user-data forms before cloud-init's own user-data)."""
-    folder = path.split("/", 1)[0]
-    for t in reversed(TARGETS):
-        if folder in t.folders:
-            text = DECODERS[t.name](path, data)
-            if text is not None:
-                return text
-    return data.decode()  # the marker
+    """The file's text, each payload in it decoded (``write.readable``: what ``--check`` compares)."""
+    text = readable(path, data)
+    assert text is not None, path
+    return text
 
 
 def _generate(profile: Path, out: Path, tmp_path: Path) -> Path:
@@ -154,18 +60,11 @@ def _tree(out: Path) -> dict[str, str]:
             for path in [p.relative_to(out).as_posix()]}
 
 
-def test_every_declared_target_has_a_decoder() -> None:
-    assert undecoded(TARGETS, DECODERS) == []
-    new = Target("example-new", ("example-new",), TARGETS[0].render, doc="a target declared without a decoder")
-    assert undecoded((*TARGETS, new), DECODERS) == ["example-new"]
-    assert undecoded(TARGETS, {**DECODERS, "gone": plain}) == ["gone"]
-
-
-def test_the_decoders_read_the_carried_files(tmp_path: Path) -> None:
+def test_the_carried_files_read_decoded(tmp_path: Path) -> None:
     # the rootfs config's layout line shows through every encoding a target carries the config in
     out = _generate(IMAGES_BY_NAME["h200-inference"] / "node-profile.yaml", tmp_path / "out", tmp_path)
-    def flat(text: str) -> str:  # each carrier indents the config its own way
-        return " ".join(text.split())
+    def flat(text: str) -> str:  # each carrier indents the config its own way (a decoded payload's lines: "  | ")
+        return " ".join(re.sub(r"(?m)^(?:[ ]*\|)+", "", text).split())
 
     body = "mig-devices: 1g.18gb: 7"
     assert body in flat((out / "rootfs/etc/nvidia-mig/config.yaml").read_text())

@@ -6,6 +6,8 @@ These tests drive the real CLI (in-process) and ``write_tree`` with failures inj
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import os
 import re
@@ -97,7 +99,7 @@ def test_refuses_a_non_empty_directory_it_did_not_create(tmp_path: Path) -> None
     assert "Traceback" not in result.output
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
-    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")  # issue 41: the user's file stays
+    forced = cli("generate", str(PROFILE), "-o", str(out), "--force")  # the user's file stays
     assert forced.exit_code == 2, forced.output
     assert "migbake never deletes files it did not write, --force included" in forced.stderr
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
@@ -216,7 +218,7 @@ def test_check_fails_with_a_diff_when_out_differs(generated: Path, change: objec
     assert snapshot(generated) == before  # --check writes nothing
     if change is _edit:
         assert "-set -u" in result.stdout and "+set -uo pipefail" in result.stdout
-    # regenerating repairs it; a file the marker does not list is never deleted, --force included (issue 41)
+    # regenerating repairs it; a file the marker does not list is never deleted, --force included
     if change is _add:
         for force in ([], ["--force"]):
             refused = cli("generate", str(PROFILE), "-o", str(generated), *force)
@@ -398,7 +400,7 @@ def test_gzip_is_the_same_bytes_on_every_python() -> None:
     assert gzip.decompress(packed) == b"MIG restore\n" * 40
 
 
-# --- issue 41: --force never deletes what migbake did not write; a system directory is never OUT -----
+# --- --force never deletes what migbake did not write; a system directory is never OUT -------------------
 
 SYSTEM = ["/", "/etc", "//etc/", "/usr/", "/var", "/boot", "/home", "~", "link-to-etc"]
 
@@ -438,3 +440,76 @@ def test_force_replaces_migbakes_own_output_and_only_then_is_hinted(tmp_path: Pa
     assert cli("generate", str(other), "-o", str(out), "--force").exit_code == 0
     recorded = read_origin(out)
     assert recorded is not None and recorded.profile.endswith("other.yaml")
+
+
+# --- --check compares payloads decoded ----------------------------------------------------------------
+
+IMAGES_BY_NAME = {i.name: i for i in IMAGES}
+GZIP_BASE64 = re.compile(r"H4sI[A-Za-z0-9+/=]+")  # base64 of a gzip stream (1f 8b 08)
+
+
+def _recompressed(text: str, change: tuple[str, str] | None = None) -> str:
+    """``text`` with each gzip+base64 payload compressed again at level 1 (other bytes, as another zlib writes);
+    ``change``: (old, new) replaced once, in the first payload that holds ``old``."""
+    left = [change] if change else []
+
+    def again(m: re.Match[str]) -> str:
+        data = gzip.decompress(base64.b64decode(m.group()))
+        if left and left[0][0].encode() in data:
+            old, new = left.pop()
+            data = data.replace(old.encode(), new.encode(), 1)
+        return base64.b64encode(gzip.compress(data, compresslevel=1, mtime=0)).decode()
+
+    return GZIP_BASE64.sub(again, text)
+
+
+PAYLOADS = [("h200-inference", "karpenter/ec2nodeclass.yaml", ()),
+            ("a100-80gb-mixed", "cluster-api/kubeadm-config-template.yaml", ()),
+            ("h200-inference", "cloud-init/user-data.gz", ("--user-data-gzip",))]
+
+
+@pytest.mark.parametrize(("image", "rel", "options"), PAYLOADS, ids=[p[1].split("/")[0] for p in PAYLOADS])
+def test_check_compares_payloads_decoded(tmp_path: Path, image: str, rel: str, options: tuple[str, ...]) -> None:
+    """gzip output differs between zlib builds (zlib-ng's is not zlib's): a payload compressed at another level is
+    the same file for --check; a changed content inside one is a difference, shown decoded."""
+    profile, out = str(IMAGES_BY_NAME[image] / "node-profile.yaml"), tmp_path / "out"
+    assert cli("generate", profile, "-o", str(out), *options).exit_code == 0
+    path = out / rel
+    before = path.read_bytes()
+
+    def put(change: tuple[str, str] | None) -> None:
+        if rel.endswith(".gz"):
+            text = gzip.decompress(before).decode()
+            data = gzip.compress((text.replace(*change, 1) if change else text).encode(), compresslevel=1, mtime=0)
+        else:
+            data = _recompressed(before.decode(), change).encode()
+        assert data != before
+        path.write_bytes(data)
+
+    put(None)
+    result = cli("generate", profile, "-o", str(out), "--check", *options)
+    assert result.exit_code == 0, result.output
+
+    put(("Do not edit", "Do not change"))
+    result = cli("generate", profile, "-o", str(out), "--check", *options)
+    assert result.exit_code == 1 and "is stale" in result.stderr, result.output
+    removed = [line for line in result.stdout.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in result.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(removed) == len(added) == 1, result.stdout  # the one changed line, decoded: no base64 in the diff
+    assert "H4sI" not in result.stdout
+    assert removed[0].endswith("# Do not change: change the profile and run `migbake generate`.")
+    assert added[0].endswith("# Do not edit: change the profile and run `migbake generate`.")
+
+
+def test_readable_decodes_every_payload_in_place() -> None:
+    """Each kind of payload a generated file carries reads decoded; a file without one reads as it is."""
+    generated = IMAGES_BY_NAME["h200-inference"] / "generated"
+    karpenter = write.readable("karpenter/ec2nodeclass.yaml", (generated / "karpenter/ec2nodeclass.yaml").read_bytes())
+    assert karpenter is not None and "H4sI" not in karpenter and "boundary=(not compared)" in karpenter
+    assert "| mig-devices:" in karpenter.replace("|     ", "| ")
+    ign = write.readable("butane/fcos.ign", (generated / "butane/fcos.ign").read_bytes())
+    assert ign is not None and "\"data:" not in ign and "[data: URL, decoded]" in ign
+    script = (generated / "scripts/verify-mig-restore.sh").read_bytes()
+    assert write.readable("scripts/verify-mig-restore.sh", script) == script.decode()
+    assert write.readable("x.gz", gzip.compress(b"a\n")) == "[gzip, inflated]\na\n"
+    assert write.readable("x.bin", b"\xff\xfe") is None

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.guard import Block
+from migbake.render.guard import Block, guard
 from migbake.render.plan import RenderPlan
 from migbake.render.quoting import toml_string
 
 SETTINGS = "settings.kubelet-device-plugins.nvidia"
+SETTINGS_TOML = "bottlerocket/settings.toml"
 
 
 def bottlerocket(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
@@ -34,4 +35,4 @@ def bottlerocket(plan: RenderPlan, done: Rendered, templates: Templates) -> list
     lines += ["", f"[{SETTINGS}]", f"device-partitioning-strategy = {toml_string('mig')}", "",
               f"[{SETTINGS}.mig.profile]"]
     lines += [f"{toml_string(model)} = {toml_string(profile)}" for model, profile in plan.platforms.bottlerocket]
-    return [Artifact("bottlerocket/settings.toml", Block("\n".join(lines) + "\n"), 0o644)]
+    return [Artifact(SETTINGS_TOML, guard(Block("\n".join(lines) + "\n"), "toml", SETTINGS_TOML), 0o644)]

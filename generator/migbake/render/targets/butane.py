@@ -17,6 +17,7 @@ from typing import Any
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
+from migbake.render.guard import Block, guard
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import RenderPlan
 from migbake.render.quoting import json_document, yaml_document
@@ -116,7 +117,7 @@ def _flatcar_dropin(plan: RenderPlan) -> str:
 
 def _yaml(plan: RenderPlan, path: str, data: dict[str, Any], how: str) -> Artifact:
     head = f"{plan.header}\n#\n# Butane/Ignition for immutable node OSes (docs/immutable-os.md); made by: {how}\n"
-    return Artifact(path, head + yaml_document(data), 0o644)  # read by no other target: no Block (a copy)
+    return Artifact(path, guard(Block(head), "yaml", path) + yaml_document(data), 0o644)
 
 
 def _json(data: dict[str, Any]) -> str:

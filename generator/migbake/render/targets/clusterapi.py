@@ -14,9 +14,10 @@ base64 alone is over the CRD's ``maxLength: 10240``; ``permissions`` the mode, `
 of the render plan: daemon-reload, mask (or disable) the packaged MIG manager, enable the restore, then check
 the node has the tools and units the profile needs, start the restore and, only after it succeeded, the
 held units. The node labels go to kubelet through ``joinConfiguration.nodeRegistration.kubeletExtraArgs``
-(v1beta1: a map; v1beta2: a list of name/value).
+(v1beta1: a map; v1beta2: a list of name/value). One template (``templates/cluster-api/``) writes both versions
+from the values built here.
 
-With named layouts (``mig.layouts``, issue 40) one template per name instead (both versions), the file and
+With named layouts (``mig.layouts``) one template per name instead (both versions), the file and
 ``metadata.name`` suffixed with the name, whose ``node-labels`` add ``nvidia.com/mig.config=NAME`` (the Node
 object's label, which the GPU Operator selects a config by). The restore cannot learn the name from that flag on
 the first boot: kubeadm writes ``kubeletExtraArgs`` into ``/var/lib/kubelet/kubeadm-flags.env``
@@ -36,13 +37,14 @@ from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered, gzip_bytes
 from migbake.render.environment import Templates
 from migbake.render.plan import LAYOUT_FILE, MIG_CONFIG_LABEL, RenderPlan
-from migbake.render.quoting import sh_quote, yaml_scalar
+from migbake.render.quoting import sh_quote
 from migbake.render.targets.karpenter import nodepool_name
 from migbake.render.targets.rootfs import ROOTFS
 
 TEMPLATE_V1BETA2 = "cluster-api/kubeadm-config-template.yaml"
 TEMPLATE_V1BETA1 = "cluster-api/v1beta1/kubeadm-config-template.yaml"
-GROUP = "bootstrap.cluster.x-k8s.io"
+VERSIONS = (("v1beta2", TEMPLATE_V1BETA2), ("v1beta1", TEMPLATE_V1BETA1))
+TEMPLATE = TEMPLATE_V1BETA2 + ".j2"  # both versions' (the version's fields differ by a condition)
 MAX_CONTENT = 10240  # files[].content and preKubeadmCommands[] maxLength in both versions
 LABELS_FLAG = "--node-labels="
 _PLAIN = re.compile(r"[A-Za-z0-9_./=:@%+-]+")  # a shell word that needs no quotes
@@ -61,20 +63,22 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
                               "server would refuse it): it names kubelet's unit and every consumer several times; "
                               "use fewer or shorter unit names")
     labels = plan.kubelet.label_flag[len(LABELS_FLAG):] if plan.kubelet.label_flag else ""
+    shared = templates.with_variables({"commands": commands})
     if not plan.mig.layout_names:
-        return [Artifact(TEMPLATE_V1BETA2, template(plan, "v1beta2", files, commands, labels), 0o644),
-                Artifact(TEMPLATE_V1BETA1, template(plan, "v1beta1", files, commands, labels), 0o644)]
+        one = {"files": files, "labels": labels, "name": "migbake-" + plan.profile.name, "layout": ""}
+        return [shared.file(TEMPLATE, path, 0o644, {**one, "version": version}) for version, path in VERSIONS]
     names = [object_name(plan, n) for n in plan.mig.layout_names]
     if len(set(names)) < len(names):
         raise RenderError(f"two layout names give one KubeadmConfigTemplate name ({', '.join(names)}): rename a layout")
     out = []
     for layout, name in zip(plan.mig.layout_names, names):
+        layout_file = ([file_entry(LAYOUT_FILE.lstrip("/"), f"{layout}\n".encode(), 0o644)]
+                       if "file" in plan.profile.restore.layout_from else [])
         named = ",".join(filter(None, [labels, f"{MIG_CONFIG_LABEL}={layout}"]))
-        its_files = files + ([file_entry(LAYOUT_FILE.lstrip("/"), f"{layout}\n".encode(), 0o644)]
-                             if "file" in plan.profile.restore.layout_from else [])
-        for version, path in (("v1beta2", TEMPLATE_V1BETA2), ("v1beta1", TEMPLATE_V1BETA1)):
-            text = template(plan, version, its_files, commands, named, name=name, layout=layout)
-            out.append(Artifact(path.replace(".yaml", f"-{layout}.yaml"), text, 0o644))
+        values: dict[str, object] = {"files": files + layout_file, "labels": named, "name": name, "layout": layout,
+                                     "layout_file_entry": bool(layout_file)}
+        out += [shared.file(TEMPLATE, path.replace(".yaml", f"-{layout}.yaml"), 0o644, {**values, "version": version})
+                for version, path in VERSIONS]
     return out
 
 
@@ -90,8 +94,8 @@ def object_name_of(profile: str, layout: str) -> str:
     return nodepool_name(f"migbake-{profile}", layout)
 
 
-def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
-    """One ``files`` item (YAML lines): the file's exact bytes, its mode and owner."""
+def file_entry(rel: str, data: bytes, mode: int) -> dict[str, str]:
+    """One ``files`` item: the file's exact bytes (``encoding`` and ``content``), its path and mode."""
     encoding, content = "base64", base64.b64encode(data).decode("ascii")
     if len(content) > MAX_CONTENT:
         encoding = "gzip+base64"
@@ -99,42 +103,4 @@ def file_entry(rel: str, data: bytes, mode: int) -> list[str]:
     if len(content) > MAX_CONTENT:
         raise RenderError(f"/{rel} is too large for a KubeadmConfigTemplate file even gzipped ({len(content)} "
                           f"characters of base64, at most {MAX_CONTENT})")
-    return [f"        - path: {yaml_scalar('/' + rel)}",
-            "          owner: root:root",
-            f"          permissions: {yaml_scalar(f'{mode:04o}')}",
-            f"          encoding: {encoding}",
-            f"          content: {content}"]
-
-
-def template(plan: RenderPlan, version: str, files: list[list[str]], commands: list[str], labels: str, *,
-             name: str = "", layout: str = "") -> str:
-    """The KubeadmConfigTemplate of ``plan`` in ``version`` (v1beta1 or v1beta2); of layout ``layout`` if given."""
-    lines = [plan.header, "#",
-             f"# Cluster API KubeadmConfigTemplate ({GROUP}/{version}) for worker nodes of profile",
-             f"# {plan.profile.name}: the bake's rootfs files, installed and enabled before kubeadm join; the restore",
-             "# runs before kubelet. Point a MachineDeployment's spec.template.spec.bootstrap.configRef at it;",
-             "# merge joinConfiguration with your own (docs/cluster-api.md)."]
-    if layout:
-        lines += [f"# Nodes of this template get the MIG layout {layout}: kubelet's node-labels carry",
-                  f"# {MIG_CONFIG_LABEL}={layout}" + (f"; {LAYOUT_FILE} gives the restore the name"
-                                                       if "file" in plan.profile.restore.layout_from else "")
-                  + " (docs/layouts-at-boot.md)."]
-    lines += [f"apiVersion: {GROUP}/{version}",
-              "kind: KubeadmConfigTemplate",
-              "metadata:",
-              f"  name: {yaml_scalar(name or 'migbake-' + plan.profile.name)}",
-              "spec:",
-              "  template:",
-              "    spec:",
-              "      files:"]
-    for entry in files:
-        lines += entry
-    lines.append("      preKubeadmCommands:")
-    lines += [f"        - {yaml_scalar(c)}" for c in commands]
-    if labels:
-        lines += ["      joinConfiguration:", "        nodeRegistration:", "          kubeletExtraArgs:"]
-        if version == "v1beta1":
-            lines.append(f"            node-labels: {yaml_scalar(labels)}")
-        else:
-            lines += ["            - name: node-labels", f"              value: {yaml_scalar(labels)}"]
-    return "\n".join(lines) + "\n"
+    return {"path": "/" + rel, "permissions": f"{mode:04o}", "encoding": encoding, "content": content}

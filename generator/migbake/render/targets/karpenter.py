@@ -19,7 +19,10 @@ CRD itself says ``latest`` "is not recommended for production". Role, subnets an
 ``CHANGE-ME`` values the user fills. The root volume is a documented default (``ROOT_VOLUME_SIZE``) the user may
 resize.
 
-With named layouts (``mig.layouts``, issue 40) ``nodepools.yaml`` holds one ``karpenter.sh/v1`` NodePool per name,
+Both files are templates (``templates/karpenter/``) of the values built here; the userData's MIME document is written
+here by hand (``user_data``), as Karpenter re-reads it.
+
+With named layouts (``mig.layouts``) ``nodepools.yaml`` holds one ``karpenter.sh/v1`` NodePool per name,
 its template labelled ``nvidia.com/mig.config=NAME`` (and the profile's node labels). Karpenter gives a NodeClaim
 its NodePool's template labels (kubernetes-sigs/karpenter:pkg/controllers/provisioning/scheduling/
 nodeclaimtemplate.go@v1.14.1), hands them to the AMI family as the launch's labels
@@ -38,8 +41,9 @@ import re
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import MIG_CONFIG_LABEL, NODECONFIG_MEDIA_TYPE, RenderPlan
-from migbake.render.quoting import yaml_scalar, yaml_text
+from migbake.render.guard import Block, guard, mime_header_value
+from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan
+from migbake.render.quoting import yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
 EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
@@ -48,7 +52,6 @@ NODEPOOLS = "karpenter/nodepools.yaml"
 # Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
 _POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
 KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
-CHANGE_ME = "CHANGE-ME"
 # The root EBS volume of a GPU node. Without blockDeviceMappings Karpenter gives an AL2023 node /dev/xvda of 20Gi
 # gp3, encrypted (aws/karpenter-provider-aws:pkg/providers/amifamily/resolver.go ``DefaultEBS`` and al2023.go
 # ``DefaultBlockDeviceMappings``@0546f042): the NVIDIA driver, the toolkit and CUDA images of several GiB each fill
@@ -63,14 +66,23 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]
     if plan.kubelet.nodeconfig_part:
         parts.append((NODECONFIG_MEDIA_TYPE, plan.kubelet.nodeconfig_part))
-    files = [Artifact(EC2NODECLASS, ec2nodeclass(plan, user_data(parts)), 0o644)]
+    files = [templates.file(EC2NODECLASS + ".j2", EC2NODECLASS, 0o644, {
+        "nodeclass_name": nodeclass_name(plan),
+        "root_volume_size": ROOT_VOLUME_SIZE,
+        "user_data": yaml_text(user_data(parts), 4),
+    })]
     if plan.mig.layout_names:
-        files.append(Artifact(NODEPOOLS, nodepools(plan), 0o644))
+        files.append(Artifact(NODEPOOLS, nodepools(plan, templates), 0o644))
     return files
 
 
 def user_data(parts: list[tuple[str, str]]) -> str:
-    """A MIME multi-part document of plain-text parts, in order, with a boundary derived from them."""
+    """A MIME multi-part document of plain-text parts, in order, with a boundary derived from them.
+
+    Written by hand, not by ``email``: Karpenter keeps of each part only its Content-Type and body (module
+    docstring), so a part carries no Content-Transfer-Encoding and its body is the text as it is. Each media
+    type passes the MIME header guard and each text the guard of a block of YAML lines (both parts are YAML).
+    """
     boundary = "migbake-" + hashlib.sha256("\0".join(t for _, t in parts).encode("utf-8")).hexdigest()[:32]
     out = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"', ""]
     for media_type, text in parts:
@@ -79,6 +91,8 @@ def user_data(parts: list[tuple[str, str]]) -> str:
                 if line.startswith(("--" + boundary, "--" + KARPENTER_BOUNDARY)) or "\r" in line:
                     raise RenderError(f"a line of the {media_type} part would end it in Karpenter's userData: "
                                       f"{line!r}")
+        mime_header_value(media_type, "a userData part's type")
+        guard(Block(text), "yaml", f"{EC2NODECLASS} ({media_type} part)")
         charset = "us-ascii" if text.isascii() else "utf-8"
         params = f'; charset="{charset}"' if media_type.startswith("text/") else ""
         out += [f"--{boundary}", f"Content-Type: {media_type}{params}", "", text.rstrip("\n")]
@@ -103,55 +117,6 @@ def karpenter_sends(data: str) -> int:
     return len((out + f"\n--{KARPENTER_BOUNDARY}--\n").encode("utf-8"))
 
 
-def ec2nodeclass(plan: RenderPlan, data: str) -> str:
-    """The EC2NodeClass (karpenter.k8s.aws/v1) of ``plan``'s nodes, its userData ``data``."""
-    name = plan.profile.name
-    return "\n".join([
-        plan.header,
-        "#",
-        f"# Karpenter EC2NodeClass for nodes of profile {name} (kubelet.layout eks-al2023). Fill in every",
-        f"# {CHANGE_ME} value, apply it, and point a NodePool at it (spec.template.spec.nodeClassRef). A new",
-        "# userData (a new profile) drifts every node of this class: Karpenter replaces them within the",
-        "# NodePool's disruption budgets (docs/karpenter.md). The EC2NodeClass has no labels field: put the",
-        "# profile's node labels in the NodePool's template too, so Karpenter schedules onto them.",
-        "apiVersion: karpenter.k8s.aws/v1",
-        "kind: EC2NodeClass",
-        "metadata:",
-        f"  name: {yaml_scalar(nodeclass_name(plan))}",
-        "spec:",
-        "  # The newest AMI migbake bake --only amazon-ebs.golden baked from this profile (Packer tags it so; the",
-        "  # userData below installs this version of the restore at first boot either way). To run",
-        "  # on the stock AL2023 NVIDIA AMI instead (it lacks nvidia-mig-parted: install it there first), use",
-        "  # `amiSelectorTerms: [{alias: al2023@latest}]` and no amiFamily; @latest drifts at every AMI release.",
-        "  amiFamily: AL2023",
-        "  amiSelectorTerms:",
-        "    - tags:",
-        f"        migbake:profile: {yaml_scalar(name)}",
-        f"  # {CHANGE_ME}: the IAM role of your Karpenter nodes (or instanceProfile instead)",
-        f"  role: {yaml_scalar(CHANGE_ME + '-node-role')}",
-        f"  # {CHANGE_ME}: the tags (or ids) of your cluster's node subnets and security groups",
-        "  subnetSelectorTerms:",
-        "    - tags:",
-        f"        {CHANGE_ME}-tag-key: {yaml_scalar(CHANGE_ME + '-tag-value')}",
-        "  securityGroupSelectorTerms:",
-        "    - tags:",
-        f"        {CHANGE_ME}-tag-key: {yaml_scalar(CHANGE_ME + '-tag-value')}",
-        f"  # The root volume: {ROOT_VOLUME_SIZE} (Karpenter's AL2023 default is 20Gi, too small for a GPU node's",
-        "  # driver, toolkit and CUDA images; docs/karpenter.md). Size it to your images; gp3 and encrypted as",
-        "  # Karpenter's default.",
-        "  blockDeviceMappings:",
-        "    - deviceName: /dev/xvda",
-        "      ebs:",
-        f"        volumeSize: {ROOT_VOLUME_SIZE}",
-        "        volumeType: gp3",
-        "        encrypted: true",
-        "        deleteOnTermination: true",
-        "  # migbake's cloud-config (the MIG restore, run in cloud-final before nodeadm-run starts kubelet) and",
-        "  # the node labels as a NodeConfig part; Karpenter appends its own NodeConfig (the cluster) last.",
-        f"  userData: {yaml_text(data, 4)}",
-    ]) + "\n"
-
-
 def nodeclass_name(plan: RenderPlan) -> str:
     """The EC2NodeClass's name (``metadata.name``), which each NodePool's ``nodeClassRef`` names."""
     return "migbake-" + plan.profile.name
@@ -168,45 +133,14 @@ def nodepool_name(profile: str, layout: str) -> str:
     return f"{stem}-{hashlib.sha256(layout.encode('utf-8')).hexdigest()[:8]}"
 
 
-def nodepools(plan: RenderPlan) -> str:
+def nodepools(plan: RenderPlan, templates: Templates) -> str:
     """One NodePool (karpenter.sh/v1) per layout name, each labelling its nodes ``nvidia.com/mig.config=NAME``."""
     names = [nodepool_name(plan.profile.name, n) for n in plan.mig.layout_names]
     if len(set(names)) < len(names):
         raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
-    labels = plan.profile.kubernetes.node_labels  # never nvidia.com/mig.config beside names (node-label-mig-owner)
-    out = [
-        plan.header,
-        "#",
-        f"# Karpenter NodePools for nodes of profile {plan.profile.name}: one per MIG layout name. Each labels",
-        f"# its nodes {MIG_CONFIG_LABEL}=NAME: Karpenter passes a NodePool's labels to kubelet as --node-labels",
-        "# in the NodeConfig it appends to the EC2NodeClass's userData; nodeadm writes them to",
-        "# /etc/eks/kubelet/environment before cloud-init runs, and the restore (restore.layout source",
-        "# kubelet-labels) applies that layout before kubelet starts (docs/layouts-at-boot.md). A pod asks for a",
-        f"# layout with nodeSelector {{{MIG_CONFIG_LABEL}: NAME}}. Fill in each {CHANGE_ME} value (the instance",
-        "# types with this profile's GPUs) and apply after ec2nodeclass.yaml.",
-    ]
-    for layout, name in zip(plan.mig.layout_names, names):
-        out += [
-            "---",
-            "apiVersion: karpenter.sh/v1",
-            "kind: NodePool",
-            "metadata:",
-            f"  name: {yaml_scalar(name)}",
-            "spec:",
-            "  template:",
-            "    metadata:",
-            "      labels:",
-            *(f"        {yaml_scalar(k)}: {yaml_scalar(v)}" for k, v in labels),
-            f"        {MIG_CONFIG_LABEL}: {yaml_scalar(layout)}",
-            "    spec:",
-            "      nodeClassRef:",
-            "        group: karpenter.k8s.aws",
-            "        kind: EC2NodeClass",
-            f"        name: {yaml_scalar(nodeclass_name(plan))}",
-            "      requirements:",
-            f"        # {CHANGE_ME}: the instance types with this profile's GPU models (its layouts are theirs)",
-            "        - key: node.kubernetes.io/instance-type",
-            "          operator: In",
-            f"          values: [{yaml_scalar(CHANGE_ME + '-instance-type')}]",
-        ]
-    return "\n".join(out) + "\n"
+    return templates.text(NODEPOOLS + ".j2", {
+        "nodeclass_name": nodeclass_name(plan),
+        # never nvidia.com/mig.config beside names (node-label-mig-owner)
+        "node_labels": plan.profile.kubernetes.node_labels,
+        "pools": [{"name": name, "layout": layout} for layout, name in zip(plan.mig.layout_names, names)],
+    })

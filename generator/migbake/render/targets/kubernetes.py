@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
+from migbake.render.guard import Block, guard
 from migbake.render.plan import RenderPlan
 
 CLAIM_TEMPLATES = "kubernetes/resource-claim-templates.yaml"
@@ -28,4 +29,5 @@ def kubernetes(plan: RenderPlan, done: Rendered, templates: Templates) -> list[A
     if plan.mig.layout_names:
         lines += [f"# Named layouts ({', '.join(plan.mig.layout_names)}): the MIG profiles of every name, one set of",
                   "# templates for every pool; a claim is allocated on a node whose layout has that profile."]
-    return [Artifact(CLAIM_TEMPLATES, "\n".join(lines) + "\n" + plan.dra.claim_templates, 0o644)]
+    text = "\n".join(lines) + "\n" + plan.dra.claim_templates
+    return [Artifact(CLAIM_TEMPLATES, guard(Block(text), "yaml", CLAIM_TEMPLATES), 0o644)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
+from migbake.render.guard import Block, guard
 from migbake.render.plan import RenderPlan, SlurmNode, SlurmPlan
 
 
@@ -22,9 +23,14 @@ def slurm(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifa
         raise RenderError("the slurm target ran on a plan without plan.slurm")
     out = []
     for s in plan.slurm.named or (plan.slurm,):
-        out += [Artifact(path, gres_conf(s, node, plan.header), 0o644) for path, node in gres_files(s)]
-        out.append(Artifact(f"{s.folder}slurm.conf.node", node_conf(s, plan.header), 0o644))
+        out += [_file(path, gres_conf(s, node, plan.header)) for path, node in gres_files(s)]
+        out.append(_file(f"{s.folder}slurm.conf.node", node_conf(s, plan.header)))
     return out
+
+
+def _file(path: str, text: str) -> Artifact:
+    """A file of lines built here: every value in it passes the guard (no control character but line feeds)."""
+    return Artifact(path, guard(Block(text), "slurm", path), 0o644)
 
 
 def gres_files(s: SlurmPlan) -> list[tuple[str, SlurmNode | None]]:
