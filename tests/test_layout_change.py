@@ -13,7 +13,8 @@ import pytest
 from support import IMAGES, cli
 
 from migbake import __version__
-from migbake.render.write import OUTPUT_MARKER, readable
+from migbake.render.payloads import readable
+from migbake.render.write import OUTPUT_MARKER
 
 IMAGES_BY_NAME = {i.name: i for i in IMAGES}
 
@@ -40,7 +41,7 @@ LAYOUT_SHAPED = {"bottlerocket/settings.toml"}
 
 
 def _readable(path: str, data: bytes) -> str:
-    """The file's text, each payload in it decoded (``write.readable``: what ``--check`` compares)."""
+    """The file's text, each payload in it decoded (``payloads.readable``: what ``--check`` compares)."""
     text = readable(path, data)
     assert text is not None, path
     return text

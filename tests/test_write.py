@@ -24,7 +24,7 @@ from support import IMAGES, REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.problems import OutputError
-from migbake.render import write
+from migbake.render import payloads, write
 from migbake.render.tree import render
 from migbake.render.write import OUTPUT_MARKER, read_origin, write_tree
 from migbake.rules.validate import check_file
@@ -504,12 +504,12 @@ def test_check_compares_payloads_decoded(tmp_path: Path, image: str, rel: str, o
 def test_readable_decodes_every_payload_in_place() -> None:
     """Each kind of payload a generated file carries reads decoded; a file without one reads as it is."""
     generated = IMAGES_BY_NAME["h200-inference"] / "generated"
-    karpenter = write.readable("karpenter/ec2nodeclass.yaml", (generated / "karpenter/ec2nodeclass.yaml").read_bytes())
+    karpenter = payloads.readable("karpenter/ec2nodeclass.yaml", (generated / "karpenter/ec2nodeclass.yaml").read_bytes())
     assert karpenter is not None and "H4sI" not in karpenter and "boundary=(not compared)" in karpenter
     assert "| mig-devices:" in karpenter.replace("|     ", "| ")
-    ign = write.readable("butane/fcos.ign", (generated / "butane/fcos.ign").read_bytes())
+    ign = payloads.readable("butane/fcos.ign", (generated / "butane/fcos.ign").read_bytes())
     assert ign is not None and "\"data:" not in ign and "[data: URL, decoded]" in ign
     script = (generated / "scripts/verify-mig-restore.sh").read_bytes()
-    assert write.readable("scripts/verify-mig-restore.sh", script) == script.decode()
-    assert write.readable("x.gz", gzip.compress(b"a\n")) == "[gzip, inflated]\na\n"
-    assert write.readable("x.bin", b"\xff\xfe") is None
+    assert payloads.readable("scripts/verify-mig-restore.sh", script) == script.decode()
+    assert payloads.readable("x.gz", gzip.compress(b"a\n")) == "[gzip, inflated]\na\n"
+    assert payloads.readable("x.bin", b"\xff\xfe") is None
