@@ -504,7 +504,8 @@ def test_check_compares_payloads_decoded(tmp_path: Path, image: str, rel: str, o
 def test_readable_decodes_every_payload_in_place() -> None:
     """Each kind of payload a generated file carries reads decoded; a file without one reads as it is."""
     generated = IMAGES_BY_NAME["h200-inference"] / "generated"
-    karpenter = payloads.readable("karpenter/ec2nodeclass.yaml", (generated / "karpenter/ec2nodeclass.yaml").read_bytes())
+    nodeclass = (generated / "karpenter/ec2nodeclass.yaml").read_bytes()
+    karpenter = payloads.readable("karpenter/ec2nodeclass.yaml", nodeclass)
     assert karpenter is not None and "H4sI" not in karpenter and "boundary=(not compared)" in karpenter
     assert "| mig-devices:" in karpenter.replace("|     ", "| ")
     ign = payloads.readable("butane/fcos.ign", (generated / "butane/fcos.ign").read_bytes())
