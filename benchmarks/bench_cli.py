@@ -230,8 +230,7 @@ def main(argv: list[str] | None = None) -> int:
               [(f"{n:>5} profiles", batch[str(n)], "N=1", batch[str(n)].median / first.median,
                 15.0 if n == counts[-1] else None) for n in counts])
         faults = [page_faults([py, "-c", BATCH, str(PROFILE), str(n)]) for n in (counts[0], counts[-1])]
-        print(f"  minor page faults of one more profile: {(faults[1] - faults[0]) / (counts[-1] - counts[0]):.1f} "
-              "(memory a render frees is kept for the next: migbake.render.tree.keep_freed_heap)")
+        print(f"  minor page faults of one more profile: {(faults[1] - faults[0]) / (counts[-1] - counts[0]):.1f}")
         inside = json.loads(subprocess.run([py, "-c", RENDER_VS_VALIDATE, str(PROFILE), str(max(rounds, 10) * 3)],
                                            capture_output=True, text=True, check=True).stdout)
         check, make = Timing(inside["validate"]), Timing(inside["render"])

@@ -28,16 +28,3 @@ def test_bench_layouts_smoke() -> None:
     ran = run([sys.executable, str(REPO / "benchmarks/bench_layouts.py"), "--repeat", "1"], timeout=600)
     assert ran.rc == 0, ran.text
     assert "h200-141gb" in ran.out and "total" in ran.out
-
-
-def test_bench_instructions_smoke() -> None:
-    require("valgrind")
-    ran = run([sys.executable, str(REPO / "benchmarks/bench_instructions.py"), "--small", "1", "--large", "2"],
-              timeout=900)
-    assert ran.rc == 0, ran.text
-    assert "M instructions per profile" in ran.out, ran.out
-
-
-def test_bench_instructions_refuses_batches_that_cannot_be_compared() -> None:
-    ran = run([sys.executable, str(REPO / "benchmarks/bench_instructions.py"), "--small", "3", "--large", "3"])
-    assert ran.rc == 2 and "--small must be" in ran.err

@@ -250,26 +250,3 @@ def test_an_oversized_plan_or_part_is_caught() -> None:
     loose = dataclasses.make_dataclass("Loose", [("x", int)])  # not frozen
     holder = dataclasses.make_dataclass("Holder", [("part", loose)], frozen=True)
     assert _oversized(holder) == ["Holder.part: not a frozen dataclass with a docstring"]
-
-
-def test_an_included_template_is_loaded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The environment looks a template up by name once (``_Environment.get_template``): a second render, whose
-    templates include others some twenty times, never reaches Jinja's own locked look-up, and gives the same
-    files."""
-    from migbake.render.environment import environment
-
-    checked = check_file(IMAGES[0] / "node-profile.yaml")
-    assert checked.profile is not None
-    first = render_plan(make_plan(checked.profile))
-    looked: list[str] = []
-    jinja_load = type(environment()).__mro__[1]._load_template
-
-    def spy(self: Any, name: str, globals: Any) -> Any:
-        looked.append(name)
-        return jinja_load(self, name, globals)
-
-    monkeypatch.setattr(type(environment()).__mro__[1], "_load_template", spy)
-    assert render_plan(make_plan(checked.profile)) == first
-    assert looked == []
-    assert environment().get_template("scripts/_gpu-presence.sh.j2") is environment().get_template(
-        "scripts/_gpu-presence.sh.j2", "scripts/verify-mig-restore.sh.j2")

@@ -9,7 +9,6 @@ Then the same through the front doors: a profile, the importer, a catalog file.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,17 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import IMAGES
 
-from migbake.document import emitter
 from migbake.document.patterns import (
-    CONTROL,
-    CONTROL_BUT_LF,
-    PRINTABLE_ASCII,
-    PRINTABLE_ASCII_LF,
-    ascii_beyond,
     compile_pattern,
     matches,
     schema_patterns,
-    search_beyond,
     whole,
 )
 from migbake.document.schema_messages import _Validator
@@ -169,51 +161,3 @@ def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """How many hostile inputs this module tried (for the closing note of issue 23)."""
     with capsys.disabled():
         print("\nclass 1 (patterns):", dict(COUNTS))
-
-
-ALLOWED_SETS = [PRINTABLE_ASCII, PRINTABLE_ASCII_LF, PRINTABLE_ASCII_LF + b"\t", PRINTABLE_ASCII.replace(b'"', b"")]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(ALLOWED_SETS), st.sampled_from([0, 1, 100, 2047, 2048, 5000]),
-       st.lists(st.tuples(st.floats(0, 1), st.integers(0, 0x7F).map(chr)), max_size=2), st.booleans())
-def test_ascii_beyond_finds_every_character_the_allowed_bytes_lack(allowed: bytes, length: int,
-                                                                   planted: list[tuple[float, str]],
-                                                                   non_ascii: bool) -> None:
-    """Short texts by translate, long ones (2 KiB and more) a memchr per character: the same answer as a set's."""
-    text = ("abc xyz 0123 {}" * (length // 15 + 1))[:length]
-    for where, ch in planted:
-        at = int(where * len(text))
-        text = text[:at] + ch + text[at:]
-    if non_ascii:
-        text += "é"
-    expected = None if non_ascii else bool(set(text.encode("ascii")) - set(allowed))
-    assert ascii_beyond(text, allowed) is expected
-
-
-# every (pattern, allowed bytes) pair ``search_beyond`` is called with: the pattern names each ASCII character the
-# bytes lack (emitter's literal blocks, the guard's values and blocks, the group data's literal blocks)
-SEARCHES = [(CONTROL, PRINTABLE_ASCII), (CONTROL_BUT_LF, PRINTABLE_ASCII_LF),
-            (emitter._NOT_IN_BLOCK, emitter._IN_BLOCK_ASCII)]
-
-
-@pytest.mark.parametrize(("pattern", "allowed"), SEARCHES)
-def test_each_search_beyond_pair_names_every_ascii_character_its_bytes_lack(pattern: re.Pattern[str],
-                                                                           allowed: bytes) -> None:
-    for code in range(128):
-        assert (pattern.search(chr(code)) is None) == (code in allowed), (pattern.pattern, code)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(SEARCHES), st.sampled_from([0, 5, 2047, 3000]),
-       st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["\x00", "\t", "\n", "\x7f", "\x85", "\u2028", "é"])),
-                max_size=2))
-def test_search_beyond_finds_what_the_pattern_finds(search: tuple[re.Pattern[str], bytes], length: int,
-                                                    planted: list[tuple[float, str]]) -> None:
-    pattern, allowed = search
-    text = ("abc xyz 0123 {}" * (length // 15 + 1))[:length]
-    for where, ch in planted:
-        at = int(where * len(text))
-        text = text[:at] + ch + text[at:]
-    found, expected = search_beyond(pattern, text, allowed), pattern.search(text)
-    assert (found and (found.group(), found.start())) == (expected and (expected.group(), expected.start()))

@@ -15,7 +15,6 @@ from typing import Any
 
 import yaml
 
-from migbake.document.quickyaml import QuickResolve
 from migbake.problems import UNREADABLE, Problem, read_regular
 
 MAX_PROFILE_BYTES = 256 * 1024
@@ -32,8 +31,8 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _CLoader = yaml.SafeLoader
 
 
-class _Loader(QuickResolve, _CLoader):  # type: ignore[misc]
-    """The safe loader, resolving tags quickly (the composer asks for every node's)."""
+class _Loader(_CLoader):  # type: ignore[misc]
+    """The safe loader (libyaml's where PyYAML has it)."""
 
 
 _BOOL_WORDS = {"true", "false"}

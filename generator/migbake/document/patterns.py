@@ -20,42 +20,11 @@ from typing import Any
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # the same with a line feed allowed (a block of lines)
 CONTROL_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
-# ASCII's printable characters (space to ~) as bytes, and with a line feed: what ``ascii_beyond`` allows
-PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
-PRINTABLE_ASCII_LF = PRINTABLE_ASCII + b"\n"
 # ECMA-262's LineTerminator: what "." does not match and what ends a line
 _DOT = "[^\\n\\r\\u2028\\u2029]"
 # a release version as NVIDIA's Kubernetes components tag theirs (v0.20.0, v25.12.0; the v optional): the device
 # plugin's and the DRA driver's versions in a profile; groups: major, minor, patch
 RELEASE_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})")
-
-
-_LONG_TEXT = 2048  # from here on, looking for each other character by memchr costs less than translate's walk
-
-
-def ascii_beyond(text: str, allowed: bytes) -> bool | None:
-    """For an ASCII text, whether it holds a character that ``allowed`` (ASCII bytes) does not, found in C where a
-    regular expression walks every character (a rendered file is mostly ASCII): by ``bytes.translate`` (about ten
-    instructions a byte), or for a long text by looking for each ASCII character ``allowed`` lacks (``in``: memchr,
-    which reads many bytes at once). None for a text that is not ASCII: the caller's regular expression decides."""
-    if not text.isascii():
-        return None
-    if len(text) < _LONG_TEXT:
-        return bool(text.encode("ascii").translate(None, allowed))
-    return any(map(text.__contains__, _ascii_not_in(allowed)))
-
-
-def search_beyond(pattern: re.Pattern[str], text: str, allowed: bytes) -> re.Match[str] | None:
-    """``pattern.search(text)`` for a pattern of characters that ``allowed`` (ASCII bytes) holds none of, where it
-    names every ASCII character ``allowed`` lacks: an ASCII text holding nothing else (a rendered file, mostly) is
-    cleared without the regular expression (``ascii_beyond``)."""
-    return None if ascii_beyond(text, allowed) is False else pattern.search(text)
-
-
-@cache
-def _ascii_not_in(allowed: bytes) -> tuple[str, ...]:
-    """The ASCII characters that ``allowed`` does not hold."""
-    return tuple(chr(b) for b in range(128) if b not in allowed)
 
 
 def _translated(pattern: str) -> Iterator[str]:

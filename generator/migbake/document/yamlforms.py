@@ -3,8 +3,8 @@
 ``go_yaml_reading``: what a plain scalar is to go-yaml (Butane, mig-parted, Kubernetes) when not a string;
 ``read_as_string``: whether every reader takes a plain word as that string.
 ``block_as_is``, ``keeps_line_breaks`` and ``literal_block``: whether the emitters write a text as a literal
-block as it is, and the bytes they write for it. ``emitter`` (the one YAML emitter), ``blockwriter`` and the
-Ansible variables' writer share them.
+block as it is, and the bytes they write for it. ``emitter`` (the one YAML emitter) and the Ansible variables'
+writer share them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from functools import lru_cache
 
 import yaml
 
-from migbake.document.patterns import PRINTABLE_ASCII_LF, ascii_beyond
-from migbake.document.quickyaml import STR_TAG
+STR_TAG = "tag:yaml.org,2002:str"
 
 # go-yaml's resolution of a plain scalar (go-yaml/yaml:resolve.go@v2.4.0, the v2 that sigs.k8s.io/yaml and
 # mig-parted read with; @v3.0.1, Butane's (coreos/butane:go.mod@011bb0c4: gopkg.in/yaml.v3 v3.0.1), is the same
@@ -75,7 +74,7 @@ _ASTRAL = "\U00010000-\U0010fffe"
 @lru_cache(maxsize=2)
 def _block_characters(astral: bool) -> re.Pattern[str]:
     """The characters a block may hold, as a pattern compiled when first needed (each takes some 2.5 ms, a
-    cold ``validate``'s time; only a non-ASCII text needs one)."""
+    cold ``validate``'s time)."""
     return re.compile(f"[{_BLOCK_BMP}{_ASTRAL if astral else ''}]*")
 
 
@@ -84,10 +83,8 @@ def block_as_is(text: str, *, astral: bool) -> bool:
     """Whether an emitter's analysis allows ``text`` as a literal block (analyze_scalar's rules for one): every
     character printable or a line feed (``astral``: also beyond the Basic Multilingual Plane, as PyYAML's
     pure-Python emitter; libyaml's only within it), no space before a line break or at the end."""
-    beyond = ascii_beyond(text, PRINTABLE_ASCII_LF)
-    if beyond is None:
-        beyond = _block_characters(astral).fullmatch(text) is None
-    return not beyond and " \n" not in text and not text.endswith(" ")
+    return (_block_characters(astral).fullmatch(text) is not None and " \n" not in text
+            and not text.endswith(" "))
 
 
 def keeps_line_breaks(text: str) -> bool:

@@ -18,7 +18,7 @@ import yaml
 
 from migbake.document import emitter
 from migbake.document.emitter import flow_key
-from migbake.document.patterns import CONTROL_BUT_LF, PRINTABLE_ASCII_LF, ascii_beyond, search_beyond, whole
+from migbake.document.patterns import CONTROL_BUT_LF, whole
 from migbake.document.yamlforms import block_as_is, keeps_line_breaks, literal_block
 from migbake.render.guard import Block, Checked, line
 
@@ -63,7 +63,7 @@ _ESCAPES = {"\x00": "0", "\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", 
             "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\u2028": "L", "\u2029": "P"}
 _ESCAPED: dict[str, str] = {}
 _ESCAPE_LENGTH = {"x": 4, "u": 6, "U": 10}  # an escape's length by the letter after its backslash; others 2
-_PRINTABLE_LF_TAB = PRINTABLE_ASCII_LF + b"\t"
+_PRINTABLE_LF_TAB = re.compile(r"[ -~\n\t]*")
 _ASCII_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"))  # the backslash first
 
 
@@ -89,7 +89,7 @@ def _escape_all(text: str) -> tuple[str, bool]:
     """``text`` with every character escaped that needs it, and whether every escape is two characters long: for
     ASCII text holding no control character but line feeds and tabs (a file's, mostly), by ``str.replace`` (in
     C), the backslash first."""
-    if ascii_beyond(text, _PRINTABLE_LF_TAB) is False:
+    if _PRINTABLE_LF_TAB.fullmatch(text):
         for ch, escape in _ASCII_ESCAPES:  # "in" first: a replace that finds nothing still takes as long as one
             if ch in text:
                 text = text.replace(ch, escape)
@@ -195,7 +195,7 @@ def _literal(text: str) -> bool:
     double-quoted: escapes, long lines folded); a one-line string is double-quoted."""
     if "\n" not in text:
         return False
-    if search_beyond(CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF):
+    if CONTROL_BUT_LF.search(text):
         return False
     return max(map(len, text.split("\n"))) <= _LITERAL_WIDTH
 

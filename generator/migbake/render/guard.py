@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migbake.document.patterns import CONTROL, CONTROL_BUT_LF, PRINTABLE_ASCII, PRINTABLE_ASCII_LF, search_beyond
+from migbake.document.patterns import CONTROL, CONTROL_BUT_LF
 from migbake.problems import RenderError
 
 __all__ = ["CONTROL", "Block", "Checked", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
@@ -91,10 +91,10 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
     text = value if isinstance(value, str) else str(value)
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
-        bad = None if isinstance(value, Checked) else search_beyond(CONTROL_BUT_LF, text, PRINTABLE_ASCII_LF)
+        bad = None if isinstance(value, Checked) else CONTROL_BUT_LF.search(text)
         bad = bad or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
-        bad = search_beyond(CONTROL, text, PRINTABLE_ASCII)
+        bad = CONTROL.search(text)
     else:
         bad = CONTROL.search(text) or _BARE_SYNTAX[lang].search(text)
     if bad is not None:

@@ -7,11 +7,12 @@ guard (``guard``) checks the result once more when it is printed.
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from functools import lru_cache
 
-from migbake.document import emitter, jsontext
+from migbake.document import emitter
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
 from migbake.document.patterns import whole
 from migbake.document.yamlforms import indented
@@ -104,8 +105,8 @@ def yaml_document(data: object) -> Block:
 
 def json_document(data: object) -> Block:
     """A whole JSON document (an Ignition config): ``json.dumps(data, indent=2, ensure_ascii=False)``'s text
-    (``document.jsontext.pretty``) and a final line break."""
-    return Block(jsontext.pretty(data) + "\n")
+    and a final line break."""
+    return Block(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}

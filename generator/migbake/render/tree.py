@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
 
 from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
@@ -175,30 +174,9 @@ def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list
     return sorted(render_written(plan, targets), key=lambda a: a.path)
 
 
-# the block ``keep_freed_heap`` allocates and frees: glibc then keeps up to twice this much freed memory
-HEAP_HINT_BYTES = 4 << 20
-
-
-@cache
-def keep_freed_heap() -> None:
-    """Once a process: have glibc's malloc keep the memory a render frees for the next render, instead of giving
-    it back to the kernel and faulting it in again (some 90 pages a profile, a tenth of a render's time).
-
-    A render allocates and frees a few hundred KiB of long texts (the role's group data alone is 100 KiB, copied
-    several times); freed at the heap's top, more than glibc's trim threshold (128 KiB) goes back to the kernel
-    at once. When a block that malloc had mapped (``mmap``, above its mmap threshold) is freed, glibc raises the
-    mmap threshold to that block's size and the trim threshold to twice it (bminor/glibc:malloc/malloc.c
-    ``__libc_free``, "the dynamic brk/mmap threshold"; mallopt(3), M_MMAP_THRESHOLD): one such block of 4 MiB,
-    allocated by calloc (``bytes(n)``: a fresh mapping, which calloc need not clear, so no page of it is touched),
-    moves both above a render's texts. Another allocator does nothing with it; what a process keeps is at most
-    8 MiB. ``benchmarks/bench_cli.py`` prints the page faults of a profile."""
-    bytes(HEAP_HINT_BYTES)
-
-
 def render_written(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:
     """``render_plan``'s files in the order the targets wrote them (the rootfs files in the order the bake
     and the Ansible role install them)."""
-    keep_freed_heap()
     templates = Templates(shared_variables(plan))
     wrote: dict[str, list[Artifact]] = {}
     for t in targets:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 # variant -> version migbake writes -> the Ignition spec butane translates it to
 # (coreos/butane:config/config.go@v0.29.0; README of ../shared/tools/butane)
@@ -21,10 +22,9 @@ MACHINE_CONFIG_API = "machineconfiguration.openshift.io/v1"
 ROLE_LABEL = "machineconfiguration.openshift.io/role"
 
 # RFC 2396 unreserved characters, kept as they are by vincent-petithory/dataurl's Escape (vendored by
-# butane: vendor/github.com/vincent-petithory/dataurl/rfc2396.go); every other byte is %XX, upper case
+# butane@v0.29.0: vendor/github.com/vincent-petithory/dataurl/rfc2396.go) beside letters and digits; every other
+# byte is %XX, upper case, as urllib.parse.quote writes it
 _UNRESERVED = "-_.!~*'()"
-_KEPT = bytes(b for b in range(128) if chr(b).isalnum() or chr(b) in _UNRESERVED)
-_ESCAPED = [chr(b) if b in _KEPT else f"%{b:02X}" for b in range(256)]  # urllib.parse.quote's bytes, as a table
 
 
 @lru_cache(maxsize=64)  # a file's URL is written in three configs of a render (fcos, flatcar, openshift)
@@ -36,25 +36,11 @@ def data_url(data: bytes) -> str:
     the zlib build (Go's and Python's already differ), and a generated file must be the same on every
     machine; Ignition reads every form alike (``compression: ""`` says: not compressed).
     """
-    escaped = data.translate(None, _KEPT)  # the bytes that become %XX: the lengths, before either is made
-    if 8 + 4 * ((len(data) + 2) // 3) < 1 + len(data) + 2 * len(escaped):
-        return "data:;base64," + base64.b64encode(data).decode("ascii")
-    if not data.isascii():
-        return "data:," + "".join(map(_ESCAPED.__getitem__, data))
-    return "data:," + _percent_escaped(data.decode("ascii"), escaped)
-
-
-def _percent_escaped(text: str, escaped: bytes) -> str:
-    """ASCII ``text`` with each of the characters ``escaped`` (bytes) holds as ``%XX``: a ``str.replace`` (C) per
-    distinct one, ``%`` first, where a lookup per byte costs some 20 ns (a unit file's 2.5 KB: 50 us). An escape
-    is ``%`` and two hex digits, kept characters: no later replace finds one in it."""
-    present = set(escaped)
-    if 0x25 in present:
-        text = text.replace("%", "%25")
-        present.discard(0x25)
-    for byte in present:
-        text = text.replace(chr(byte), _ESCAPED[byte])
-    return text
+    escaped = quote(data, safe=_UNRESERVED)
+    encoded = base64.b64encode(data).decode("ascii")
+    if len(";base64," + encoded) < len("," + escaped):
+        return "data:;base64," + encoded
+    return "data:," + escaped
 
 
 def _resource(contents: dict[str, Any]) -> dict[str, Any]:
