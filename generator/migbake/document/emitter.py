@@ -43,10 +43,10 @@ class SafeDumper(GoSafeResolve, yaml.SafeDumper):
     """PyYAML's pure-Python safe dumper with the resolution above (for emitters that override its writing)."""
 
 
-_CBase: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_CBase: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # PyYAML built without libyaml: the pure one
 
 
-class _CSafeDumper(GoSafeResolve, _CBase):  # type: ignore[misc, valid-type]
+class _CSafeDumper(GoSafeResolve, _CBase):  # type: ignore[misc]
     """libyaml's emitter with the resolution above (PyYAML's pure-Python one where libyaml is absent)."""
 
 
