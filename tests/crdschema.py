@@ -92,7 +92,7 @@ def cel_errors(doc: dict[str, Any], name: str) -> tuple[list[str], int]:
         import celpy
     except ImportError:
         if os.environ.get("CI") == "true":
-            pytest.fail("celpy (cel-python) is required in CI (pip install -e '.[test]')")
+            pytest.fail("celpy (cel-python) is required in CI (pip install --group judges)")
         pytest.skip("celpy (cel-python) is not installed: the CRD's CEL rules cannot be judged")
     env = celpy.Environment()
     errors, evaluated = [], 0

@@ -27,12 +27,12 @@ HOST_UNITS = Path("/usr/lib/systemd/system")
 
 INSTALL_HINT = ("apt-get install -y --no-install-recommends packer shellcheck cloud-init systemd "
                 "(see .ci/run)")
-# the judges that the test extra of pyproject.toml installs (console scripts of its packages), not apt
+# the judges that pyproject's dependency groups install (console scripts of their packages), not apt
 FROM_THE_TEST_EXTRA = {"ansible-playbook": "ansible-core", "ansible-inventory": "ansible-core",
                        "ansible-lint": "ansible-lint", "ksvalidator": "pykickstart", "ruff": "ruff",
                        "pre-commit": "pre-commit", "mypy": "mypy", "check-jsonschema": "check-jsonschema"}
-PIP_HINT = ("pip install -e '.[test]' into the tests' venv (the Ansible judges need Python 3.10 or later; "
-            "see .ci/run)")
+PIP_HINT = ("pip install --group judges --group dev into the tests' venv (nox -s tests-3.11 makes one with them; "
+            "see noxfile.py)")
 
 
 def require(tool: str) -> str:

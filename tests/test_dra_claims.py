@@ -60,7 +60,7 @@ def judge(module: str) -> Any:
         return __import__(module)
     except ImportError:
         if os.environ.get("CI") == "true":
-            pytest.fail(f"{module} is required in CI (pip install -e '.[test]')")
+            pytest.fail(f"{module} is required in CI (pip install --group judges)")
         pytest.skip(f"{module} is not installed")
 
 

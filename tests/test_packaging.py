@@ -72,7 +72,7 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel of this checkout, built once (``pip wheel --no-deps``, as .ci/pythons.py builds it).
+    """The wheel of this checkout, built once (``pip wheel --no-deps``).
 
     From a clean copy: setuptools reuses an earlier build's ``build/lib``, and a file that an earlier package
     list shipped would still be in the wheel.

@@ -355,10 +355,10 @@ def test_systemd_checks_reject_broken_units(tmp_path: Path) -> None:
             tree.cleanup()
 
 
-def test_a_missing_python_judge_names_the_test_extra_and_each_is_one_of_its_packages(
+def test_a_missing_python_judge_names_the_groups_and_each_is_one_of_their_packages(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hint of a judge the test extra installs says pip (apt has none of them), and each such judge is a
-    console script of a package that pyproject's test extra lists."""
+    """The hint of a judge the dependency groups install says pip (apt has none of them), and each such judge is a
+    console script of a package that one of pyproject's dependency groups lists."""
     import importlib.metadata as metadata
     import sys
 
@@ -366,9 +366,9 @@ def test_a_missing_python_judge_names_the_test_extra_and_each_is_one_of_its_pack
         import tomllib
     else:
         import tomli as tomllib
-    extra = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
-        "project"]["optional-dependencies"]["test"]
-    listed = {re.split(r"[<>=;\[ ]", spec, maxsplit=1)[0].lower() for spec in extra}
+    groups = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["dependency-groups"]
+    listed = {re.split(r"[<>=;\[ ]", spec, maxsplit=1)[0].lower()
+              for group in groups.values() for spec in group if isinstance(spec, str)}
     for tool, package in FROM_THE_TEST_EXTRA.items():
         assert package in listed, (tool, package)
         if shutil.which(tool):  # installed here: the script is that package's
@@ -377,6 +377,6 @@ def test_a_missing_python_judge_names_the_test_extra_and_each_is_one_of_its_pack
                 Path(str(f)).name for f in dist.files or () if "bin/" in str(f)}
             assert tool in scripts, (tool, package, sorted(scripts))
     monkeypatch.setattr(realtools.shutil, "which", lambda tool: None)  # nothing installed
-    for tool, hint in (("ansible-lint", r"pip install -e '\.\[test\]'"), ("packer", "apt-get install")):
+    for tool, hint in (("ansible-lint", "pip install --group judges"), ("packer", "apt-get install")):
         with pytest.raises((pytest.skip.Exception, pytest.fail.Exception), match=hint):
             realtools.require(tool)

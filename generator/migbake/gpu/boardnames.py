@@ -11,11 +11,10 @@ attributes and its memory slices, not by its name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
 
 from migbake.gpu.catalog import Catalog, GpuModel, MigProfile
 
-Identity = tuple[Optional[int], tuple[str, ...], tuple[str, ...], int]  # Optional: a runtime alias on Python 3.9
+Identity = tuple[int | None, tuple[str, ...], tuple[str, ...], int]
 
 
 def _identity(p: MigProfile) -> Identity:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from itertools import product
-from typing import Union
 
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
@@ -36,7 +35,7 @@ _FORM = ("allowed: host names (letters, digits, _ . -) separated by commas, each
          "numbers and ranges low-high ending it, such as gpu-[01-16] or gpu-[01-04,08],cpu-01")
 
 Group = tuple[tuple[int, int, int], ...]  # a bracket group: (low, high, width) per range
-Name = list[Union[str, Group]]  # one name of a hostlist: literal text and bracket groups, in order
+Name = list[str | Group]  # one name of a hostlist: literal text and bracket groups, in order
 
 
 class HostlistError(ValueError):

@@ -6,6 +6,7 @@ journal and file modes the guest reported, and at the serial console.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -150,7 +151,7 @@ def _call_order(report: GuestReport, ctx: BootContext) -> Claim:
         return Claim("call-order", description, False,
                      f"never called: {', '.join(missing)}; log: {[c.text for c in calls]}")
     seq = [c for c in first.values() if c is not None]
-    ordered = all(a.line < b.line and a.time <= b.time for a, b in zip(seq, seq[1:]))
+    ordered = all(a.line < b.line and a.time <= b.time for a, b in itertools.pairwise(seq))
     return Claim("call-order", description, ordered,
                  ", ".join(f"{e}@{c.time:.3f}" for e, c in zip(wanted, seq)))
 
