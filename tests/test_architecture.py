@@ -4,7 +4,8 @@ Every ``import`` of a migbake module counts, at module level or inside a functio
 still an arrow). Each subpackage is one floor (``LAYERS``, from the top); a module may import its own
 subpackage and the floors below it, never one above or beside it. The foundation modules at the top
 of the package (``problems``, ``wording``, ``exits``, ``resources``, ``report``) are the ground floor.
-The library never reaches up into a command, click or the boot test.
+The library never reaches up into a command or click, and nothing of migbake imports the boot test (its own
+distribution, ``migbake_boottest`` in generator/boottest, found through an entry point).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from migbake.boottest import fixtures` is an arrow to the module migbake.boottest.scenarios.scenario
+            # `from migbake.render import plan` is an arrow to the module migbake.render.plan
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & modules
             found.update(submodules or {node.module})
     return found
@@ -47,7 +48,6 @@ def graph() -> dict[str, set[str]]:
 LAYERS = (
     ("cli",),
     ("commands",),
-    ("boottest",),
     ("render", "bake"),
     ("node", "slurm"),
     ("rules",),
@@ -116,9 +116,16 @@ def test_only_the_command_line_knows_click() -> None:
 def test_the_graph_sees_the_arrows_it_checks() -> None:
     g = graph()  # guards the parser above: a few arrows that exist must be seen
     assert "migbake.rules.validate" in g["migbake.commands.common"]
-    assert "migbake.boottest.scenarios.scenario" in g["migbake.boottest.run"]
+    assert "migbake.render.plan" in g["migbake.render.tree"]
     assert "click" in g["migbake.cli.group"]
-    assert floor("migbake.commands.validate") > floor("migbake.boottest.run") > floor("migbake.rules.validate")
+    assert floor("migbake.commands.validate") > floor("migbake.render.tree") > floor("migbake.rules.validate")
+
+
+def test_nothing_of_migbake_imports_the_boot_test() -> None:
+    # the boot test is a distribution of its own, which a user's migbake does not have
+    found = sorted(f"{p.relative_to(PACKAGE)}: {m}" for p in PACKAGE.rglob("*.py") for m in imports_of(p, set())
+                   if m.split(".")[0] == "migbake_boottest")
+    assert found == []
 
 
 # What a module of render/targets/ may import (tests/test_render_targets.py runs them on a plan that hides

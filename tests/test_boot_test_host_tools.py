@@ -12,11 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 from support import REPO, cli
 
-from migbake.boottest import host_tools, plan
-from migbake.boottest.hostrun import HOST_TOOLS
 from migbake.rules.validate import check_bytes
+from migbake_boottest import host_tools, plan
+from migbake_boottest.hostrun import HOST_TOOLS
 
 PROFILE = REPO / "images/a100-80gb-mixed/node-profile.yaml"
 

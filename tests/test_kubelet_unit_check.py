@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from test_generated_scripts import good_node
 from test_preflight import SimNode, profile_yaml
 from test_preflight_script import Ran, run_script
 
-from migbake.boottest.scenarios.kubelet import KUBESPRAY_ENV, KUBESPRAY_ENV_TEXT, KUBESPRAY_UNIT
+from migbake_boottest.scenarios.kubelet import KUBESPRAY_ENV, KUBESPRAY_ENV_TEXT, KUBESPRAY_UNIT
 
 pytestmark = pytest.mark.realtool
 OURS = "# /etc/systemd/system/kubelet.service.d/20-mig-restore.conf\n"

@@ -15,15 +15,16 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 import yaml
 from support import REPO, shared_file
 
-from migbake.boottest.simgpu import node as simnode
-from migbake.boottest.simgpu.build import SimGpuBuild, compile_simgpu
 from migbake.gpu.catalog import GpuModel, load_catalog
 from migbake.gpu.driverplacement import predict
 from migbake.gpu.maximal import maximal_layouts
+from migbake_boottest.simgpu import node as simnode
+from migbake_boottest.simgpu.build import SimGpuBuild, compile_simgpu
 
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 MODELS = load_catalog().models

@@ -17,14 +17,15 @@ import subprocess
 import sys
 from typing import Any
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 import test_simgpu
 import yaml
 from support import H200_FIXTURES, REPO
 from test_simgpu import H200, MODELS, Host, NodeFactory
 
-from migbake.boottest.simgpu.build import SimGpuBuild
 from migbake.gpu.catalog import GpuModel
+from migbake_boottest.simgpu.build import SimGpuBuild
 
 build, make_node = test_simgpu.build, test_simgpu.make_node  # the fixtures of the simulated node
 

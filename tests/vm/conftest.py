@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from vm_support import SAMPLE_OUT, require_vm_host
 
-from migbake.boottest import BootAssets, BootTestError, prepare_assets
+if TYPE_CHECKING:  # a test module of this folder that needs the boot test imports needs_boottest first
+    from migbake_boottest import BootAssets
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +32,8 @@ def boot_assets() -> Iterator[BootAssets]:
 
     MIGBAKE_FORCE_REBUILD=1 rebuilds both.
     """
+    from migbake_boottest import BootTestError, prepare_assets
+
     require_vm_host()
     try:
         yield prepare_assets(force_rebuild=os.environ.get("MIGBAKE_FORCE_REBUILD") == "1", log=print)

@@ -15,13 +15,14 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 import yaml
 
-from migbake.boottest import BootAssets
-from migbake.boottest.scenarios import kubelet as kubelet_fixtures
-from migbake.boottest.scenarios import scenario as fixtures
-from migbake.boottest.vm.packer_chroot import chroot_sshd
+from migbake_boottest import BootAssets
+from migbake_boottest.scenarios import kubelet as kubelet_fixtures
+from migbake_boottest.scenarios import scenario as fixtures
+from migbake_boottest.vm.packer_chroot import chroot_sshd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py
 from realtools import boot_graph, boot_jobs, run, unit_section

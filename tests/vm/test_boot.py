@@ -9,10 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 
-from migbake.boottest import BootAssets, BootTestError, BootTestResult, run_boot_test
-from migbake.boottest.scenarios.node import discover_promises
+from migbake_boottest import BootAssets, BootTestError, BootTestResult, run_boot_test
+from migbake_boottest.scenarios.node import discover_promises
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
 from support import REPO, generate

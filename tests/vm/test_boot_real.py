@@ -18,17 +18,18 @@ import shutil
 import sys
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 
-from migbake.boottest import BootAssets, run_boot_test
-from migbake.boottest.scenarios.claims import BootPath
-from migbake.boottest.scenarios.layouts import LayoutChoice
-from migbake.boottest.scenarios.node import promises_of, variant
-from migbake.boottest.scenarios.scenario import Scenario
-from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
 from migbake.render.tree import render
 from migbake.render.write import Origin, write_tree
 from migbake.rules.validate import check_bytes
+from migbake_boottest import BootAssets, run_boot_test
+from migbake_boottest.scenarios.claims import BootPath
+from migbake_boottest.scenarios.layouts import LayoutChoice
+from migbake_boottest.scenarios.node import promises_of, variant
+from migbake_boottest.scenarios.scenario import Scenario
+from migbake_boottest.simgpu.node import SimulatedNode, node_for_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
 from support import IMAGES, REPO, shared_file

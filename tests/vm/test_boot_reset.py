@@ -17,16 +17,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from support import REPO, generate, shared_file
 from test_boot_real import MIG_PARTED, simulated_node
 
-from migbake.boottest import BootAssets, run_boot_test
-from migbake.boottest.scenarios.claims import BootPath
-from migbake.boottest.scenarios.node import promises_of
-from migbake.boottest.scenarios.scenario import Scenario
-from migbake.boottest.simgpu.node import node_for_profile
 from migbake.rules.validate import check_bytes
+from migbake_boottest import BootAssets, run_boot_test
+from migbake_boottest.scenarios.claims import BootPath
+from migbake_boottest.scenarios.node import promises_of
+from migbake_boottest.scenarios.scenario import Scenario
+from migbake_boottest.simgpu.node import node_for_profile
 
 pytestmark = pytest.mark.vm
 AMPERE_BOOT_1 = {"rebooted-cleanly", "reboot-marker-set", "reboot-reason-logged", "kubelet-down-before-reboot",

@@ -16,18 +16,19 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from test_boot_reset import dra_variant
 from vm_support import REPO
 
-from migbake.boottest.guestreport import GuestReport, parse_report
-from migbake.boottest.scenarios.claims import BootContext, Claim
-from migbake.boottest.scenarios.dra_claims import SECTION, dra_claims, kubelet_gpus
-from migbake.boottest.scenarios.node import promises_of
-from migbake.boottest.scenarios.reset_claims import Evidence, boot_claims
-from migbake.boottest.scenarios.scenario import GPU_STATE_AT_KUBELET, GPU_STATE_DROP_IN_TEXT, GUEST
-from migbake.boottest.simgpu.node import node_for_profile
 from migbake.rules.validate import check_bytes
+from migbake_boottest.guestreport import GuestReport, parse_report
+from migbake_boottest.scenarios.claims import BootContext, Claim
+from migbake_boottest.scenarios.dra_claims import SECTION, dra_claims, kubelet_gpus
+from migbake_boottest.scenarios.node import promises_of
+from migbake_boottest.scenarios.reset_claims import Evidence, boot_claims
+from migbake_boottest.scenarios.scenario import GPU_STATE_AT_KUBELET, GPU_STATE_DROP_IN_TEXT, GUEST
+from migbake_boottest.simgpu.node import node_for_profile
 
 DATA = Path(__file__).parent / "data"
 

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from support import REPO, cli, generate
 
-from migbake.boottest import session
-from migbake.boottest.errors import BootTestError
-from migbake.boottest.guestreport import parse_report
-from migbake.boottest.scenarios import kubelet as kubelet_fixtures
-from migbake.boottest.scenarios import layouts
-from migbake.boottest.scenarios.claims import BootContext, evaluate
-from migbake.boottest.scenarios.node import variant
-from migbake.boottest.scenarios.scenario import restore_commands_from_script
-from migbake.boottest.simgpu.node import node_for_profile
 from migbake.problems import UsageError
 from migbake.rules.validate import check_file
+from migbake_boottest import session
+from migbake_boottest.errors import BootTestError
+from migbake_boottest.guestreport import parse_report
+from migbake_boottest.scenarios import kubelet as kubelet_fixtures
+from migbake_boottest.scenarios import layouts
+from migbake_boottest.scenarios.claims import BootContext, evaluate
+from migbake_boottest.scenarios.node import variant
+from migbake_boottest.scenarios.scenario import restore_commands_from_script
+from migbake_boottest.simgpu.node import node_for_profile
 
 DATA = Path(__file__).parent / "data"
 IMAGE = REPO / "images/h100-h200-inference"

@@ -13,17 +13,18 @@ import typing
 from pathlib import Path
 
 import click
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from migbake.boottest.guestreport import parse_report
-from migbake.boottest.scenarios.claims import BootContext, evaluate
-from migbake.boottest.scenarios.kubelet import labels_claim
-from migbake.boottest.scenarios.node import NODE_SCENARIOS, Promises, discover_promises
-from migbake.boottest.scenarios.node_claims import metrics_verdict, node_claims
-from migbake.boottest.scenarios.promtext import PromTextError, parse_text
-from migbake.boottest.simgpu.node import GpuState
-from migbake.commands import boot_test
+from migbake_boottest import command as boot_test
+from migbake_boottest.guestreport import parse_report
+from migbake_boottest.scenarios.claims import BootContext, evaluate
+from migbake_boottest.scenarios.kubelet import labels_claim
+from migbake_boottest.scenarios.node import NODE_SCENARIOS, Promises, discover_promises
+from migbake_boottest.scenarios.node_claims import metrics_verdict, node_claims
+from migbake_boottest.scenarios.promtext import PromTextError, parse_text
+from migbake_boottest.simgpu.node import GpuState
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -132,8 +133,8 @@ def test_kubelet_labels_claim(argv: str | None, holds: bool) -> None:
 
 
 def test_the_cli_names_every_node_scenario() -> None:
-    from migbake.boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
-    from migbake.boottest.scenarios.scenario import Scenario
+    from migbake_boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
+    from migbake_boottest.scenarios.scenario import Scenario
 
     every = {"ok", "fail-apply", "fail-assert", "provided-later-missing", "no-gpu", "layout-unknown", "layout-missing",
              *NODE_SCENARIOS, *RESET_SCENARIOS}

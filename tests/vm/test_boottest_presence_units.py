@@ -13,17 +13,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from support import IMAGES, REPO, generate
 
-from migbake.boottest import session
-from migbake.boottest.guestreport import parse_report
-from migbake.boottest.scenarios import presence
-from migbake.boottest.scenarios import scenario as fixtures
-from migbake.boottest.scenarios.claims import BootContext, evaluate
-from migbake.boottest.scenarios.node import boots_for, variant
 from migbake.gpu.presence import NO_DRIVER, NO_GPU
 from migbake.rules.validate import check_file
+from migbake_boottest import session
+from migbake_boottest.guestreport import parse_report
+from migbake_boottest.scenarios import presence
+from migbake_boottest.scenarios import scenario as fixtures
+from migbake_boottest.scenarios.claims import BootContext, evaluate
+from migbake_boottest.scenarios.node import boots_for, variant
 
 DATA = Path(__file__).parent / "data"
 RESTORE = "nvidia-mig-restore.service"

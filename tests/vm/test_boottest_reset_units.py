@@ -12,19 +12,20 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from click.testing import CliRunner
 from test_boot_real import simulated_node
 from vm_support import REPO, unavailable
 
-from migbake.boottest.errors import BootTestError
-from migbake.boottest.guestreport import parse_report
-from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
-from migbake.boottest.scenarios.reset import DEFAULT_MARKER, applies, check
-from migbake.boottest.scenarios.reset_claims import Evidence, boot_claims, cdi_writes, run_claims
-from migbake.boottest.scenarios.scenario import GUEST
-from migbake.boottest.simgpu.node import GpuState
 from migbake.cli.group import main
+from migbake_boottest.errors import BootTestError
+from migbake_boottest.guestreport import parse_report
+from migbake_boottest.scenarios.claims import BootContext, Claim, evaluate
+from migbake_boottest.scenarios.reset import DEFAULT_MARKER, applies, check
+from migbake_boottest.scenarios.reset_claims import Evidence, boot_claims, cdi_writes, run_claims
+from migbake_boottest.scenarios.scenario import GUEST
+from migbake_boottest.simgpu.node import GpuState
 
 DATA = Path(__file__).parent / "data"
 A100_MIXED = tuple([GpuState(True, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})] * 4

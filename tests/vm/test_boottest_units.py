@@ -7,14 +7,15 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 from vm_support import SAMPLE_OUT, unavailable
 
-from migbake.boottest.errors import BootTestError
-from migbake.boottest.guestreport import parse_report
-from migbake.boottest.run import boot_timeout
-from migbake.boottest.scenarios.claims import BootContext, evaluate
-from migbake.boottest.scenarios.scenario import (
+from migbake_boottest.errors import BootTestError
+from migbake_boottest.guestreport import parse_report
+from migbake_boottest.run import boot_timeout
+from migbake_boottest.scenarios.claims import BootContext, evaluate
+from migbake_boottest.scenarios.scenario import (
     GUEST,
     RestoreCommands,
     restore_commands_from_unit,
@@ -158,7 +159,7 @@ SEVEN = "version: v1\nmig-configs:\n  current:\n  - devices: all\n    mig-enable
     ([0], SEVEN, 1, {"gpu-count", "exported-layout"}),
 ], ids=["ok", "zero-gpus", "other-layout", "one-gpu-missing"])
 def test_real_mig_parted_claims(walked: list[int], export: str, count: int, failing: set[str]) -> None:
-    from migbake.boottest.simgpu.node import GpuState
+    from migbake_boottest.simgpu.node import GpuState
     ctx = BootContext("packer", "ok", "hopper", 1, "", expected=(GpuState(True, {"1g.18gb": 7}),) * 2)
     ids = {c.id for c in evaluate(parse_report(real_report(walked, export, count)), ctx) if not c.passed}
     assert ids == failing

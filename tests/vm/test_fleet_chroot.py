@@ -21,17 +21,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 import yaml
 from pykickstart.parser import KickstartParser
 from pykickstart.version import makeVersion
 from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl, require_vm_host
 
-from migbake.boottest.scenarios import scenario as fixtures
-from migbake.boottest.vm.packer_chroot import build_into_rootfs
-from migbake.boottest.vm.rootfs import BaseRootfs, ensure_rootfs
 from migbake.gpu.presence import SYSFS_ENV
 from migbake.profile.nodeprofile import UNIT_DIRS
+from migbake_boottest.scenarios import scenario as fixtures
+from migbake_boottest.vm.packer_chroot import build_into_rootfs
+from migbake_boottest.vm.rootfs import BaseRootfs, ensure_rootfs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py, tests/support.py
 from realtools import require, run

@@ -34,25 +34,26 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 
-from migbake.boottest import BootAssets
-from migbake.boottest.guestreport import parse_report
-from migbake.boottest.run import RESTORE_UNIT, boot_timeout
-from migbake.boottest.scenarios import kubelet as kubelet_fixtures
-from migbake.boottest.scenarios import layouts as scenarios_layouts
-from migbake.boottest.scenarios import reset as scenarios_reset
-from migbake.boottest.scenarios import scenario as fixtures
-from migbake.boottest.scenarios.claims import BootContext, Claim, evaluate
-from migbake.boottest.scenarios.node import promises_of
-from migbake.boottest.scenarios.node_claims import node_claims
-from migbake.boottest.simgpu import guest as simguest
-from migbake.boottest.simgpu.build import compile_simgpu
-from migbake.boottest.simgpu.node import SimulatedNode, node_for_profile
-from migbake.boottest.vm import image, qemu
 from migbake.render.tree import render
 from migbake.render.write import Origin, write_tree
 from migbake.rules.validate import check_bytes
+from migbake_boottest import BootAssets
+from migbake_boottest.guestreport import parse_report
+from migbake_boottest.run import RESTORE_UNIT, boot_timeout
+from migbake_boottest.scenarios import kubelet as kubelet_fixtures
+from migbake_boottest.scenarios import layouts as scenarios_layouts
+from migbake_boottest.scenarios import reset as scenarios_reset
+from migbake_boottest.scenarios import scenario as fixtures
+from migbake_boottest.scenarios.claims import BootContext, Claim, evaluate
+from migbake_boottest.scenarios.node import promises_of
+from migbake_boottest.scenarios.node_claims import node_claims
+from migbake_boottest.simgpu import guest as simguest
+from migbake_boottest.simgpu.build import compile_simgpu
+from migbake_boottest.simgpu.node import SimulatedNode, node_for_profile
+from migbake_boottest.vm import image, qemu
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py, tests/realtools.py
 from realtools import require

@@ -6,10 +6,11 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 
-from migbake.boottest import BootAssets
-from migbake.boottest.scenarios import scenario as fixtures
+from migbake_boottest import BootAssets
+from migbake_boottest.scenarios import scenario as fixtures
 
 pytestmark = pytest.mark.vm
 

@@ -20,12 +20,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
 
-from migbake.boottest import BootAssets, run_boot_test
-from migbake.boottest.scenarios import kubelet as kubelet_fixtures
-from migbake.boottest.scenarios.node import promises_of
 from migbake.rules.validate import check_bytes
+from migbake_boottest import BootAssets, run_boot_test
+from migbake_boottest.scenarios import kubelet as kubelet_fixtures
+from migbake_boottest.scenarios.node import promises_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py
 from support import generate

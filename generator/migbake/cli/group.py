@@ -2,20 +2,25 @@
 
 Each command lives in its own module of ``migbake.commands`` (``COMMANDS`` below), imported only
 when it runs (click's documented lazy-loading pattern); the top-level ``--help`` lists the commands
-from ``SUMMARIES`` and ``--version`` needs none, so neither imports a command module. A command returns
-its exit code (``None``: 0) and raises ``MigbakeError`` for anything that stops it; ``MigbakeGroup.invoke``
-turns every error into its ``report()`` lines on stderr and its ``exit_code`` (tracebacks only with
---debug; a ``UsageError`` about the command line is worded as click words its own usage errors), and every
-unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``) ends every command's --help.
+from ``SUMMARIES`` and ``--version`` needs none, so neither imports a command module. Other installed
+distributions add commands through entry points of the group ``migbake.commands`` (``ENTRY_POINT_GROUP``),
+read only for a command that is not one of ``COMMANDS`` and for ``--help``: ``boot-test`` comes so from
+migbake-boottest (``generator/boottest``, test-only), and without it says how to install it (``OPTIONAL``).
+A command returns its exit code (``None``: 0) and raises ``MigbakeError`` for anything that stops it;
+``MigbakeGroup.invoke`` turns every error into its ``report()`` lines on stderr and its ``exit_code``
+(tracebacks only with --debug; a ``UsageError`` about the command line is worded as click words its own
+usage errors), and every unexpected exception into exit 3. One exit-code table (``exits.EXIT_CODES``)
+ends every command's --help.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -37,10 +42,12 @@ from migbake.exits import (
 )
 from migbake.problems import MigbakeError, UsageError
 
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
 # each command and the click command object that defines it, "module:attribute"
 COMMANDS = {
     "bake": "migbake.commands.bake:bake",
-    "boot-test": "migbake.commands.boot_test:boot_test",
     "export": "migbake.commands.export:export",
     "generate": "migbake.commands.generate:generate",
     "gpus": "migbake.commands.gpus:gpus",
@@ -51,6 +58,12 @@ COMMANDS = {
     "show": "migbake.commands.show:show",
     "validate": "migbake.commands.validate:validate",
 }
+
+# an entry point of this group names a click command that another distribution adds, "module:attribute"
+ENTRY_POINT_GROUP = "migbake.commands"
+# the commands of this repository's other distributions: listed by --help whether installed or not, and what
+# installs each (from a checkout)
+OPTIONAL = {"boot-test": ("migbake-boottest", "pip install ./generator/boottest")}
 
 # the first paragraph of each command's help, which the top-level --help shortens as click would
 # (tests/test_startup.py: the same table as click's own, from the imported commands)
@@ -76,6 +89,29 @@ def exit_codes_text() -> str:
     return "Exit codes:\n\n\b\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
 
 
+@functools.cache
+def installed_commands() -> dict[str, EntryPoint]:
+    """The commands that installed distributions add (entry points of ``ENTRY_POINT_GROUP``), by name."""
+    from importlib.metadata import entry_points  # reading every distribution's metadata: only when needed
+
+    if sys.version_info >= (3, 10):
+        return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
+    return {e.name: e for e in entry_points().get(ENTRY_POINT_GROUP, [])}
+
+
+def not_installed(name: str) -> click.Command:
+    """A stand-in for ``name``, a command of a distribution that is not installed: whatever its arguments (``--help``
+    too), it says what installs it (exit 2, as for any command line that cannot run as given)."""
+    distribution, install = OPTIONAL[name]
+
+    def refuse() -> NoReturn:
+        raise UsageError(f"{name} is not installed: it comes with the {distribution} distribution; from a checkout "
+                         f"of migbake: {install}")
+
+    return click.Command(name, callback=refuse, help=SUMMARIES[name], add_help_option=False,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
 class _State:
     debug = False
 
@@ -99,22 +135,31 @@ class MigbakeGroup(click.Group):
     """Commands imported on first use; every error of every command ends here."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted({*COMMANDS, *OPTIONAL, *installed_commands()})
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command table of --help, from ``SUMMARIES``: no command module is imported for it."""
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        """The command table of --help, from ``SUMMARIES``: no command module of ours is imported for it (another
+        distribution's command without a summary here is)."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
         # a stand-in command of the same help shortens it exactly as the real one would
-        rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
-                for name in self.list_commands(ctx)]
+        commands = [click.Command(name, help=SUMMARIES[name]) if name in SUMMARIES else self.get_command(ctx, name)
+                    for name in names]
+        rows = [(c.name or "", c.get_short_help_str(limit)) for c in commands if c is not None]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
+        command: click.Command
+        if cmd_name in COMMANDS:
+            module, attribute = COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attribute)
+        elif cmd_name in installed_commands():
+            command = installed_commands()[cmd_name].load()
+        elif cmd_name in OPTIONAL:
+            return not_installed(cmd_name)
+        else:
             return None
-        module, attribute = COMMANDS[cmd_name].split(":")
-        command: click.Command = getattr(importlib.import_module(module), attribute)
         command.epilog = exit_codes_text()  # every command's --help ends with the one table
         return command
 
