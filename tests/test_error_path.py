@@ -120,6 +120,7 @@ def test_commands_have_no_error_handlers_of_their_own() -> None:
 
 def test_a_boot_test_that_cannot_run_says_so_like_every_command(monkeypatch: pytest.MonkeyPatch) -> None:
     import needs_boottest  # noqa: F401 (skips this test where the boot test is not installed)
+
     from migbake_boottest import session
     from migbake_boottest.errors import BootTestError
 

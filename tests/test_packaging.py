@@ -194,6 +194,49 @@ def test_export_ansible_from_the_wheel_writes_the_lint_config(installed: Install
     assert (tmp_path / "role/.ansible-lint").is_file()
 
 
-def test_boot_test_help_from_the_wheel(installed: Installed, tmp_path: Path) -> None:
-    ran = _run([installed.migbake, "boot-test", "--help"], tmp_path)
-    assert ran.returncode == 0 and ran.stdout.startswith("Usage: migbake boot-test"), ran
+# --- the boot test: a distribution of its own (generator/boottest), not in migbake's wheel -----------------------
+
+BOOTTEST = REPO / "generator" / "boottest"
+
+
+def test_the_wheel_carries_no_boot_test(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    assert [n for n in names if n.endswith((".c", ".h")) or "/guest/" in n or "boottest" in n] == []
+    assert [n for n in names if n.endswith(".py") and "qemu" in n] == []
+
+
+def test_boot_test_without_its_distribution_says_how_to_install_it(installed: Installed, tmp_path: Path) -> None:
+    listed = _run([installed.migbake, "--help"], tmp_path)
+    assert listed.returncode == 0 and "\n  boot-test  Boot PROFILE's artifacts" in listed.stdout, listed
+    for argv in (["boot-test", "--help"], ["boot-test", P1]):
+        ran = _run([installed.migbake, *argv], tmp_path)
+        assert (ran.returncode, ran.stdout) == (2, ""), ran
+        assert ran.stderr == ("migbake: error: boot-test is not installed: it comes with the migbake-boottest "
+                              "distribution; from a checkout of migbake: pip install ./generator/boottest\n")
+
+
+@pytest.fixture(scope="module")
+def with_boottest(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A fresh venv with migbake's wheel and ``pip install ./generator/boottest`` (not editable), from a clean copy."""
+    env_dir, source = tmp_path_factory.mktemp("venv-boottest"), tmp_path_factory.mktemp("boottest") / "boottest"
+    shutil.copytree(BOOTTEST, source, ignore=shutil.ignore_patterns(*CLEAN_COPY_IGNORES))
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    ran = _run([str(env_dir / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                str(wheel), str(source)], env_dir)
+    assert ran.returncode == 0, ran.stderr
+    return Installed(wheel, env_dir)
+
+
+def test_boot_test_from_its_own_distribution(with_boottest: Installed, tmp_path: Path) -> None:
+    ran = _run([with_boottest.migbake, "boot-test", "--help"], tmp_path)
+    assert ran.returncode == 0 and ran.stdout.startswith("Usage: migbake boot-test [OPTIONS] PROFILE"), ran
+    assert "Exit codes:" in ran.stdout  # the command group's epilog: loaded through the group
+    where = _run([str(with_boottest.env / "bin/python"), "-c",
+                  "import migbake_boottest, pathlib; print(pathlib.Path(migbake_boottest.__file__).parent)"], tmp_path)
+    package = Path(where.stdout.strip())
+    assert package.is_relative_to(with_boottest.env), where
+    # its data files (the guest's scripts and units, the simulated GPU's C sources) ship in its wheel
+    data = {k for k in _tree(BOOTTEST / "migbake_boottest") if "__pycache__" not in k and not k.endswith(".py")}
+    assert {"guest/initramfs-init", "simgpu/nvml.c", "simgpu/simgpu.h", "simgpu/README.md"} <= data
+    assert sorted(data - set(_tree(package))) == []

@@ -7,7 +7,7 @@ kind's generated ``NodeName=... Gres=...`` line, the kind's generated gres.conf 
 ``slurmd -G -f slurm.conf -N <its first node>`` (the device files it names made in a private /dev).
 slurmd must exit 0 and say nothing but the devices, and with explicit lines the devices it lists must add up to
 ``Gres=`` type by type. Debian's slurmd has no ``gpu/nvml`` plugin (the simulated NVML of
-``boottest/simgpu`` cannot stand in for a plugin that is not built): with ``AutoDetect=nvml`` it says
+``migbake_boottest/simgpu`` cannot stand in for a plugin that is not built): with ``AutoDetect=nvml`` it says
 so and parses the rest, and the ``Gres=`` lines must be those its explicit twin was judged on.
 """
 

@@ -68,6 +68,7 @@ def test_import_from_stdin_names_it_stdin() -> None:
 
 def test_missing_host_tools_say_which_package_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import needs_boottest  # noqa: F401 (skips this test where the boot test is not installed)
+
     from migbake_boottest.errors import BootTestError
     from migbake_boottest.hostrun import require_tools
 

@@ -21,7 +21,8 @@ from vm_support import OK_CLAIMS, booted_with_the_real_tool
 
 pytestmark = pytest.mark.vm
 
-# the guest's kubelet started as the output's kubelet.layout has it records its argv (boottest.scenarios.kubelet)
+# the guest's kubelet, started as the output's kubelet.layout has it, records its argv
+# (migbake_boottest.scenarios.kubelet)
 LAYOUT_CLAIMS = {"kubelet-labels"}
 FAIL_CLAIMS = {"report-complete", "mig-manager-never-ran", "restore-enabled", "files-installed",
                "restore-failed", "kubelet-never-started", "failure-visible", "stub-calls", "metrics-success"}

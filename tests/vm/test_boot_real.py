@@ -99,7 +99,7 @@ def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, bo
                 assert all("layout-label" in {c.id for c in boot.claims} for boot in result.boots), result.summary()
         if scenario == "ok":
             # every claim the stand-in's ok boots make (test_boot.py), kubelet's where the image has kubelet
-            # and metrics-success where it writes metrics (boottest.scenarios.claims.evaluate, node_claims)
+            # and metrics-success where it writes metrics (migbake_boottest.scenarios.claims.evaluate, node_claims)
             want = set(OK_CLAIMS - KUBELET_CLAIMS - {"metrics-success"}) | REAL_CLAIMS
             if checked.profile.kubelet.present:
                 want |= KUBELET_CLAIMS

@@ -17,7 +17,7 @@ seven 1g instances were created at 6, 4, 5, 0, 1, 2, 3 separates the two rules i
 an A100 40GB whose first 3g went to 0 is a case the model gets wrong (the set of placements is the same).
 It is a model, not NVIDIA's word: the restore compares what ``nvidia-smi mig -lgi`` reports with it after
 every apply (``restore.placements``), and the simulated GPU of the boot test
-(``boottest/simgpu/nvml.c``, ``find_room``) places the same way.
+(``migbake_boottest/simgpu/nvml.c``, ``find_room``) places the same way.
 A full layout (every memory slice used) has one answer whatever the driver does.
 """
 
