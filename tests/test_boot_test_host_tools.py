@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 
 import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
-from support import REPO, cli
+import pytest
+from support import IMAGES, REPO, cli
 
+from migbake.exits import EXIT_INVALID
 from migbake.rules.validate import check_bytes
-from migbake_boottest import host_tools, plan
-from migbake_boottest.hostrun import HOST_TOOLS
+from migbake_boottest import host_tools, plan, session
+from migbake_boottest.errors import BootTestError
+from migbake_boottest.hostrun import HOST_TOOLS, require_tools
 
 PROFILE = REPO / "images/a100-80gb-mixed/node-profile.yaml"
 
@@ -66,3 +69,24 @@ def test_help_names_every_host_tool() -> None:
     for tool in {t for tools in HOST_TOOLS.values() for t in tools}:
         assert f" {tool}," in text or f" {tool}." in text or f" {tool};" in text, tool
     assert "kubespray" in text
+
+
+def test_a_boot_test_that_cannot_run_says_so_like_every_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(**_: object) -> None:
+        raise BootTestError("qemu-system-x86_64 is not installed")
+
+    monkeypatch.setattr(session, "prepare_assets", missing)
+    code, _, err = cli("boot-test", str(IMAGES[0] / "node-profile.yaml"), "--scenario", "ok", "--path", "packer",
+                       "--json")
+    assert code == EXIT_INVALID
+    assert err == "migbake: error: boot test could not run: qemu-system-x86_64 is not installed\n"
+
+
+def test_missing_host_tools_say_which_package_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("migbake_boottest.hostrun.shutil.which", lambda name, path=None: None)
+    with pytest.raises(BootTestError) as e:
+        require_tools("debootstrap", "mkfs.ext4")
+    assert str(e.value) == ("missing host tools: debootstrap, mkfs.ext4 (on Debian/Ubuntu: apt-get install -y "
+                            "--no-install-recommends debootstrap e2fsprogs; `sudo bash .ci/run` installs every "
+                            "tool the tests use)")
+    assert "real-tool-recipes" not in str(e.value)

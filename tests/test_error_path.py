@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
-from support import IMAGES, cli
+from support import cli
 
 from migbake.cli import group
 from migbake.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_USAGE
@@ -116,19 +116,3 @@ def test_commands_have_no_error_handlers_of_their_own() -> None:
         text = source.read_text(encoding="utf-8")
         assert "sys.exit" not in text and "except MigbakeError" not in text and "Error as e:\n        click.echo" \
             not in text, source.name
-
-
-def test_a_boot_test_that_cannot_run_says_so_like_every_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    import needs_boottest  # noqa: F401 (skips this test where the boot test is not installed)
-
-    from migbake_boottest import session
-    from migbake_boottest.errors import BootTestError
-
-    def missing(**_: object) -> None:
-        raise BootTestError("qemu-system-x86_64 is not installed")
-
-    monkeypatch.setattr(session, "prepare_assets", missing)
-    code, _, err = cli("boot-test", str(IMAGES[0] / "node-profile.yaml"), "--scenario", "ok", "--path", "packer",
-                       "--json")
-    assert code == EXIT_INVALID
-    assert err == "migbake: error: boot test could not run: qemu-system-x86_64 is not installed\n"
