@@ -94,9 +94,7 @@ def installed_commands() -> dict[str, EntryPoint]:
     """The commands that installed distributions add (entry points of ``ENTRY_POINT_GROUP``), by name."""
     from importlib.metadata import entry_points  # reading every distribution's metadata: only when needed
 
-    if sys.version_info >= (3, 10):
-        return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
-    return {e.name: e for e in entry_points().get(ENTRY_POINT_GROUP, [])}
+    return {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def not_installed(name: str) -> click.Command:
