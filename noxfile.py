@@ -87,8 +87,9 @@ def tests(session: nox.Session) -> None:
         install(session, "-e", ".", "--group", "test")
         fast_tier(session)
         return
-    # the judges, and the dev tools that tests/test_lint.py and the hook tests run by name
-    install(session, "-e", ".", "--group", "test", "--group", "judges", "--group", "dev")
+    # the judges, the dev tools that tests/test_lint.py and the hook tests run by name, and the boot test (its
+    # tests outside the VM tier replay recorded evidence and build the simulated GPU)
+    install(session, "-e", ".", "-e", "./generator/boottest", "--group", "test", "--group", "judges", "--group", "dev")
     session.run(*PYTEST, *(session.posargs or ["-m", "not vm", "--durations=50"]))
 
 
@@ -148,9 +149,7 @@ def typing(session: nox.Session) -> None:
 @nox.session(python=MAIN_PYTHON)
 def vm(session: nox.Session) -> None:
     """The VM tier: two guests at once, each test file on one of them (``--dist loadfile``)."""
-    install(session, "-e", ".", "--group", "vm")
-    if (REPO / "generator/boottest/pyproject.toml").is_file():  # the boot-test harness, once it is its own package
-        install(session, "-e", "./generator/boottest")
+    install(session, "-e", ".", "-e", "./generator/boottest", "--group", "vm")
     session.run(*PYTEST, "-m", "vm", "-n", "2", "--dist", "loadfile", "--durations=15", *session.posargs)
 
 
