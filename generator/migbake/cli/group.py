@@ -143,7 +143,7 @@ class MigbakeGroup(click.Group):
         # a stand-in command of the same help shortens it exactly as the real one would
         commands = [click.Command(name, help=SUMMARIES[name]) if name in SUMMARIES else self.get_command(ctx, name)
                     for name in names]
-        rows = [(c.name or "", c.get_short_help_str(limit)) for c in commands if c is not None]
+        rows = [(name, c.get_short_help_str(limit)) for name, c in zip(names, commands) if c is not None]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
