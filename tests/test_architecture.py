@@ -127,7 +127,7 @@ def test_the_graph_sees_the_arrows_it_checks() -> None:
 # needs is a plan field.
 TARGETS = "migbake.render.targets"
 TARGET_MAY_IMPORT = ("migbake.render.plan", "migbake.render.artifact", "migbake.render.quoting",
-                     "migbake.render.ansiblevars", "migbake.render.guard", "migbake.render.environment", TARGETS,
+                     "migbake.render.guard", "migbake.render.environment", TARGETS,
                      *(f"migbake.{m}" for m in FOUNDATION), "migbake")
 
 

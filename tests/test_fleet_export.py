@@ -20,7 +20,7 @@ from realtools import require, run
 from support import IMAGES, cli
 from test_fleet import assert_lint_clean
 
-from migbake.render.targets.ansible import vars_yaml
+from migbake.render.quoting import vars_yaml
 from migbake.render.tree import render
 from migbake.rules.validate import check_file
 

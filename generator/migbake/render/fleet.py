@@ -21,8 +21,8 @@ from migbake.render.environment import Templates
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import make_plan
-from migbake.render.quoting import wrap_long, yaml_scalar
-from migbake.render.targets.ansible import group_data, group_files, role_tree, vars_yaml
+from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
+from migbake.render.targets.ansible import group_data, group_files, role_tree
 from migbake.render.targets.rootfs import ROOTFS
 from migbake.render.tree import render_written
 

@@ -18,16 +18,13 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-import yaml
-
 from migbake.render.artifact import Artifact, Rendered
-from migbake.render.environment import Templates
+from migbake.render.environment import Templates, environment
 from migbake.render.guard import Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
-from migbake.render.quoting import wrap_long, yaml_scalar
+from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
-from migbake.resources import templates_dir
 
 OUT = "ansible"
 ROLE = f"{OUT}/roles/mig_restore"  # the role in OUT (generate); roles/mig_restore in export --ansible's folder
@@ -42,7 +39,6 @@ ONE_GROUP = "all"  # the group of the one-profile role: every host its playbooks
 HOSTS = "gpu_nodes"  # the one-profile playbooks' host group unless -e mig_restore_hosts=GROUP (docs/ansible.md)
 SLURM_UNIT = "slurmd.service"
 ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh")
-_WIDTH = 150  # a line of the group data, below ansible-lint's 160 (yamllint line-length in its production profile)
 
 
 def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
@@ -79,7 +75,9 @@ def role_tree(templates: Templates, ctx: dict[str, Any], root: str, header: str,
 @cache
 def _static(name: str) -> str:
     """A static file of the role, as shipped under templates/ansible/roles/mig_restore/."""
-    return (templates_dir() / TEMPLATES / "roles/mig_restore" / name).read_text(encoding="utf-8")
+    env = environment()
+    assert env.loader is not None
+    return env.loader.get_source(env, f"{TEMPLATES}/roles/mig_restore/{name}")[0]
 
 
 def group_files(folder: str, done: Rendered) -> list[Artifact]:
@@ -126,36 +124,6 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]], group: str) 
         "mig_restore_layout_names": list(plan.mig.layout_names),
         "mig_restore_layout_file": LAYOUT_FILE if "file" in prof.restore.layout_from else "",
     }
-
-
-class _VarsDumper(yaml.SafeDumper):
-    """Ansible variables: lists indented below their key (yamllint's indentation rule), and a value too long for
-    its line on the next line, where it is one word (yamllint's line-length takes that: allow-non-breakable-words)."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
-
-    def process_scalar(self) -> None:
-        assert isinstance(self.event, yaml.ScalarEvent)
-        if not self.simple_key_context and self.column + len(self.event.value) + 3 > self.best_width:
-            self.write_indent()
-        super().process_scalar()
-
-
-# Ansible templates a string that holds one of Jinja's start strings; tagged !unsafe, it never does. Only those
-# are tagged: Ansible reads a tagged scalar by its plain form's type, so !unsafe '0644' would be the int 420.
-_JINJA_STARTS = ("{{", "{%", "{#")
-_VarsDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar("!unsafe", text)
-                            if any(s in text for s in _JINJA_STARTS) else dumper.represent_str(text))
-
-
-def vars_yaml(data: dict[str, Any]) -> str:
-    """``data`` (Ansible variables) as YAML, each line within ansible-lint's limit; a string Ansible would
-    template is ``!unsafe``."""
-    return yaml.dump(data, Dumper=_VarsDumper, sort_keys=False, allow_unicode=True, width=_WIDTH)
 
 
 def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
