@@ -211,6 +211,7 @@ class _VarsDumper(yaml.SafeDumper):
     def process_scalar(self) -> None:
         assert isinstance(self.event, yaml.ScalarEvent)
         if not self.simple_key_context and self.column + len(self.event.value) + 3 > self.best_width:
+            self.write_line_break()
             self.write_indent()
         super().process_scalar()
 
