@@ -63,8 +63,9 @@ def fleet_tree(profiles: Sequence[tuple[str, NodeProfile]]) -> list[Artifact]:
         "hosts_default": Quoted("mig_restore_profiles"),
     }
     out = [a for _, prof in profiles for a in group_tree(prof)]
-    out += role_tree(Templates({}), ctx, "",
-                     _header("for every node profile (each group's data: group_vars/GROUP.yml)", "the profiles"))
+    role_header = _header("for every node profile (each group's data: group_vars/GROUP.yml; its files: files/GROUP/)",
+                          "the profiles")
+    out += role_tree(Templates({}), ctx, "", role_header)
     return sorted(out, key=lambda a: a.path)
 
 

@@ -43,13 +43,13 @@ ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh")
 
 def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """The role with the profile as its one group (``all``), and install.yml / activate.yml / .ansible-lint."""
-    rootfs = list(done.under(ROOTFS))
-    data = group_data(plan, [(rel, a.mode) for rel, a in rootfs], ONE_GROUP)
+    rootfs = [(rel, a.mode) for rel, a in done.under(ROOTFS)]
+    data = group_data(plan, rootfs, ONE_GROUP)
     name = guard_line(plan.profile.name, "the profile name")
     intro = f"# The data of the role's one group, {ONE_GROUP} (profile {name}): what it installs and checks.\n"
     ctx = {
         "single": True,
-        "role": role_facts(plan, [(rel, a.mode) for rel, a in rootfs]),
+        "role": role_facts(plan, rootfs),
         "profiles": [yaml_scalar(ONE_GROUP)],
         "hosts_default": Quoted(f"'{HOSTS}'"),
     }
