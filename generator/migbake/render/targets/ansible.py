@@ -20,7 +20,7 @@ from typing import Any
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates, environment
-from migbake.render.guard import Quoted
+from migbake.render.guard import Quoted, guard
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
 from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
@@ -62,7 +62,8 @@ def role_tree(templates: Templates, ctx: dict[str, Any], root: str, header: str,
     """The role's files and the playbooks under ``root`` (``ansible/`` in OUT, empty in export --ansible's
     folder): the static files with ``header`` before them (``defaults_end`` after the defaults), the README and
     the playbooks from their templates; ``ctx`` says one group (``single``) or several."""
-    head = f"---\n{wrap_long(header)}\n"
+    # the header the static files get in Python is guarded here, as a template's printed value would be
+    head = f"---\n{guard(wrap_long(header), 'yaml', f'{TEMPLATES}/roles/mig_restore')}\n"
     out = [Artifact(f"{root}roles/mig_restore/{name}",
                     head + _static(name) + (defaults_end if name == DEFAULTS else ""), 0o644)
            for name in STATIC_FILES]
