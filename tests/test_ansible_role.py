@@ -1,8 +1,8 @@
-"""Issue 39: one Ansible role. The role `migbake generate` writes (OUT/ansible/) is the role of `migbake export
---ansible` with one group (Ansible's `all`): its tasks, handlers and meta are the export's, byte for byte below
-the header, and its defaults are the export's defaults plus the group's data, the very data export --ansible
-writes to group_vars/<group>.yml for the same profile. A template of one role that drifted from the other's
-fails here.
+"""One Ansible role. The role `migbake generate` writes (OUT/ansible/) is the role of `migbake export --ansible`
+with one group (Ansible's `all`): its tasks, handlers and meta are the export's, byte for byte below the header,
+its defaults are the export's defaults plus the group's data, the very data export --ansible writes to
+group_vars/<group>.yml for the same profile, and its files/all/ is the export's files/<group>/. A file of one
+role that drifted from the other's fails here.
 """
 
 from __future__ import annotations
@@ -58,12 +58,19 @@ def differences(one: dict[str, str], fleet: dict[str, str], header: str) -> list
 @pytest.mark.parametrize("image", IMAGES, ids=[p.name for p in IMAGES])
 def test_generates_role_is_the_exports_with_one_group(image: Path) -> None:
     one, fleet, header = _roles(image)
-    assert sorted(one) == sorted(ROLE_FILES), "the same files: nothing but data in the one-profile role"
+    assert sorted(p for p in one if not p.startswith("files/")) == sorted(ROLE_FILES), "the same role files"
     assert differences(one, fleet, header) == []
+    # files/: the one group's files are the export's files of the profile's group, byte for byte
+    (group_file,) = (p for p in fleet if p.startswith("group_vars/"))
+    group_name = group_file.removeprefix("group_vars/").removesuffix(".yml")
+    mine = {p.removeprefix(f"files/{ONE_GROUP}/"): text for p, text in one.items() if p.startswith("files/")}
+    prefix = f"roles/mig_restore/files/{group_name}/"
+    assert mine == {p.removeprefix(prefix): text for p, text in fleet.items() if p.startswith(prefix)}
+    assert sorted(p for p in mine if not p.startswith("rootfs/")) == ["preflight-mig-restore.sh",
+                                                                     "verify-mig-restore.sh"]
     # defaults/main.yml: the export's defaults, then the data export --ansible writes for the profile's group
     data = yaml.load(one["defaults/main.yml"], Loader=_Loader)
     shared = yaml.load(fleet["roles/mig_restore/defaults/main.yml"], Loader=_Loader)
-    (group_file,) = (p for p in fleet if p.startswith("group_vars/"))
     group = yaml.load(fleet[group_file], Loader=_Loader)
     assert group["mig_restore_group"] == ansible_group(group["mig_restore_profile"])
     assert data == {**shared, **group, "mig_restore_group": ONE_GROUP}

@@ -134,7 +134,7 @@ def test_nothing_of_migbake_imports_the_boot_test() -> None:
 # needs is a plan field.
 TARGETS = "migbake.render.targets"
 TARGET_MAY_IMPORT = ("migbake.render.plan", "migbake.render.artifact", "migbake.render.quoting",
-                     "migbake.render.ansiblevars", "migbake.render.guard", "migbake.render.environment", TARGETS,
+                     "migbake.render.guard", "migbake.render.environment", TARGETS,
                      *(f"migbake.{m}" for m in FOUNDATION), "migbake")
 
 

@@ -1,14 +1,13 @@
 """The fleet targets judged by their real tools: the Ansible role and playbooks, the Kickstart %post.
 
 ansible-playbook --syntax-check and ansible-lint (production profile) on every example image's
-ansible/ tree; ksvalidator (pykickstart) on a minimal kickstart that %includes the %post; the role's data
-(its one group's, in defaults/main.yml) are the render's own rootfs files with their modes. The real runs
-(chroot, VM) are in tests/vm.
+ansible/ tree; ksvalidator (pykickstart) on a minimal kickstart that %includes the %post; the role's files
+(its one group's, files/all/) are the render's own rootfs files and scripts, listed with their modes in its
+data (defaults/main.yml). The real runs (chroot, VM) are in tests/vm.
 """
 
 from __future__ import annotations
 
-import base64
 import re
 import sys
 from pathlib import Path
@@ -83,7 +82,8 @@ def test_ansible_lint_production_profile_is_clean(image_dir: Path, tmp_path: Pat
     ansible = image_dir / "generated/ansible"
     config = yaml.safe_load((ansible / ".ansible-lint").read_text())
     assert config["profile"] == "production"
-    assert config == {"profile": "production", "offline": True}, "nothing skipped or excluded"
+    # nothing skipped; excluded: only the node's files, which the role copies as they are (not Ansible's YAML)
+    assert config == {"profile": "production", "offline": True, "exclude_paths": ["roles/mig_restore/files/"]}
     for path in ansible.rglob("*"):
         if path.is_file():
             text = path.read_text()
@@ -125,28 +125,34 @@ def role_data(text: str) -> dict[str, Any]:
     return data
 
 
-def _bytes(entry: dict[str, str]) -> bytes:
-    return entry["content"].encode() if "content" in entry else base64.b64decode(entry["content_base64"])
-
-
 def test_role_files_are_the_rootfs_files_with_their_modes(image_dir: Path) -> None:
     checked = check_file(image_dir / "node-profile.yaml")
     assert checked.profile is not None
     artifacts = {a.path: a for a in render(checked.profile)}
     rootfs = {p.removeprefix("rootfs/"): a for p, a in artifacts.items() if p.startswith("rootfs/")}
-    assert not [p for p in artifacts if p.startswith(f"{ROLE}/files/")], "the files are the role's data"
+    files = f"{ROLE}/files/all/"
+    shipped = {p.removeprefix(files): a for p, a in artifacts.items() if p.startswith(files)}
+    assert {p.removeprefix("rootfs/"): a.data for p, a in shipped.items() if p.startswith("rootfs/")} == \
+        {p: a.data for p, a in rootfs.items()}
+    for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):
+        assert shipped[name].data == artifacts[f"scripts/{name}"].data
+    assert len(shipped) == len(rootfs) + 2
     data = role_data(artifacts[f"{ROLE}/defaults/main.yml"].text)
-    listed = {f["dest"]: (f["mode"], _bytes(f)) for f in data["mig_restore_files"]}
-    assert listed == {"/" + p: (f"{a.mode:04o}", a.data) for p, a in rootfs.items()}
-    assert [f["dest"] for f in data["mig_restore_files"]] == ["/" + p for p in rootfs_order(artifacts)]
-    for name, key in (("preflight-mig-restore.sh", "mig_restore_preflight_script"),
-                      ("verify-mig-restore.sh", "mig_restore_verify_script")):
-        assert _bytes(data[key]) == artifacts[f"scripts/{name}"].data
+    assert [(f["path"], f["mode"]) for f in data["mig_restore_files"]] == \
+        [(p, f"{rootfs[p].mode:04o}") for p in rootfs_order(artifacts)]
     # the modes the Packer provisioner sets, from the same list
     packer = artifacts["packer/scripts/install-mig-restore.sh"].content
     assert isinstance(packer, str)
     for p, a in rootfs.items():
         assert f"install_file '{p}' '{a.mode:04o}'" in packer
+
+
+def test_the_committed_roles_restore_script_is_the_rootfs_one(image_dir: Path) -> None:
+    """What a reviewer reads in the role's files/ is what the image gets: the same bytes on disk."""
+    generated = image_dir / "generated"
+    restore = "etc/nvidia-mig/restore.sh"
+    shipped = generated / f"{ROLE}/files/all/rootfs" / restore
+    assert shipped.read_bytes() == (generated / "rootfs" / restore).read_bytes()
 
 
 def rootfs_order(artifacts: dict[str, Any]) -> list[str]:
@@ -245,7 +251,7 @@ def test_heredoc_guard_refuses_exactly_the_lines_of_its_rule(text: str) -> None:
 ], ids=["device-plugin", "dra", "dra-dynamic"])
 def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation: str, words: str) -> None:
     """Issue 33: after the verify, the activation speaks the allocation (and shows verify's lines about it)."""
-    from migbake.render.fleet import group_vars
+    from migbake.render.fleet import group_tree
     from migbake.rules.validate import check_bytes
 
     layout = "" if allocation == "dra-dynamic" else "    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}\n"
@@ -264,7 +270,8 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     assert words in data["mig_restore_advertises"]
     profile = check_bytes(text.encode(), "p.yaml").profile
     assert profile is not None
-    data = role_data(group_vars(profile).text)
+    (group_vars,) = (a for a in group_tree(profile) if a.path.startswith("group_vars/"))
+    data = role_data(group_vars.text)
     assert words in data["mig_restore_advertises"]  # the fleet role's group data says the same
 
 
@@ -287,7 +294,7 @@ kubernetes:
 """
 
 
-LINT_MAX = 160  # ansible-lint's yamllint line-length (src/ansiblelint/data/.yamllint); render.fleet.MAX_LINE
+LINT_MAX = 160  # ansible-lint's yamllint line-length (src/ansiblelint/data/.yamllint); render.quoting.MAX_LINE
 
 
 def _longest(prefix: str, length: int = 180) -> str:
@@ -319,7 +326,7 @@ kubernetes:
 
 
 # named layouts (issue 40): the role's layout move (mig_restore_layout)
-# a description holding Jinja's delimiters: it heads every generated file, so each goes to the role as base64
+# a description holding Jinja's delimiters: it heads every generated file, which the role copies as it is
 DELIMITERS = ORDINARY.replace("description: H200 inference node with the DCGM exporter and Triton",
                               "description: 'H200 node, {{ not_a_variable }} {% not_a_tag %} {# not a comment #}'")
 NAMED = """version: 1
@@ -360,12 +367,11 @@ def test_every_role_line_fits_or_is_one_word_and_the_data_is_the_renders(text: s
     data = role_data((ansible / "roles/mig_restore/defaults/main.yml").read_text())
     rootfs = ansible.parent / "rootfs"
     on_disk = sorted(p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*") if p.is_file())
-    assert sorted(f["dest"] for f in data["mig_restore_files"]) == ["/" + p for p in on_disk]
+    assert sorted(f["path"] for f in data["mig_restore_files"]) == on_disk
     assert all(f["mode"] == "0644" for f in data["mig_restore_files"])
-    for entry in data["mig_restore_files"]:  # text, or base64 where the file holds a Jinja delimiter
-        body = (rootfs / entry["dest"].lstrip("/")).read_text()
-        assert ("content_base64" in entry) is any(d in body for d in ("{{", "{%", "{#")), entry["dest"]
-        assert _bytes(entry) == body.encode(), entry["dest"]
+    for entry in data["mig_restore_files"]:  # the role's copy: the same bytes, a Jinja delimiter and all
+        shipped = ansible / "roles/mig_restore/files/all/rootfs" / entry["path"]
+        assert shipped.read_bytes() == (rootfs / entry["path"]).read_bytes(), entry["path"]
     assert data["mig_restore_image_units"][0][0].startswith("kubelet")
     assert all(len(pair) == 2 for pair in data["mig_restore_image_units"])
 

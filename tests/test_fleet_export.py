@@ -1,7 +1,8 @@
 """`migbake export --ansible`: one Ansible role for several profiles, each profile's data in its group's group_vars.
 
-The data are the render's own files (what `generate` writes to OUT/rootfs and OUT/scripts), every string
-tagged !unsafe, read back by Ansible itself (ansible-inventory) exactly; the role names no profile;
+Each group's files in the role (files/<group>/) are the render's own files (what `generate` writes to OUT/rootfs
+and OUT/scripts); its data list them with their modes, every string tagged !unsafe, read back by Ansible itself
+(ansible-inventory) exactly; the role's tasks name no profile;
 ansible-lint's production profile and ansible-playbook --syntax-check judge the tree; a clash of names,
 Ansible's own group names and the output rules are refused with nothing written. The chroot run is in
 tests/vm/test_fleet_chroot.py.
@@ -9,7 +10,6 @@ tests/vm/test_fleet_chroot.py.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from realtools import require, run
 from support import IMAGES, cli
 from test_fleet import assert_lint_clean
 
-from migbake.render.ansiblevars import vars_yaml
+from migbake.render.quoting import vars_yaml
 from migbake.render.tree import render
 from migbake.rules.validate import check_file
 
@@ -41,11 +41,6 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "ANSIBLE_HOME": str(tmp_path / "ansible-home"), "NO_COLOR": "1"}
 
 
-def _text(entry: dict[str, str]) -> bytes:
-    """A file's bytes from its group data (``content`` or ``content_base64``)."""
-    return entry["content"].encode() if "content" in entry else base64.b64decode(entry["content_base64"])
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fleet") / "fleet"
@@ -64,39 +59,42 @@ def _expected(image: Path) -> dict[str, Any]:
 
 def test_each_group_gets_its_profiles_rendered_files(exported: Path) -> None:
     assert sorted(p.name for p in (exported / "group_vars").iterdir()) == sorted(f"{g}.yml" for g in GROUPS)
+    assert sorted(p.name for p in (exported / "roles/mig_restore/files").iterdir()) == sorted(GROUPS)
     for image, name, group in zip(IMAGES, NAMES, GROUPS):
         data = yaml.load((exported / f"group_vars/{group}.yml").read_text(), Loader=_Loader)
         artifacts = _expected(image)
-        rootfs = [(p.removeprefix("rootfs"), a) for p, a in artifacts.items() if p.startswith("rootfs/")]
-        assert sorted((f["dest"], f["mode"], _text(f)) for f in data["mig_restore_files"]) == \
-            sorted((dest, f"{a.mode:04o}", a.data) for dest, a in rootfs)
-        assert _text(data["mig_restore_preflight_script"]) == artifacts["scripts/preflight-mig-restore.sh"].data
-        assert _text(data["mig_restore_verify_script"]) == artifacts["scripts/verify-mig-restore.sh"].data
-        # the same data as the one-profile role of OUT/ansible (its one group: all)
+        rootfs = {p.removeprefix("rootfs/"): a for p, a in artifacts.items() if p.startswith("rootfs/")}
+        files = exported / "roles/mig_restore/files" / group
+        assert {p.relative_to(files / "rootfs").as_posix(): p.read_bytes() for p in (files / "rootfs").rglob("*")
+                if p.is_file()} == {rel: a.data for rel, a in rootfs.items()}
+        assert sorted((f["path"], f["mode"]) for f in data["mig_restore_files"]) == \
+            sorted((rel, f"{a.mode:04o}") for rel, a in rootfs.items())
+        for script in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):
+            assert (files / script).read_bytes() == artifacts[f"scripts/{script}"].data
+        # the same data and files as the one-profile role of OUT/ansible (its one group: all)
         defaults = yaml.load(artifacts["ansible/roles/mig_restore/defaults/main.yml"].text, Loader=_Loader)
         assert {k: defaults[k] for k in data} == {**data, "mig_restore_group": "all"}
         assert (data["mig_restore_profile"], data["mig_restore_group"]) == (name, group)
+        ones = "ansible/roles/mig_restore/files/all/"
+        assert {p.removeprefix(ones): a.data for p, a in artifacts.items() if p.startswith(ones)} == \
+            {p.relative_to(files).as_posix(): p.read_bytes() for p in files.rglob("*") if p.is_file()}
 
 
-def test_every_string_of_the_group_data_is_unsafe(exported: Path) -> None:
-    for group in GROUPS:
-        root = yaml.compose((exported / f"group_vars/{group}.yml").read_text(), Loader=_Loader)
-        values: list[yaml.Node] = []
-        pending: list[yaml.Node] = [v for _, v in root.value]
-        while pending:
-            node = pending.pop()
-            if isinstance(node, yaml.MappingNode):
-                pending += [v for _, v in node.value]
-            elif isinstance(node, yaml.SequenceNode):
-                pending += node.value
-            else:
-                values.append(node)
-        strings = [n for n in values if n.tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")]
-        assert strings and all(n.tag == "!unsafe" for n in strings), [n.value for n in strings if n.tag != "!unsafe"]
+def test_exactly_the_strings_ansible_would_template_are_unsafe() -> None:
+    """A string holding Jinja's {{, {% or {# is !unsafe; any other is a plain YAML string (Ansible reads a tagged
+    scalar by its plain form's type: !unsafe '0644' would be the int 420)."""
+    data = {"a": "{{ x }}", "b": "x {% if", "c": "{# c", "mode": "0644", "empty": "", "list": ["plain", "y {{"]}
+    root = yaml.compose(vars_yaml(data), Loader=_Loader)
+    tags = {key.value: value.tag for key, value in root.value if isinstance(value, yaml.ScalarNode)}
+    assert tags == {"a": "!unsafe", "b": "!unsafe", "c": "!unsafe", "mode": "tag:yaml.org,2002:str",
+                    "empty": "tag:yaml.org,2002:str"}
+    assert [n.tag for n in root.value[-1][1].value] == ["tag:yaml.org,2002:str", "!unsafe"]
+    assert yaml.load(vars_yaml(data), Loader=_Loader) == data
 
 
 def test_the_role_names_no_profile(exported: Path) -> None:
-    role = [p for p in (exported / "roles").rglob("*") if p.is_file()]
+    role = [p for p in (exported / "roles/mig_restore").rglob("*") if p.is_file()
+            and p.relative_to(exported / "roles/mig_restore").parts[0] != "files"]
     assert len(role) == 10
     for path in role:
         text = path.read_text()
@@ -118,15 +116,19 @@ def test_ansible_reads_each_hosts_group_data_exactly(exported: Path, tmp_path: P
         assert result.rc == 0, result.text
         assert "Invalid characters were found in group names" not in result.text, result.text
         host = json.loads(result.out)
-        rootfs = {p.removeprefix("rootfs"): a.data for p, a in _expected(image).items() if p.startswith("rootfs/")}
-        assert {f["dest"]: _text(f) for f in host["mig_restore_files"]} == rootfs
+        rootfs = {p.removeprefix("rootfs/"): f"{a.mode:04o}" for p, a in _expected(image).items()
+                  if p.startswith("rootfs/")}
+        assert {f["path"]: f["mode"] for f in host["mig_restore_files"]} == rootfs
         assert host["mig_restore_profile"] == name
+        files = exported / "roles/mig_restore/files" / host["mig_restore_group"] / "rootfs"
+        assert all((files / path).is_file() for path in rootfs)
 
 
 @pytest.mark.realtool
 def test_ansible_lint_production_profile_and_syntax_check(exported: Path, tmp_path: Path) -> None:
     config = yaml.safe_load((exported / ".ansible-lint").read_text())
-    assert config == {"profile": "production", "offline": True}, "nothing skipped or excluded"
+    # nothing skipped; excluded: only the node's files, which the role copies as they are (not Ansible's YAML)
+    assert config == {"profile": "production", "offline": True, "exclude_paths": ["roles/mig_restore/files/"]}
     for path in exported.rglob("*"):
         if path.is_file():
             text = path.read_text()
@@ -223,7 +225,7 @@ def test_a_file_export_still_refuses_a_directory(tmp_path: Path) -> None:
 
 
 HOSTILE = [
-    "x" * 400,  # no space to fold at
+    "x" * 400,  # no space to fold at: a line of its own
     " leading and trailing spaces ",
     "a\n  indented\n\n\ttab\n",
     "quotes ' \" and \\ backslashes\\",
@@ -248,7 +250,9 @@ def test_group_data_read_back_exactly_with_short_lines(text: str, loader: str) -
     data = {"mig_restore_files": [{"dest": "/etc/x", "content": text}], "mig_restore_profile": text}
     written = vars_yaml(data)
     assert yaml.load(written, Loader=Loader) == data
-    assert max(len(line) for line in written.splitlines()) <= 160, written
+    for row in written.splitlines():  # what yamllint's line-length (160, allow-non-breakable-words) takes
+        rest = row.lstrip(" ").removeprefix("- ")
+        assert len(row) <= 160 or " " not in rest, row
 
 
 @pytest.mark.realtool

@@ -10,7 +10,6 @@ user-data and config.yaml. A failure prints the profile as a minimal reproducer 
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import re
@@ -296,28 +295,9 @@ def test_a_description_that_closes_a_comment_stays_inside_every_header() -> None
             continue
         if path.endswith(".ign"):  # Ignition JSON: the units and files it carries, each as its own text
             text = "\n".join(_strings(json.loads(text)))
-        if path == "ansible/roles/mig_restore/defaults/main.yml":  # the role's data: the files, each as its text
-            data = yaml.load(text, Loader=_Unsafe)
-            comments = [row for row in text.splitlines() if row.startswith("#")]
-            text = "\n".join(comments + [_decoded(s) for s in _strings(data)])
         for row in text.splitlines():
             if "e.example" in row:
                 assert row.lstrip().startswith("#"), (path, row)  # the description only in comment lines
-
-
-class _Unsafe(yaml.SafeLoader):
-    """YAML as Ansible reads it: ``!unsafe`` is a string."""
-
-
-_Unsafe.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
-
-
-def _decoded(text: str) -> str:
-    """A string of the role's data, a file's base64 (``content_base64``) decoded."""
-    try:
-        return base64.b64decode(text, validate=True).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return text
 
 
 def _strings(value: object) -> list[str]:

@@ -317,7 +317,8 @@ def test_export_ansible_gives_each_group_its_own_profile(base: BaseRootfs, work:
     """One role for two node types: one install.yml run over both chroots, one host in each profile's group.
 
     The second profile's description holds a Jinja expression that would create a file on the control
-    host if Ansible ever templated the group data (it is in the header of every file of that profile).
+    host if Ansible ever templated a file of the role's files/ (it is in the header of every file of that
+    profile) or the group data.
     """
     pwned = work / "templated"
     slurm = yaml.safe_load((IMAGES[1] / "node-profile.yaml").read_text())

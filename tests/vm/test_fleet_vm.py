@@ -5,7 +5,8 @@ kubeadm's deb kubelet) with two named layouts (its own as ``mixed``, the default
 every GPU; restore.layout from ``file``), on a node whose GPU reset fails (the ``ampere-pending`` knob, as in a
 passthrough VM):
 1. a running node installed before migbake: kubelet and NVIDIA's mig-manager enabled, no restore, sshd
-   up. install.yml over SSH installs the restore (a real daemon-reload) and starts nothing (a second run
+   up. install.yml over SSH runs the preflight (the role's file, copied to a temporary folder), installs the
+   restore (a real daemon-reload) and starts nothing (a second run
    changing nothing is test_fleet_chroot.py's). activate.yml cordons and drains the node through a fake kubectl
    on the control host (this machine, which records every call), reboots it with ``ansible.builtin.reboot`` ...
 2. ... the restore runs before kubelet, finds the MIG mode change pending (the driver answers 90 s after
@@ -241,6 +242,9 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
         # 1. install: enables, masks, never starts
         install = node.playbook("install.yml")
         assert install.returncode == 0, install.stdout
+        # the preflight, the role's files/all/preflight-mig-restore.sh, ran over SSH and its --json was read
+        assert "TASK [mig_restore : Run the preflight]" in install.stdout, install.stdout
+        assert node.ssh("ls -d /tmp/*.mig-restore", check=False).stdout == "", "the preflight's copy stays behind"
         state = node.ssh("systemctl is-enabled nvidia-mig-restore.service nvidia-mig-manager.service; "
                          "systemctl is-active nvidia-mig-restore.service", check=False).stdout.split()
         assert state == ["enabled", "masked", "inactive"], f"install enables, masks, and never starts: {state}"
@@ -257,7 +261,7 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
         assert ok.returncode == 0, said
         assert node.calls() == ["cordon node1", DRAIN_NODE1, "uncordon node1"], said
         for task in ("Note the boot after the restore's reboot", "Wait for the second boot's restore",
-                     "Take the second boot's result"):
+                     "Take the second boot's result", "Run the verify", "Remove the verify's temporary folder"):
             assert f"TASK [mig_restore : {task}]" in said, task
         assert "skipping: [node1]" not in said.split("Wait for the second boot's restore]")[1].split("TASK")[0]
         state = node.ssh(f"{boot_id}; systemctl is-active nvidia-mig-restore.service kubelet.service; "

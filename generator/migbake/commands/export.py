@@ -39,8 +39,9 @@ def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config; "
                    "with several profiles, one ConfigMap holding a config per profile.")
 @click.option("--ansible", is_flag=True,
-              help="One Ansible role for all PROFILEs, written to the directory -o DIR: roles/mig_restore, "
-                   "group_vars/<profile name>.yml per profile, install.yml and activate.yml.")
+              help="One Ansible role for all PROFILEs, written to the directory -o DIR: roles/mig_restore (each "
+                   "profile's files in roles/mig_restore/files/<profile name>/), group_vars/<profile name>.yml per "
+                   "profile, install.yml and activate.yml.")
 @click.option("-o", "--output", type=NonEmptyPath(path_type=Path),
               help="Write here (default: standard output): a file (replaced atomically), a character device or a "
                    "FIFO (written into); a socket or a link to a file is refused. With --ansible the directory "
@@ -62,7 +63,8 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
     carry (restore.config_name ending in -, . or _): nothing is written.
 
     With --ansible, -o DIR gets one role, roles/mig_restore, whose tasks name no profile: each profile's
-    files (the bytes of its OUT/rootfs, as `generate` renders them), modes, checks and settings are the
+    files (the bytes of its OUT/rootfs and its preflight and verify scripts, as `generate` renders them)
+    are in roles/mig_restore/files/<profile name>/, and their modes, the checks and the settings are the
     variables of the inventory group named after the profile, group_vars/<profile name>.yml; install.yml
     and activate.yml act on every one of those groups. Two profiles of one name (or one named all or
     ungrouped, Ansible's own groups) are refused (exit 1), and nothing is written. DIR is written as

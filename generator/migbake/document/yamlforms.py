@@ -1,16 +1,13 @@
-"""The forms of YAML every writer of migbake's decides by: what go-yaml reads a plain word as, and a literal block.
+"""The forms of YAML every writer of migbake's decides by: what go-yaml reads a plain word as, and an indented block.
 
 ``go_yaml_reading``: what a plain scalar is to go-yaml (Butane, mig-parted, Kubernetes) when not a string;
 ``read_as_string``: whether every reader takes a plain word as that string.
-``block_as_is``, ``keeps_line_breaks`` and ``literal_block``: whether the emitters write a text as a literal
-block as it is, and the bytes they write for it. ``emitter`` (the one YAML emitter) and the Ansible variables'
-writer share them.
+``indented``: a text's lines indented, for a block printed inside another document.
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import yaml
 
@@ -67,43 +64,6 @@ def read_as_string(word: str) -> bool:
 
 # the characters a literal block may hold as they are, and \n: of the Basic Multilingual Plane (libyaml's
 # IS_PRINTABLE), and beyond it too (PyYAML's pure-Python emitter)
-_BLOCK_BMP = "\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\n"
-_ASTRAL = "\U00010000-\U0010fffe"
-
-
-@lru_cache(maxsize=2)
-def _block_characters(astral: bool) -> re.Pattern[str]:
-    """The characters a block may hold, as a pattern compiled when first needed (each takes some 2.5 ms, a
-    cold ``validate``'s time)."""
-    return re.compile(f"[{_BLOCK_BMP}{_ASTRAL if astral else ''}]*")
-
-
-@lru_cache(maxsize=256)  # a file is a block of several documents: Butane for three OSes, the MachineConfig
-def block_as_is(text: str, *, astral: bool) -> bool:
-    """Whether an emitter's analysis allows ``text`` as a literal block (analyze_scalar's rules for one): every
-    character printable or a line feed (``astral``: also beyond the Basic Multilingual Plane, as PyYAML's
-    pure-Python emitter; libyaml's only within it), no space before a line break or at the end."""
-    return (_block_characters(astral).fullmatch(text) is not None and " \n" not in text
-            and not text.endswith(" "))
-
-
-def keeps_line_breaks(text: str) -> bool:
-    """Whether a literal block of ``text`` keeps its last line breaks (``|+``: it is one, or ends with two)."""
-    return text == "\n" or text.endswith("\n\n")
-
-
-@lru_cache(maxsize=256)
-def literal_block(text: str, indent: int) -> str:
-    """``text`` as the emitters write a literal block after its key's ``:`` and a space: ``|``, the hints (an
-    indentation indicator where it starts with a space or a line break; ``-`` where it ends without one, ``+``
-    where it keeps its last line breaks), then every line indented by ``indent`` (an empty line not), ending
-    with a line break. For a ``text`` the emitter writes as it is (``block_as_is``)."""
-    hints = ("2" if text[0] in " \n" else "") + (
-        "-" if not text.endswith("\n") else "+" if keeps_line_breaks(text) else "")
-    rows = indented(text[:-1] if text.endswith("\n") else text, indent)  # an empty line has no indentation
-    return f"|{hints}\n{rows}\n"
-
-
 def indented(text: str, spaces: int) -> str:
     """``text``'s lines each indented by ``spaces`` (an empty line not; only a line feed ends a line), by
     ``str.replace`` in C: a loop over the lines, or a regular expression's ``^``, looks at every character."""

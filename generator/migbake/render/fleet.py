@@ -1,13 +1,11 @@
 """One Ansible role for many node types (``migbake export --ansible``): ``targets.ansible``'s role, a group per profile.
 
-Each profile is planned and rendered exactly as ``generate`` does it (``make_plan``, ``render_written``); the
-data of its inventory group (``group_vars/<group>.yml``, the group the profile's name made a valid Ansible group
-name: ``ansible_group``) are that render's ``rootfs/`` files (content and mode), its preflight and verify
-scripts, and the facts ``targets.ansible.group_data`` reads from its plan, the very data the one-profile role
-of ``generate`` carries for its one group. The role and the playbooks are rendered from the same templates
-(``targets.ansible.role_tree``). A YAML emitter (``ansiblevars.vars_yaml``) writes every string of the data with
-Ansible's ``!unsafe`` tag, so Ansible never evaluates a ``{{`` that a profile put into a file (a description in
-a header); a file that holds one is base64 as well (``ansiblevars.payload``).
+Each profile is planned and rendered exactly as ``generate`` does it (``make_plan``, ``render_written``). Its
+inventory group (``ansible_group``: the profile's name made a valid Ansible group name) gets the role's
+``files/<group>/``, that render's ``rootfs/`` files and its preflight and verify scripts (``targets.ansible.
+group_files``), and ``group_vars/<group>.yml``, the data ``targets.ansible.group_data`` reads from its plan: the
+very files and data the one-profile role of ``generate`` carries for its one group. The role and the playbooks
+are those of ``generate`` (``targets.ansible.role_tree``).
 """
 
 from __future__ import annotations
@@ -18,14 +16,13 @@ from collections.abc import Sequence
 from migbake import __version__
 from migbake.problems import MigbakeError
 from migbake.profile.nodeprofile import NodeProfile
-from migbake.render.ansiblevars import vars_yaml
-from migbake.render.artifact import Artifact
+from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import make_plan
-from migbake.render.quoting import yaml_scalar
-from migbake.render.targets.ansible import ROLE_SCRIPTS, group_data, role_tree
+from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
+from migbake.render.targets.ansible import group_data, group_files, role_tree
 from migbake.render.targets.rootfs import ROOTFS
 from migbake.render.tree import render_written
 
@@ -58,18 +55,17 @@ def fleet_tree(profiles: Sequence[tuple[str, NodeProfile]]) -> list[Artifact]:
     """
     groups = _group_names(profiles)
     shown = ", ".join(prof.name for _, prof in profiles)
-    templates = Templates({})
     ctx = {
         "single": False,
         "header": _header(f"from node profiles {shown}", "the profiles"),
-        "role_header": _header("for every node profile (each group's data: group_vars/GROUP.yml)", "the profiles"),
         "profiles": [yaml_scalar(g) for g in groups],
         "profiles_text": guard_line(", ".join(groups), "the inventory groups"),
         "hosts_default": Quoted("mig_restore_profiles"),
-        "data_file": "group_vars/",
     }
-    out = [group_vars(prof) for _, prof in profiles]
-    out += role_tree(templates, ctx, "")
+    out = [a for _, prof in profiles for a in group_tree(prof)]
+    role_header = _header("for every node profile (each group's data: group_vars/GROUP.yml; its files: files/GROUP/)",
+                          "the profiles")
+    out += role_tree(Templates({}), ctx, "", role_header)
     return sorted(out, key=lambda a: a.path)
 
 
@@ -100,16 +96,14 @@ def _header(source: str, what: str) -> Block:
     return Block("\n".join(f"# {guard_line(line, 'the header line')}" for line in lines))
 
 
-def group_vars(prof: NodeProfile) -> Artifact:
-    """``group_vars/<group>.yml``: what the role installs and checks on the hosts of the profile's group."""
+def group_tree(prof: NodeProfile) -> list[Artifact]:
+    """What the hosts of the profile's group get: the role's ``files/<group>/`` and ``group_vars/<group>.yml``."""
     plan = make_plan(prof)
-    tree = {a.path: a for a in render_written(plan)}  # the very files `generate` writes, in the order written
-    rootfs = [(path[len(ROOTFS) + 1:], a.text, a.mode) for path, a in tree.items() if path.startswith(ROOTFS + "/")]
+    done = Rendered(render_written(plan))  # the very files `generate` writes, in the order written
+    rootfs = [(rel, a.mode) for rel, a in done.under(ROOTFS)]
     group = ansible_group(prof.name)
-    data = group_data(plan, rootfs, [tree[f"scripts/{name}"].text for name in ROLE_SCRIPTS], group)
     intro = (f"# The data of Ansible role mig_restore for the hosts of inventory group {group} (profile "
-             f"{guard_line(prof.name, 'the profile name')}):\n"
-             "# every string is !unsafe (Ansible never templates it).\n")
-    return Artifact(f"{GROUP_VARS}/{group}.yml", "---\n" + plan.header + "\n" + intro + vars_yaml(data), 0o644)
-
-
+             f"{guard_line(prof.name, 'the profile name')}):\n# what the role installs and checks; its files: "
+             f"{ROLE}/files/{group}/\n")
+    text = "---\n" + wrap_long(plan.header + "\n" + intro) + vars_yaml(group_data(plan, rootfs, group))
+    return [*group_files(f"{ROLE}/files/{group}", done), Artifact(f"{GROUP_VARS}/{group}.yml", text, 0o644)]

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from migbake.document.patterns import CONTROL, CONTROL_BUT_LF
 from migbake.problems import RenderError
 
-__all__ = ["CONTROL", "Block", "Checked", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
+__all__ = ["CONTROL", "Block", "Quoted", "guard", "html_comment", "language", "line", "mime_header_value"]
 
 # outside the quoting of its language, a value may not hold these: shell quotes and expansions that
 # are not the template's own, systemd's specifiers and escapes, HCL's string and template syntax,
@@ -57,15 +57,6 @@ class Block(str):
     __slots__ = ()
 
 
-class Checked(Block):
-    """A block whose writer held every character to printable ones and line feeds as it wrote them (``ansiblevars``'
-    writer: each string escaped, base64 or a literal block it found free of control characters): the guard
-    looks only for its language's block syntax, not again for control characters (the role's group data, some
-    100 KiB a render)."""
-
-    __slots__ = ()
-
-
 def language(template: str | None) -> str:
     """The output language of a template, from its name (its path mirrors the output's, plus .j2)."""
     name = template or ""
@@ -91,7 +82,7 @@ def guard(value: Any, lang: str, template: str | None = None) -> Any:
     text = value if isinstance(value, str) else str(value)
     if isinstance(value, Block):
         syntax = _BLOCK_SYNTAX.get(lang)
-        bad = None if isinstance(value, Checked) else CONTROL_BUT_LF.search(text)
+        bad = CONTROL_BUT_LF.search(text)
         bad = bad or (syntax.search(text) if syntax else None)
     elif isinstance(value, (Quoted, Markup)):  # Markup: Jinja's tojson, JSON that YAML reads as it is
         bad = CONTROL.search(text)

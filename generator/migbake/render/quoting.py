@@ -1,5 +1,5 @@
-"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments; Ansible's
-variables: ``ansiblevars``).
+"""Quoting for each output language: one function per language (shell, systemd, HCL, YAML, comments, Ansible's
+variables).
 
 Every value a template prints has been quoted here for its language, or restricted by the schema; the
 guard (``guard``) checks the result once more when it is printed.
@@ -11,6 +11,9 @@ import json
 import re
 import textwrap
 from functools import lru_cache
+from typing import Any
+
+import yaml
 
 from migbake.document import emitter
 from migbake.document.emitter import block_scalar, flow_key, flow_scalar
@@ -194,3 +197,34 @@ def wrap_long(text: str) -> Block:
         out += [prefix + piece for piece in textwrap.wrap(row[len(prefix):], width, break_long_words=False,
                                                           break_on_hyphens=False)]
     return Block("\n".join(out))
+
+
+class _VarsDumper(yaml.SafeDumper):
+    """Ansible variables: lists indented below their key (yamllint's indentation rule), and a value too long for
+    its line on the next line, where it is one word (yamllint's line-length takes that: allow-non-breakable-words)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+    def process_scalar(self) -> None:
+        assert isinstance(self.event, yaml.ScalarEvent)
+        if not self.simple_key_context and self.column + len(self.event.value) + 3 > self.best_width:
+            self.write_line_break()
+            self.write_indent()
+        super().process_scalar()
+
+
+# Ansible templates a string that holds one of Jinja's start strings; tagged !unsafe, it never does. Only those
+# are tagged: Ansible reads a tagged scalar by its plain form's type, so !unsafe '0644' would be the int 420.
+_JINJA_STARTS = ("{{", "{%", "{#")
+_VarsDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar("!unsafe", text)
+                            if any(s in text for s in _JINJA_STARTS) else dumper.represent_str(text))
+
+
+def vars_yaml(data: dict[str, Any]) -> str:
+    """``data`` (Ansible variables) as YAML, each line within ansible-lint's limit; a string Ansible would
+    template is ``!unsafe``."""
+    return yaml.dump(data, Dumper=_VarsDumper, sort_keys=False, allow_unicode=True, width=_WRAP_AT)

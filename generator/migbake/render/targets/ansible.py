@@ -1,97 +1,106 @@
 """Ansible (``OUT/ansible/``): the one role ``mig_restore`` and its playbooks, with the profile as its one group.
 
-One template set (``templates/ansible/``) is the role of one profile and of several (``migbake export
---ansible``, ``render.fleet``): its tasks name no profile and read the data of the host's group
-(``group_data``: the files, modes, scripts, checks, units and timeouts). ``migbake generate`` writes the
-role with one group, Ansible's ``all`` (every host the playbooks run on), whose data end the role's
-``defaults/main.yml``; ``export --ansible`` writes a group per profile to ``group_vars/<group>.yml``.
+One role serves one profile and several (``migbake export --ansible``, ``render.fleet``): its tasks name no
+profile. A group's files are the role's ``files/<group>/``: ``rootfs/...`` (the bytes of the rendered rootfs/
+tree) and the preflight and verify scripts; its data (``group_data``: the files' paths and modes, the checks,
+units and timeouts) are a short YAML file. ``migbake generate`` writes the role with one group, Ansible's
+``all`` (every host the playbooks run on), whose data end the role's ``defaults/main.yml``; ``export
+--ansible`` writes a group per profile, its data in ``group_vars/<group>.yml``.
 
-Nothing here re-derives what a node gets: the data are the bytes of the rendered rootfs/ tree (with the
-modes the Packer provisioner sets), the rendered preflight and verify scripts and the bake's base-image
-checks (``plan.consumers.bake_pieces``). Every string of the data is ``!unsafe`` (``ansiblevars.vars_block``).
+The tasks, handlers, meta and defaults are plain files under ``templates/ansible/roles/mig_restore/`` (no
+``.j2``), written with the generated header before them; the README and the playbooks are templates.
 """
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from migbake.problems import RenderError
-from migbake.render.ansiblevars import payload, vars_block
 from migbake.render.artifact import Artifact, Rendered
-from migbake.render.environment import Templates
-from migbake.render.guard import Quoted
+from migbake.render.environment import Templates, environment
+from migbake.render.guard import Quoted, guard
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
-from migbake.render.quoting import yaml_scalar
+from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
 
 OUT = "ansible"
 ROLE = f"{OUT}/roles/mig_restore"  # the role in OUT (generate); roles/mig_restore in export --ansible's folder
 TEMPLATES = "ansible"  # templates/ansible/ mirrors the folder (the role and the playbooks)
-ROLE_FILES = ("tasks/main.yml", "tasks/group.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
-              "handlers/main.yml", "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml", "README.md")
+# the role's files that are the same for every profile, written as they are below the header
+STATIC_FILES = ("tasks/main.yml", "tasks/group.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
+                "handlers/main.yml", "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml")
+ROLE_FILES = (*STATIC_FILES, "README.md")
+DEFAULTS = "defaults/main.yml"
 PLAYBOOKS = ("install.yml", "activate.yml", ".ansible-lint")
 ONE_GROUP = "all"  # the group of the one-profile role: every host its playbooks run on
 HOSTS = "gpu_nodes"  # the one-profile playbooks' host group unless -e mig_restore_hosts=GROUP (docs/ansible.md)
 SLURM_UNIT = "slurmd.service"
 ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh")
-# the role runs a script as one argument of `bash -c`: Linux's MAX_ARG_STRLEN (32 pages of 4 KiB) bounds it
-# (torvalds/linux:include/uapi/linux/binfmts.h@v6.6)
-MAX_SCRIPT_BYTES = 32 * 4096 - 1
 
 
 def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """The role with the profile as its one group (``all``), and install.yml / activate.yml / .ansible-lint."""
-    rootfs = list(done.under(ROOTFS))
-    scripts = [done[f"scripts/{name}"].text for name in ROLE_SCRIPTS]
-    data = group_data(plan, [(rel, a.text, a.mode) for rel, a in rootfs], scripts, ONE_GROUP)
-    intro = (f"# The data of the role's one group, {ONE_GROUP} (profile "
-             f"{guard_line(plan.profile.name, 'the profile name')}): what the role installs and checks.\n"
-             "# Every string is !unsafe (Ansible never templates it).\n")
+    rootfs = [(rel, a.mode) for rel, a in done.under(ROOTFS)]
+    data = group_data(plan, rootfs, ONE_GROUP)
+    name = guard_line(plan.profile.name, "the profile name")
+    intro = f"# The data of the role's one group, {ONE_GROUP} (profile {name}): what it installs and checks.\n"
     ctx = {
         "single": True,
-        "role_header": plan.header,
-        "role": role_facts(plan, [(rel, a.mode) for rel, a in rootfs]),
+        "role": role_facts(plan, rootfs),
         "profiles": [yaml_scalar(ONE_GROUP)],
         "hosts_default": Quoted(f"'{HOSTS}'"),
-        "data_file": "roles/mig_restore/defaults/main.yml",
-        "group_data": vars_block(intro, data),
     }
-    return role_tree(templates, ctx, f"{OUT}/")
+    out = role_tree(templates, ctx, f"{OUT}/", plan.header, "\n" + wrap_long(intro) + vars_yaml(data))
+    return out + group_files(f"{ROLE}/files/{ONE_GROUP}", done)
 
 
-def role_tree(templates: Templates, ctx: dict[str, Any], root: str) -> list[Artifact]:
+def role_tree(templates: Templates, ctx: dict[str, Any], root: str, header: str,
+              defaults_end: str = "") -> list[Artifact]:
     """The role's files and the playbooks under ``root`` (``ansible/`` in OUT, empty in export --ansible's
-    folder), from the one template set; ``ctx`` says one group (``single``) or several."""
-    role = templates.with_variables(ctx)
-    out = [role.file(f"{TEMPLATES}/roles/mig_restore/{name}.j2", f"{root}roles/mig_restore/{name}", 0o644)
-           for name in ROLE_FILES]
+    folder): the static files with ``header`` before them (``defaults_end`` after the defaults), the README and
+    the playbooks from their templates; ``ctx`` says one group (``single``) or several."""
+    # the header the static files get in Python is guarded here, as a template's printed value would be
+    head = f"---\n{guard(wrap_long(header), 'yaml', f'{TEMPLATES}/roles/mig_restore')}\n"
+    out = [Artifact(f"{root}roles/mig_restore/{name}",
+                    head + _static(name) + (defaults_end if name == DEFAULTS else ""), 0o644)
+           for name in STATIC_FILES]
+    role = templates.with_variables({**ctx, "role_header": header})
+    out.append(role.file(f"{TEMPLATES}/roles/mig_restore/README.md.j2", f"{root}roles/mig_restore/README.md", 0o644))
     out += [role.file(f"{TEMPLATES}/{name}.j2", f"{root}{name}", 0o644) for name in PLAYBOOKS]
     return out
 
 
-def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, str, int]], scripts: Sequence[str],
-               group: str) -> dict[str, Any]:
+@cache
+def _static(name: str) -> str:
+    """A static file of the role, as shipped under templates/ansible/roles/mig_restore/."""
+    env = environment()
+    assert env.loader is not None
+    return env.loader.get_source(env, f"{TEMPLATES}/roles/mig_restore/{name}")[0]
+
+
+def group_files(folder: str, done: Rendered) -> list[Artifact]:
+    """A group's files in the role (``folder``: ``.../files/<group>``): the rendered rootfs/ tree under
+    ``rootfs/``, byte for byte and in the order written, and the preflight and verify scripts."""
+    out = [Artifact(f"{folder}/rootfs/{rel}", a.content, a.mode) for rel, a in done.under(ROOTFS)]
+    out += [Artifact(f"{folder}/{name}", done[f"scripts/{name}"].content, done[f"scripts/{name}"].mode)
+            for name in ROLE_SCRIPTS]
+    return out
+
+
+def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]], group: str) -> dict[str, Any]:
     """The variables of one group of the role: what it installs and checks on the hosts of ``plan``'s profile.
 
-    ``rootfs``: (path inside rootfs/, text, mode) of the rendered files; ``scripts``: the rendered preflight
-    and verify scripts. RenderError when a script is longer than one argument of ``bash -c`` may be.
+    ``rootfs``: (path inside rootfs/, mode) of the rendered files (the role's ``files/<group>/rootfs/``).
     """
     prof = plan.profile
-    for name, text in zip(ROLE_SCRIPTS, scripts):
-        if len(text.encode("utf-8")) > MAX_SCRIPT_BYTES:
-            raise RenderError(f"{name} of profile {prof.name} is larger than one argument of bash -c may be "
-                              f"({MAX_SCRIPT_BYTES} bytes); the Ansible role cannot carry it")
-    facts = role_facts(plan, [(rel, mode) for rel, _, mode in rootfs])
-    content = {rel: text for rel, text, _ in rootfs}
-    preflight, verify = scripts
+    facts = role_facts(plan, rootfs)
     return {
         "mig_restore_profile": prof.name,
         "mig_restore_group": group,
-        "mig_restore_files": [{"dest": f["dest"], "mode": f["mode"], **payload(content[f["src"]])}
-                              for f in facts["files"]],
+        "mig_restore_files": [{"path": f["src"], "mode": f["mode"]} for f in facts["files"]],
         "mig_restore_dirs": facts["dirs"],
         "mig_restore_image_tools": facts["tools"],
         "mig_restore_image_units": facts["units"],
@@ -111,8 +120,6 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, str, int]], scripts
         # records that reboot in its marker; activate waits through that reboot
         "mig_restore_reboot_once": plan.restore.reset_path == "reboot-once",
         "mig_restore_reset_marker": plan.restore.reboot_marker,
-        "mig_restore_preflight_script": payload(preflight),
-        "mig_restore_verify_script": payload(verify),
         # named layouts: activate's mig_restore_layout moves a node to one of these by writing the file source's
         # file ("" where restore.layout.from does not read it)
         "mig_restore_layout_names": list(plan.mig.layout_names),
