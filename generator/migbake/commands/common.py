@@ -20,7 +20,7 @@ from migbake.problems import STDIN_NAME, Problem, ProfileError, UnreadableProfil
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.onefile import write_file
 from migbake.rules.ignore import profile_suppressions
-from migbake.rules.validate import Checked, check_bytes, check_file
+from migbake.rules.validate import ValidationResult, check_bytes, check_file
 
 
 class ListedUsageError(click.UsageError):
@@ -67,7 +67,7 @@ def profile_name(profile: Path | str) -> str:
     return STDIN_NAME if is_stdin(profile) else str(profile)
 
 
-def check_profile(profile: Path | str) -> Checked:
+def check_profile(profile: Path | str) -> ValidationResult:
     """Check the profile at ``profile``, or read from standard input when it is ``-``, with this command line's
     catalog."""
     catalog = click.get_current_context().ensure_object(CatalogChoice)
@@ -87,7 +87,7 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     return model
 
 
-def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False) -> Checked:
+def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False) -> ValidationResult:
     """``valid_profile``'s check as a whole (the loaded file too: ``later_problems`` locates with it)."""
     checked = check_profile(profile)
     if checked.profile is None or (strict and checked.problems):
@@ -98,7 +98,7 @@ def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False)
     return checked
 
 
-def later_problems(profile: Path, checked: Checked, found: list[Problem], consequence: str, *,
+def later_problems(profile: Path, checked: ValidationResult, found: list[Problem], consequence: str, *,
                    strict: bool = False) -> None:
     """Print the warnings found after validation (``render.limits``: once rendered) as validation prints its own,
     less those the profile's ``validation.ignore`` sets aside; ``strict``: they refuse the profile (ProfileError)."""
