@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from migbake.document.files import read_stdin
 from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice, GpuModel
-from migbake.problems import STDIN_NAME, Problem, ProfileError, UnreadableProfile, read_stdin, set_aside, unreadable
+from migbake.problems import STDIN_NAME, Problem, ProfileError, UnreadableProfile, set_aside, unreadable
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.onefile import write_file
 from migbake.rules.ignore import profile_suppressions

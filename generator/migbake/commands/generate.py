@@ -12,9 +12,10 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, later_problems, profile_name, say, valid_checked
+from migbake.document.files import read_bounded
 from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
-from migbake.problems import UsageError, read_bounded
+from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
