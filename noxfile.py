@@ -28,10 +28,10 @@ CHROOT_PYTHONS = ("3.14",)
 PYTHONS = [v for v in nox.project.python_versions(PYPROJECT) if v not in CHROOT_PYTHONS]
 MAIN_PYTHON = "3.11"  # Debian 12's python3, where CI runs the whole suite
 OLDEST_PYTHON = PYTHONS[0]
-# load, schema (and the fast schema), rules, render, write, the CLI and its exits, the real mig-parted parser
-FAST_TESTS = ["tests/test_cli.py", "tests/test_fastschema.py", "tests/test_invalid_cases.py",
+# load, schema, rules, render, write, the CLI and its exits, the real mig-parted parser
+FAST_TESTS = ["tests/test_cli.py", "tests/test_invalid_cases.py",
               "tests/test_warning_cases.py", "tests/test_write.py", "tests/test_images.py",
-              "tests/test_startup.py", "tests/test_error_path.py", "tests/test_layout.py",
+              "tests/test_error_path.py", "tests/test_layout.py",
               "tests/test_catalog_file.py", "tests/test_gpu_names.py", "tests/test_mig_parted.py"]
 PYTEST = ["pytest", "-q", "-p", "no:cacheprovider"]
 

@@ -13,15 +13,11 @@ pytestmark = pytest.mark.realtool
 
 def test_bench_cli_smoke() -> None:
     require("check-jsonschema")
-    require("cloud-init")
     ran = run([sys.executable, str(REPO / "benchmarks/bench_cli.py"), "--smoke"], timeout=600)
     assert ran.rc == 0, ran.text
-    for heading in ("1. cold start", "python -c pass (floor)", "check-jsonschema (schema only)",
-                    "cloud-init schema (user-data)", "migbake --version", "migbake gpus",
-                    "2. validate + generate", "10 profiles", "2b. one profile in one process", "render one profile",
-                    "3. migbake validate over a directory",
-                    "4. maximal layouts"):
-        assert heading in ran.out, ran.out
+    for row in ("cold migbake generate PROFILE -o DIR", "cold migbake validate PROFILE", "check-jsonschema",
+                "migbake --version", "render one profile (in process)", "validate+render 10 profiles"):
+        assert row in ran.out, ran.out
 
 
 def test_bench_layouts_smoke() -> None:

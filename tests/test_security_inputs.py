@@ -1,7 +1,7 @@
 """Issue 42, class 3: inputs that crashed or hung migbake.
 
 - A FIFO (or any file that is not a regular file) given where migbake reads a file: every such read
-  goes through ``problems.read_regular`` (opened without blocking, checked on the descriptor, bounded,
+  goes through ``document.files.read_regular`` (opened without blocking, checked on the descriptor, bounded,
   read once), so each is refused at once with one line, never waited on.
 - ``--user-data-mime`` media types that break the document: ``multipart/*`` and ``message/*`` (a part
   that claims to be a whole MIME document or message), ``application/node.eks.aws`` forced onto a file

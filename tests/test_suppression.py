@@ -47,18 +47,6 @@ def test_text_lists_the_ignored_warning_and_strict_passes(ignoring: str, warn: s
     assert code == 1 and "counted as an error" in out
 
 
-def test_the_console_fast_path_says_the_same(ignoring: str) -> None:
-    import contextlib
-    import io
-
-    from migbake.cli.entry import quick_validate
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        code = quick_validate(["validate", ignoring])
-    assert code == 0
-    assert buf.getvalue() == cli("validate", "--format", "text", ignoring)[1]
-
-
 def test_flag_is_repeatable_and_takes_a_comma_list(warn: str) -> None:
     for args in (["--ignore", "empty-layout"], ["--ignore", "devices-without-gpu-count,empty-layout"],
                  ["--ignore", "slurm-gpu-count", "--ignore", "empty-layout"]):

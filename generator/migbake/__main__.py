@@ -1,5 +1,5 @@
 """``python -m migbake``: the same command line as ``migbake``."""
 
-from migbake.cli.entry import run
+from migbake.cli.group import main
 
-run(prog_name="migbake")
+main(prog_name="migbake")

@@ -1,8 +1,7 @@
 """How every migbake command ends: its exit codes, the quiet end of a closed pipe, and the failures of the
 process's own streams and signals, said in one line each.
 
-No click here: the console entry (``migbake.cli.entry``) answers ``migbake validate FILE...`` without
-click and must end exactly as the click command group (``migbake.cli.group``) does.
+The click command group (``migbake.cli.group``) ends every command through these.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Test-only machinery (simulated NVIDIA tools, fake kubelet) goes into the guest image, never on the host.
 Entry points: ``plan(profile, ...)`` then ``run(plan)`` (what ``migbake boot-test`` calls); one run:
-``run_boot_test``; ``prepare_assets`` builds the cached rootfs and kernel once. Its rooms:
+``run_boot_test``; ``prepare_assets`` builds the cached rootfs and kernel once. Its parts:
 ``vm/`` (rootfs, kernel, images, QEMU, a Packer build into a rootfs), ``scenarios/`` (each scenario family
 beside its claims), ``simgpu/`` (the simulated GPU in C), ``guest/`` (files installed into the guest only);
 ``run`` (one boot test end to end), ``hostrun`` (host commands), ``guestreport`` (what a guest left behind).

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from migbake.problems import PackerError, UsageError, read_bounded
+from migbake.document.files import read_bounded
+from migbake.problems import PackerError, UsageError
 
 INSTALL_HINT = ("install Packer: `apt-get install packer` (Debian/Ubuntu), or the release for your system "
                 "from https://developer.hashicorp.com/packer/install; or point --packer / MIGBAKE_PACKER at it")

@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from migbake.document.files import read_stdin
 from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, CatalogChoice, GpuModel
-from migbake.problems import STDIN_NAME, Problem, ProfileError, UnreadableProfile, read_stdin, set_aside, unreadable
+from migbake.problems import STDIN_NAME, Problem, ProfileError, UnreadableProfile, set_aside, unreadable
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.onefile import write_file
 from migbake.rules.ignore import profile_suppressions
-from migbake.rules.validate import Checked, check_bytes, check_file
+from migbake.rules.validate import ValidationResult, check_bytes, check_file
 
 
 class ListedUsageError(click.UsageError):
@@ -67,7 +68,7 @@ def profile_name(profile: Path | str) -> str:
     return STDIN_NAME if is_stdin(profile) else str(profile)
 
 
-def check_profile(profile: Path | str) -> Checked:
+def check_profile(profile: Path | str) -> ValidationResult:
     """Check the profile at ``profile``, or read from standard input when it is ``-``, with this command line's
     catalog."""
     catalog = click.get_current_context().ensure_object(CatalogChoice)
@@ -87,7 +88,7 @@ def valid_profile(profile: Path, consequence: str = "", *, strict: bool = False)
     return model
 
 
-def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False) -> Checked:
+def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False) -> ValidationResult:
     """``valid_profile``'s check as a whole (the loaded file too: ``later_problems`` locates with it)."""
     checked = check_profile(profile)
     if checked.profile is None or (strict and checked.problems):
@@ -98,7 +99,7 @@ def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False)
     return checked
 
 
-def later_problems(profile: Path, checked: Checked, found: list[Problem], consequence: str, *,
+def later_problems(profile: Path, checked: ValidationResult, found: list[Problem], consequence: str, *,
                    strict: bool = False) -> None:
     """Print the warnings found after validation (``render.limits``: once rendered) as validation prints its own,
     less those the profile's ``validation.ignore`` sets aside; ``strict``: they refuse the profile (ProfileError)."""

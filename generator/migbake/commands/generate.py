@@ -12,9 +12,10 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, later_problems, profile_name, say, valid_checked
+from migbake.document.files import read_bounded
 from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
-from migbake.problems import UsageError, read_bounded
+from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import userdata
 from migbake.render.artifact import Artifact
@@ -22,7 +23,7 @@ from migbake.render.limits import render_problems
 from migbake.render.plan import MimePart, UserDataForms
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
-from migbake.rules.validate import Checked
+from migbake.rules.validate import ValidationResult
 from migbake.wording import plural
 
 
@@ -108,7 +109,7 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
     return only_outputs(render(prof, forms), origin.outputs)
 
 
-def warn_rendered(profile: Path, checked: Checked, artifacts: list[Artifact], consequence: str, *,
+def warn_rendered(profile: Path, checked: ValidationResult, artifacts: list[Artifact], consequence: str, *,
                   strict: bool = False) -> None:
     """The warnings only the rendered files show (``render.limits``), printed before anything is written, located
     in the profile as validation's; ``strict``: they refuse it (ProfileError ending with ``consequence``)."""

@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import GpuModelType, NonEmptyPath, write_or_print
+from migbake.document.files import read_bounded, read_stdin
 from migbake.gpu.catalog import CatalogChoice, GpuModel
 from migbake.node.importer import import_config
 from migbake.node.nvidiasmi import read_capture
-from migbake.problems import STDIN_NAME, UsageError, read_bounded, read_stdin
+from migbake.problems import STDIN_NAME, UsageError
 
 
 @click.command("import")

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from migbake.problems import UNREADABLE, Problem, read_regular
+from migbake.document.files import read_regular
+from migbake.problems import UNREADABLE, Problem
 
 MAX_PROFILE_BYTES = 256 * 1024
 MAX_DEPTH = 32

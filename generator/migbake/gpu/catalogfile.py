@@ -16,11 +16,12 @@ from typing import Any
 
 import yaml
 
+from migbake.document.files import read_regular
 from migbake.document.limits import json_shape
 from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.document.patterns import CONTROL
 from migbake.document.schema_messages import catalog_schema_problems
-from migbake.problems import CatalogError, Problem, UnreadableCatalog, read_regular
+from migbake.problems import CatalogError, Problem, UnreadableCatalog
 
 MAX_CATALOG_BYTES = 16 * 1024 * 1024
 MAX_CATALOG_DEPTH = 32  # the packaged catalog nests 7 deep

@@ -19,10 +19,11 @@ from typing import Any, Literal
 
 import yaml
 
+from migbake.document.files import read_bounded
 from migbake.document.limits import json_shape, yaml_shape
 from migbake.document.patterns import whole
 from migbake.exits import EXIT_USAGE
-from migbake.problems import MigbakeError, read_bounded
+from migbake.problems import MigbakeError
 
 MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
 OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"

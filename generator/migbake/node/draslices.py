@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from migbake.document.files import read_bounded
 from migbake.kubernetes.dra import DNS_LABEL, DRIVER
 from migbake.kubernetes.labels import MAX_NODE_JSON_BYTES, NodeJsonError
-from migbake.problems import read_bounded
 
 MAX_DEVICES = 4096
 VALUE_KINDS = {"int": int, "bool": bool, "string": str, "version": str}  # DeviceAttribute, types.go l.570-599

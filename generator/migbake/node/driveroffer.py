@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from migbake.document.files import read_bounded
 from migbake.document.loader import LoadedProfile, join_pointer, load_profile_bytes
 from migbake.gpu.catalog import PROFILE_NAME_RE, canonical_pci_id
 from migbake.node.nvidiasmi import CaptureError
-from migbake.problems import MigbakeError, Problem, read_bounded, sort_problems
+from migbake.problems import MigbakeError, Problem, sort_problems
 
 MAX_GENERATE_CONFIG_BYTES = 256 * 1024  # generate-config writes about 1 KiB per GPU type
 BASE_CONFIGS = ("all-disabled", "all-enabled", "all-balanced")

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Literal
 from xml.parsers import expat
 
+from migbake.document.files import read_bounded
 from migbake.exits import EXIT_USAGE
 from migbake.gpu.catalog import canonical_pci_id
-from migbake.problems import MigbakeError, read_bounded
+from migbake.problems import MigbakeError
 
 CaptureFormat = Literal["nvidia-smi-xml", "nvidia-smi-csv"]
 QUERY_FIELDS = ("index", "name", "pci.device_id", "mig.mode.current")

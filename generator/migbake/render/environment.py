@@ -21,7 +21,6 @@ from migbake.problems import RenderError
 from migbake.render.artifact import Artifact
 from migbake.render.guard import Quoted, guard, html_comment, language
 from migbake.render.quoting import comment_text, hcl_string, sh_quote, wrap_long, yaml_block, yaml_scalar
-from migbake.resources import templates_dir
 
 
 @jinja2.pass_context
@@ -76,7 +75,7 @@ def bytecode_cache() -> jinja2.BytecodeCache | None:
 def environment() -> jinja2.Environment:
     """The environment (one per process: it keeps compiled templates, which is most of a render's cost)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=jinja2.PackageLoader("migbake.templates", "."),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

@@ -1,4 +1,4 @@
-"""The render plan's parts: one frozen dataclass per room that derives its values (``render.plan`` holds them).
+"""The render plan's parts: one frozen dataclass per concern with the values it derives (``render.plan`` holds them).
 
 ``RenderPlan`` keeps a few top-level fields (the profile's settings, the header, the user-data forms) and
 one part per concern: the mig-parted config (``MigPlan``), what verify and preflight expect of each GPU

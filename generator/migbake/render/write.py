@@ -28,7 +28,8 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from migbake.problems import NOT_REGULAR, STDIN_NAME, OutputError, read_regular
+from migbake.document.files import NOT_REGULAR, read_regular
+from migbake.problems import STDIN_NAME, OutputError
 from migbake.render.artifact import Artifact
 from migbake.render.origin import (
     EXPORT_ORIGIN,

@@ -5,9 +5,7 @@ Also which files a ``migbake validate PROFILE...`` argument names (a file, or a 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Checked:
+class ValidationResult:
     """A profile file after every check: its problems, and the model when it has no errors.
 
     ``ignored``: the warnings its ``validation.ignore`` sets aside (not in ``problems``; reports list them);
@@ -65,7 +63,8 @@ def _mig_parted_config(loaded: LoadedProfile) -> Problem | None:
                           "(--config NAME chooses one of its configs)", "mig-parted-config", key=True)
 
 
-def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoice, *, model: bool = True) -> Checked:
+def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoice, *,
+            model: bool = True) -> ValidationResult:
     """The profile's problems and model; ``catalog`` is read only for a mapping (the rules and the model need it)."""
     if (mig_parted := _mig_parted_config(loaded)) is not None:
         problems = [*problems, mig_parted]
@@ -85,7 +84,7 @@ def _finish(loaded: LoadedProfile, problems: list[Problem], catalog: CatalogChoi
 
         data: dict[str, Any] = loaded.data  # type: ignore[assignment]
         profile = build_profile(data, loaded.text, catalog.load())
-    return Checked(loaded.file, problems, profile, ignored, loaded)
+    return ValidationResult(loaded.file, problems, profile, ignored, loaded)
 
 
 # the names of a profile in a folder: ``validate DIR``, ``images DIR`` (and pre-commit's hook) find these, at any
@@ -165,7 +164,7 @@ def profile_files(args: Sequence[str]) -> Iterator[Path]:
             yield p
 
 
-def check_file(path: Path, display: str | None = None, catalog: CatalogChoice = PACKAGED) -> Checked:
+def check_file(path: Path, display: str | None = None, catalog: CatalogChoice = PACKAGED) -> ValidationResult:
     """Load and check the profile at ``path``, its GPU models looked up in ``catalog``."""
     loaded, problems = read_profile(path, display)
     return _finish(loaded, problems, catalog)
@@ -181,104 +180,12 @@ def _problems(path: Path, catalog: CatalogChoice) -> Findings:
     return checked.problems, checked.ignored
 
 
-def check_bytes(data: bytes, file: str, catalog: CatalogChoice = PACKAGED) -> Checked:
+def check_bytes(data: bytes, file: str, catalog: CatalogChoice = PACKAGED) -> ValidationResult:
     """Load and check a profile given as bytes (``file`` names it in problems), its GPU models in ``catalog``."""
     loaded, problems = load_profile_bytes(data, file)
     return _finish(loaded, problems, catalog)
 
 
-# below this many files a worker process costs more than it saves
-PARALLEL_MIN_FILES = 64
-
-
-def _cpus() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
-
-
-def _single_threaded() -> bool:
-    """Whether forking is safe: no other thread can hold a lock that the worker would inherit held."""
-    threading = sys.modules.get("threading")
-    return threading is None or threading.active_count() == 1
-
-
-def file_problems(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[list[Problem]]:
-    """The problems of each profile file, in order: ``check_file(path, catalog=catalog).problems`` for every path."""
-    return [problems for problems, _ in file_findings(paths, catalog)]
-
-
 def file_findings(paths: Sequence[Path], catalog: CatalogChoice = PACKAGED) -> list[Findings]:
-    """Each profile file's problems and ignored warnings, in order: ``check_file(path, catalog=catalog)``'s.
-
-    With many files, several CPUs and ``fork``, a worker process checks the second half while this one
-    checks the first; each file is checked in full either way, and the worker sends back only its
-    problems. Should the worker fail in any way, this process checks those files itself (so an error
-    in a check is raised here, as without a worker).
-    """
-    if len(paths) < PARALLEL_MIN_FILES or not hasattr(os, "fork") or _cpus() < 2 or not _single_threaded():
-        return [_problems(p, catalog) for p in paths]
-    import pickle  # noqa: F401 - imported once, before the fork: the worker inherits it
-
-    first = _problems(paths[0], catalog)  # the catalog and the schema check, made before the fork: shared
-    split = (len(paths) + 1) // 2
-    worker = _fork_worker(paths[split:], catalog)
-    if worker is None:
-        return [first] + [_problems(p, catalog) for p in paths[1:]]
-    import signal  # only here: start-up does not pay for it
-
-    pid, pipe = worker
-    with os.fdopen(pipe, "rb") as reader:
-        try:
-            mine = [first] + [_problems(p, catalog) for p in paths[1:split]]
-            data = reader.read()
-        except BaseException:  # an error or an interrupt here: the worker's results are not wanted
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            raise
-    theirs = _worker_result(pid, data)
-    return mine + (theirs if theirs is not None else [_problems(p, catalog) for p in paths[split:]])
-
-
-def _fork_worker(paths: Sequence[Path], catalog: CatalogChoice) -> tuple[int, int] | None:
-    """Fork a process that checks ``paths`` and writes their problems, pickled, to a pipe: (pid, read end)."""
-    try:
-        read, write = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read)
-        os.close(write)
-        return None
-    if pid:
-        os.close(write)
-        return pid, read
-    import pickle
-
-    code = 1
-    try:  # the worker: never returns, never runs the parent's exit handlers or flushes its buffers
-        os.close(read)
-        data = pickle.dumps([_problems(p, catalog) for p in paths], protocol=pickle.HIGHEST_PROTOCOL)
-        with os.fdopen(write, "wb") as out:
-            out.write(data)
-        code = 0
-    except BaseException:  # the parent checks these files itself
-        pass
-    finally:
-        os._exit(code)
-
-
-def _worker_result(pid: int, data: bytes) -> list[Findings] | None:
-    """The worker's problems (``data``, all it wrote) once it has exited cleanly, else None."""
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        return None
-    import pickle
-
-    try:
-        result: list[Findings] = pickle.loads(data)
-    except Exception:
-        return None
-    return result
+    """Each profile file's problems and ignored warnings, in order: ``check_file(path, catalog=catalog)``'s."""
+    return [_problems(p, catalog) for p in paths]

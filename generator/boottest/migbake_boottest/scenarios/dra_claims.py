@@ -1,4 +1,4 @@
-"""Claims of a DRA profile's boot (issue 33): the simulated GPUs as kubelet found them when it started.
+"""Claims of a DRA profile's boot: the simulated GPUs as kubelet found them when it started.
 
 The fake kubelet records the simulated GPUs in an ExecStartPre of a fixture drop-in (``scenario.GPU_STATE_AT_KUBELET``,
 its first start of the boot), and the report carries that record (section ``simgpu-kubelet-state``,

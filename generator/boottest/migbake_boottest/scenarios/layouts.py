@@ -1,4 +1,4 @@
-"""Named layouts chosen at boot (restore.layout, issue 40) in the guest: where the node says the name, and the claim.
+"""Named layouts chosen at boot (restore.layout) in the guest: where the node says the name, and the claim.
 
 A boot-test option beside the scenario (it adds no boot): ``LayoutChoice(source, name)`` puts ``name`` where
 the restore's ``source`` reads it (templates/scripts/_layout-source.sh.j2), as a node pool's provisioning does:

@@ -1,4 +1,4 @@
-"""Boot-test scenarios with a node's neighbours (issues 14, 15), and what the profile promises the boot test.
+"""Boot-test scenarios with a node's neighbours, and what the profile promises the boot test.
 
 Each scenario runs on NVIDIA's real nvidia-mig-parted over the simulated GPU: its fault is a knob of that
 GPU (``simgpu/README.md``) or a test-only unit in the guest, never a change to the shell imitation.

@@ -1,4 +1,4 @@
-"""Boot-test scenario ``no-gpu`` (issue 41): the restore decides from the PCI bus whether there is a GPU at all.
+"""Boot-test scenario ``no-gpu``: the restore decides from the PCI bus whether there is a GPU at all.
 
 Two boots of one image, on the shell imitation (no NVIDIA binary needed):
 

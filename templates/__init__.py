@@ -1,0 +1,1 @@
+"""migbake's Jinja2 templates, shipped as the package ``migbake.templates`` (pyproject maps it to this folder)."""
