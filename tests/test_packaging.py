@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 import venv
 from dataclasses import dataclass
 from pathlib import Path
