@@ -12,8 +12,8 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 import venv
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
