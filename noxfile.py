@@ -2,10 +2,11 @@
 
 - ``tests-3.X`` for each Python that pyproject's classifiers declare: on the main Python (CI's Debian 12
   ``python3``) the whole suite without the VM tier, on the others the fast tier (``FAST_TESTS``). Extra arguments
-  go to pytest: ``nox -s tests-3.11 -- tests/test_cli.py``.
+  go to pytest: ``nox -s tests-3.11 -- tests/cli/test_cli.py``.
 - ``tests-3.14``: the fast tier on Debian sid's python3.14, in a chroot (``.ci/sid-chroot``; needs root).
 - ``mindeps``: the fast tier on the oldest Python with exactly the lower bounds of ``dependencies``.
-- ``lint`` (ruff), ``typing`` (mypy --strict, on the oldest Python), ``vm`` (``pytest -m vm``, two guests at once).
+- ``lint`` (ruff, and import-linter for the layers), ``typing`` (mypy --strict, on the oldest Python),
+  ``vm`` (``pytest -m vm``, two guests at once).
 - ``lock``: writes .ci/constraints.txt again, from pyproject's dependencies and groups.
 
 Every session installs the versions in .ci/constraints.txt. Interpreters come from pyenv (``~/.pyenv/versions``)
@@ -29,10 +30,10 @@ PYTHONS = [v for v in nox.project.python_versions(PYPROJECT) if v not in CHROOT_
 MAIN_PYTHON = "3.11"  # Debian 12's python3, where CI runs the whole suite
 OLDEST_PYTHON = PYTHONS[0]
 # load, schema, rules, render, write, the CLI and its exits, the real mig-parted parser
-FAST_TESTS = ["tests/test_cli.py", "tests/test_invalid_cases.py",
-              "tests/test_warning_cases.py", "tests/test_write.py", "tests/test_images.py",
-              "tests/test_error_path.py", "tests/test_layout.py",
-              "tests/test_catalog_file.py", "tests/test_gpu_names.py", "tests/test_mig_parted.py"]
+FAST_TESTS = ["tests/cli/test_cli.py", "tests/cli/test_invalid_cases.py",
+              "tests/cli/test_warning_cases.py", "tests/cli/test_write.py", "tests/outputs/test_images.py",
+              "tests/cli/test_error_path.py", "tests/unit/test_layout.py",
+              "tests/cli/test_catalog_file.py", "tests/unit/test_gpu_names.py", "tests/outputs/test_mig_parted.py"]
 PYTEST = ["pytest", "-q", "-p", "no:cacheprovider"]
 
 nox.options.default_venv_backend = "venv"
@@ -106,7 +107,7 @@ def tests_chroot(session: nox.Session) -> None:
               " migbake --version; migbake validate images tests/cases/valid; migbake images --check images;"
               f" exec {' '.join(PYTEST)} \"$@\"")
     # the chroot has none of boot-test's host tools (qemu, debootstrap, ...), which this test takes as given
-    no_host_tools = "tests/test_error_path.py::test_a_boot_test_that_cannot_run_says_so_like_every_command"
+    no_host_tools = "tests/cli/test_error_path.py::test_a_boot_test_that_cannot_run_says_so_like_every_command"
     session.run("bash", ".ci/sid-chroot", "bash", "-c", script, "fast-tier",
                 *(session.posargs or [*FAST_TESTS, f"--deselect={no_host_tools}"]), external=True)
 
@@ -134,9 +135,10 @@ def mindeps(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff over the whole checkout."""
-    install(session, "ruff")
+    """ruff over the whole checkout, and the layers of the package (import-linter: pyproject's [tool.importlinter])."""
+    install(session, "-e", ".", "-e", "./generator/boottest", "ruff", "import-linter")
     session.run("ruff", "check", *session.posargs)
+    session.run("lint-imports")
 
 
 @nox.session(python=OLDEST_PYTHON)

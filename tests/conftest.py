@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/support.py, tests/realtools.py
+# tests/unit (a module at a time), tests/outputs (each target judged by its real tool), tests/cli (commands as a user
+# runs them), tests/vm (the boot test): a test module may import another's helpers (a simulated node, a judge)
+sys.path.insert(1, str(Path(__file__).parent / "unit"))
+sys.path.insert(1, str(Path(__file__).parent / "outputs"))
+sys.path.insert(1, str(Path(__file__).parent / "cli"))
+sys.path.insert(1, str(Path(__file__).parent / "vm"))
 
 from support import IMAGES, REPO
 
@@ -29,7 +35,7 @@ def _machine_with_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The generated scripts find an NVIDIA GPU on the PCI bus (a fake sysfs, MIGBAKE_SYSFS), as on a GPU node.
 
     This machine has none: without it every script run here would take the no-GPU path. A test of that
-    path (tests/test_gpu_presence.py) gives the script a sysfs tree of its own.
+    path (tests/outputs/test_gpu_presence.py) gives the script a sysfs tree of its own.
     """
     from support import H200_3D, fake_sysfs
 
@@ -38,7 +44,7 @@ def _machine_with_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 def _registered_problems_only() -> None:
     """Every Problem any test makes carries a rule id of the registry (rules/registry.py): a new rule id
-    without a declaration fails the test that first reports it (tests/test_rule_registry.py shows this).
+    without a declaration fails the test that first reports it (tests/unit/test_rule_registry.py shows this).
 
     And its declared severity: a check gives its problems theirs (``rules.declare.Check``; until then a problem is
     made an error), so a warning of an error rule, or any other severity than the declared one for a rule found

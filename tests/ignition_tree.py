@@ -1,6 +1,6 @@
 """Reading an Ignition config as the node will: each file's bytes (data: URLs decoded) and its units.
 
-For the Butane judges (tests/test_butane.py, tests/test_butane_dataurl.py): the same reading as
+For the Butane judges (tests/outputs/test_butane.py, tests/unit/test_butane_dataurl.py): the same reading as
 normaliser of the issue-35 research (RFC 2397, percent or base64, gunzip when
 ``compression: gzip``), then each unit and drop-in at the path Ignition writes it to
 (coreos/ignition:internal/exec/util/path.go@v2.26.0: /etc/systemd/system/NAME, NAME.d/DROPIN).

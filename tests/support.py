@@ -17,6 +17,7 @@ import click.testing
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
 IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
 # real nvidia-smi/NVML output of an H200, recorded on the machine (see its README.md)
 H200_FIXTURES = REPO / "tests" / "fixtures" / "h200"

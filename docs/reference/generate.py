@@ -7,7 +7,7 @@ map (every module under generator/ with the first sentence of its docstring, bet
 docs/catalog.md's table of GPU models (``migbake gpus --markdown``, between its ``gpu-models`` markers).
 
     python docs/reference/generate.py          # rewrite every one of them
-    python docs/reference/generate.py --check  # exit 1 when one is stale (tests/test_docs.py runs this)
+    python docs/reference/generate.py --check  # exit 1 when one is stale (tests/cli/test_docs.py runs this)
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def test_a_layout_the_gpu_cannot_place_fails_with_mig_parteds_error(boot_assets:
     failed = {c.id: c for _, c in result.failed_claims()}
     assert {"restore-active", "layout-applied", "exported-layout"} <= set(failed), failed
     # mig-parted's own words (without -d it logs only the last error: every ordering of the instances failed;
-    # tests/test_simgpu.py shows the per-instance ERROR_INSUFFICIENT_RESOURCES with -d)
+    # tests/vm/test_simgpu.py shows the per-instance ERROR_INSUFFICIENT_RESOURCES with -d)
     error = "error setting MIGConfig: error attempting multiple config orderings: all orderings failed"
     assert error in failed["restore-active"].evidence
 

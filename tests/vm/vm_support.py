@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# the committed output of a real example image (tests/test_images.py keeps it equal to `generate`)
+# the committed output of a real example image (tests/outputs/test_images.py keeps it equal to `generate`)
 SAMPLE_OUT = REPO / "images" / "h200-inference" / "generated"
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 # the claims every passing `ok` boot makes, whichever mig-parted runs (test_boot.py, test_boot_real.py)

@@ -66,7 +66,7 @@ ENTRY_POINT_GROUP = "migbake.commands"
 OPTIONAL = {"boot-test": ("migbake-boottest", "pip install ./generator/boottest")}
 
 # the first paragraph of each command's help, which the top-level --help shortens as click would
-# (tests/test_help.py: the same table as click's own, from the imported commands)
+# (tests/cli/test_help.py: the same table as click's own, from the imported commands)
 SUMMARIES = {
     "bake": "Generate, then bake an image with Packer: [init], fmt -check, validate, build.",
     "boot-test": "Boot PROFILE's artifacts in a throwaway VM (QEMU, systemd as PID 1) and check the boot order.",

@@ -6,7 +6,7 @@ that templates and targets print come from ``flow_scalar``. A string is written 
 reader of the output takes it as a string: PyYAML (YAML 1.1, cloud-init and Ansible), the YAML 1.2 core
 schema, and go-yaml v2 and v3 (Butane, Ignition tools, mig-parted and Kubernetes through sigs.k8s.io/yaml),
 whose resolution ``go_yaml_reading`` follows. libyaml's C emitter writes the bytes where PyYAML has it;
-the pure-Python emitter (same bytes, tests/test_yaml_emitter.py) where it does not.
+the pure-Python emitter (same bytes, tests/unit/test_yaml_emitter.py) where it does not.
 """
 
 from __future__ import annotations

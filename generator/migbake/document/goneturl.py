@@ -5,7 +5,7 @@ Ignition (and butane, which validates with Ignition's own code) refuses a ``cont
 @7a03aaec, ``validateURL``: ``url.Parse`` error -> ErrInvalidUrl; schemes http, https, tftp, gs, oem, s3,
 arn, data). ``url.Parse`` (golang/go:src/net/url/url.go: ``Parse``, ``parse``, ``parseAuthority``,
 ``parseHost``, ``validOptionalPort``, ``validUserinfo``, ``unescape``, ``shouldEscape``; the real butane
-v0.29.0 judges every case of tests/test_mig_parted_url.py, "unable to parse url") cuts the fragment
+v0.29.0 judges every case of tests/unit/test_mig_parted_url.py, "unable to parse url") cuts the fragment
 at the first ``#``, the query at the first ``?`` (the query is not checked), the authority at the first
 ``/``, the user information at the last ``@``; it refuses a ``%`` not followed by two hex digits in the
 user information, host, path or fragment, a ``%``-escape of an ASCII byte in a host (but ``%25``), a port

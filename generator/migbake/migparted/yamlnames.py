@@ -2,7 +2,7 @@
 
 A plain (unquoted) key that it reads as a boolean, null or number is not that name to mig-parted: its
 YAML-to-JSON step turns it into another string (``y`` -> ``true``, ``1e3`` -> ``1000``), so
-``nvidia-mig-parted apply -c y`` does not find it (tests/test_security_output.py asks NVIDIA's binary).
+``nvidia-mig-parted apply -c y`` does not find it (tests/cli/test_output_dir_safety.py asks NVIDIA's binary).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ __all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "Target", "always", "check_ord
 
 _FOLDER = re.compile(r"[a-z][a-z0-9-]*")
 _PAGE = re.compile(r"docs/[a-z0-9-]+\.md")
-_TESTS = re.compile(r"tests/test_[a-z0-9_]+\.py")
+_TESTS = re.compile(r"tests/outputs/test_[a-z0-9_]+\.py")
 
 
 def always(plan: RenderPlan) -> bool:
@@ -59,54 +59,54 @@ class Target:
     applies: Callable[[RenderPlan], bool] = always  # whether the profile gets it at all
     doc: str = ""  # one line: what it is for
     page: str = ""  # the doc page that says more (``docs/NAME.md``; docs/output-tree.md's table links it)
-    tests: str = ""  # its own test module (``tests/test_NAME.py``; tests/test_render_targets.py: it names the target)
+    tests: str = ""  # its own test module (``tests/outputs/test_NAME.py``, which names the target)
 
 
 # every output target; each runs after the targets it reads (check_order holds this)
 TARGETS: tuple[Target, ...] = (
     Target("rootfs", ("rootfs",), rootfs,
            doc="the node's own files: the mig-parted config, restore.sh, the restore unit and its drop-ins",
-           page="docs/output-tree.md", tests="tests/test_realtools.py"),
+           page="docs/output-tree.md", tests="tests/outputs/test_realtools.py"),
     Target("cloud-init", ("cloud-init",), cloud_init, reads=("rootfs",),
            doc="the first boot's #cloud-config: the rootfs files, bootcmd's hold and runcmd's restore",
-           page="docs/cloud-init.md", tests="tests/test_realtools.py"),
+           page="docs/cloud-init.md", tests="tests/outputs/test_realtools.py"),
     Target("user-data", ("cloud-init",), user_data_forms, reads=("cloud-init",),
            applies=lambda plan: plan.user_data != NO_FORMS,
            doc="the user-data's delivery forms generate's options ask for: gzipped, multi-part MIME",
-           page="docs/baking.md", tests="tests/test_ec2_user_data.py"),
+           page="docs/baking.md", tests="tests/outputs/test_ec2_user_data.py"),
     Target("packer", ("packer",), packer, reads=("rootfs",),
            doc="the Packer templates, one plugin folder per builder, and the provisioner scripts",
-           page="docs/packer.md", tests="tests/test_bake_packer.py"),
+           page="docs/packer.md", tests="tests/outputs/test_packer.py"),
     Target("scripts", ("scripts",), scripts,
            doc="what a person runs on a node: preflight, verify, uninstall, capture",
-           page="docs/verify.md", tests="tests/test_generated_scripts.py"),
+           page="docs/verify.md", tests="tests/outputs/test_generated_scripts.py"),
     Target("slurm", ("slurm",), slurm, applies=lambda plan: plan.slurm is not None,
            doc="gres.conf and the node's Gres= line, with a slurm: section or slurmd among the consumers",
-           page="docs/slurm.md", tests="tests/test_slurm.py"),
+           page="docs/slurm.md", tests="tests/outputs/test_slurm.py"),
     Target("kubernetes", ("kubernetes",), kubernetes, applies=lambda plan: bool(plan.dra.claim_templates),
            doc="ResourceClaimTemplates for kubernetes.allocation dra",
-           page="docs/dra.md", tests="tests/test_dra_claims.py"),
+           page="docs/dra.md", tests="tests/outputs/test_dra_claims.py"),
     Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
            doc="a role and its playbooks for day 2 on running nodes",
-           page="docs/ansible.md", tests="tests/test_fleet.py"),
+           page="docs/ansible.md", tests="tests/outputs/test_ansible_kickstart.py"),
     Target("kickstart", ("kickstart",), kickstart, reads=("rootfs", "packer"),
            doc="a %post for Anaconda that runs the Packer provisioner scripts",
-           page="docs/kickstart.md", tests="tests/test_fleet.py"),
+           page="docs/kickstart.md", tests="tests/outputs/test_ansible_kickstart.py"),
     Target("butane", ("butane",), butane, reads=("rootfs",),
            doc="Butane configs and their Ignition for Fedora CoreOS, Flatcar and OpenShift",
-           page="docs/immutable-os.md", tests="tests/test_butane.py"),
+           page="docs/immutable-os.md", tests="tests/outputs/test_butane.py"),
     Target("bottlerocket", ("bottlerocket",), bottlerocket, applies=lambda plan: bool(plan.platforms.bottlerocket),
            doc="Bottlerocket settings, when it can say the layout (one profile per GPU model)",
-           page="docs/immutable-os.md", tests="tests/test_bottlerocket.py"),
+           page="docs/immutable-os.md", tests="tests/outputs/test_bottlerocket.py"),
     Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",),
            applies=lambda plan: plan.platforms.eks == "eks-al2023",
            doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool per layout name "
                "(kubelet.layout eks-al2023)",
-           page="docs/karpenter.md", tests="tests/test_karpenter.py"),
+           page="docs/karpenter.md", tests="tests/outputs/test_karpenter.py"),
     Target("cluster-api", ("cluster-api",), cluster_api, reads=("rootfs",),
            applies=lambda plan: plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm",
            doc="KubeadmConfigTemplates carrying the rootfs files (kubelet.layout kubeadm)",
-           page="docs/cluster-api.md", tests="tests/test_cluster_api.py"),
+           page="docs/cluster-api.md", tests="tests/outputs/test_cluster_api.py"),
 )
 
 
@@ -122,7 +122,7 @@ def check_order(targets: tuple[Target, ...]) -> None:
             raise RenderError(f"target {t.name!r}: its doc must be one line saying what it is for")
         if not _PAGE.fullmatch(t.page) or not _TESTS.fullmatch(t.tests):
             raise RenderError(f"target {t.name!r}: page {t.page!r}, tests {t.tests!r}: its doc page "
-                              "(docs/NAME.md) and its own test module (tests/test_NAME.py)")
+                              "(docs/NAME.md) and its own test module (tests/outputs/test_NAME.py)")
         if not t.folders or not all(_FOLDER.fullmatch(f) for f in t.folders):
             raise RenderError(f"target {t.name!r}: folders {t.folders!r}: one or more names of OUT's top "
                               "folders (lower-case letters, digits and -)")

@@ -8,7 +8,7 @@ import``: a mig-parted config that a profile cannot represent) and ``node.driver
 captures); those are all errors. And one found once the files are rendered (``render.limits``), declared in
 ``rules.limits`` beside the limits it checks: ``karpenter-user-data-size``, a warning. The rule reference
 ``docs/reference/rules.md`` is generated from ``RULES`` (``docs/reference/generate.py``), and
-``tests/test_rule_registry.py`` checks that every id the case corpus and the code report is here with its
+``tests/unit/test_rule_registry.py`` checks that every id the case corpus and the code report is here with its
 severity, every id here has a case, and the reference lists exactly these ids.
 
 Also the one check that reads this table: a ``validation.ignore`` entry names a warning rule of it.

@@ -1,7 +1,7 @@
 """Butane to Ignition for the subset migbake writes: files (inline or fetched with a hash) and systemd units.
 
 What butane v0.29.0 does with it (coreos/butane@v0.29.0, read and checked against the binary; the tests
-compare butane's own output with ours as data, tests/test_butane.py): ``inline`` contents become a
+compare butane's own output with ours as data, tests/outputs/test_butane.py): ``inline`` contents become a
 ``data:`` URL with ``compression: ""`` (base/v0_7/translate.go ``translateResource``); a remote
 ``source`` and its ``verification`` pass as they are; ``mode``, ``overwrite`` and units (``name``,
 ``enabled``, ``mask``, ``contents``, ``dropins``) pass through; the openshift variant wraps the config

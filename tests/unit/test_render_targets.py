@@ -136,7 +136,7 @@ def test_a_folder_is_one_targets_and_its_readers() -> None:
         check_order((dataclasses.replace(rootfs, folders=("Rootfs/",)),))
     with pytest.raises(RenderError, match=r"its doc page \(docs/NAME.md\)"):
         check_order((dataclasses.replace(rootfs, page="README.md"),))
-    with pytest.raises(RenderError, match=r"its own test module \(tests/test_NAME.py\)"):
+    with pytest.raises(RenderError, match=r"its own test module \(tests/outputs/test_NAME.py\)"):
         check_order((dataclasses.replace(rootfs, tests=""),))
 
 
@@ -163,12 +163,12 @@ def untested(targets: tuple[Target, ...]) -> list[str]:
 def test_every_target_has_its_own_test_module_that_names_it() -> None:
     assert untested(TARGETS) == []
     packer = _declared("packer")
-    assert untested((dataclasses.replace(packer, tests="tests/test_gpu_names.py"),
+    assert untested((dataclasses.replace(packer, tests="tests/unit/test_gpu_names.py"),
                      dataclasses.replace(packer, tests="tests/test_nowhere.py"))) == [
-        "packer: tests/test_gpu_names.py never names it", "packer: tests/test_nowhere.py does not exist"]
+        "packer: tests/unit/test_gpu_names.py never names it", "packer: tests/test_nowhere.py does not exist"]
     # a longer name that only contains the target's is no mention of it
-    assert untested((dataclasses.replace(packer, name="cloud", tests="tests/test_ec2_user_data.py"),)) == [
-        "cloud: tests/test_ec2_user_data.py never names it"]
+    assert untested((dataclasses.replace(packer, name="cloud", tests="tests/outputs/test_ec2_user_data.py"),)) == [
+        "cloud: tests/outputs/test_ec2_user_data.py never names it"]
 
 
 def test_a_target_sees_only_the_files_of_the_targets_it_reads() -> None:

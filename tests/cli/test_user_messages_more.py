@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import IMAGES, cli
+from support import IMAGES, TESTS, cli
 
 IMAGE = next(p for p in IMAGES if p.name == "h200-inference")
 
@@ -35,7 +35,7 @@ def test_the_size_warning_only_follows_a_write(tmp_path: Path) -> None:
     assert code == 0 and "migbake: warning" not in err
 
 
-WARNING_CASE = Path(__file__).parent / "cases/warning/devices-without-gpu-count/node-profile.yaml"
+WARNING_CASE = TESTS / "cases/warning/devices-without-gpu-count/node-profile.yaml"
 
 
 def test_strict_makes_warnings_errors(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_show_words_free_memory_slices_as_a_list() -> None:
 
 
 def test_import_from_stdin_names_it_stdin() -> None:
-    export = (Path(__file__).parent / "fixtures/mig-parted-export-h200-7x1g.yaml").read_text()
+    export = (TESTS / "fixtures/mig-parted-export-h200-7x1g.yaml").read_text()
     code, _, err = cli("import", "-", stdin=export)
     assert code == 1 and err.startswith("<stdin>:4:5: error:") and "migbake: <stdin>: cannot import" in err
     code, out, _ = cli("import", "-", "--model", "h200-141gb", stdin=export)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from realtools import require, run
 from support import IMAGES, cli
-from test_fleet import assert_lint_clean
+from test_ansible_kickstart import assert_lint_clean
 
 from migbake.render.quoting import vars_yaml
 from migbake.render.tree import render

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO
-from test_security_io import NODE_FIXTURE, PROFILE, leftovers, sh
+from test_io_errors import NODE_FIXTURE, PROFILE, leftovers, sh
 
 from migbake.exits import printable
 

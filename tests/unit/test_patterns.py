@@ -17,7 +17,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import IMAGES
+from support import IMAGES, REPO
 
 from migbake.document.patterns import (
     compile_pattern,
@@ -28,7 +28,6 @@ from migbake.document.patterns import (
 from migbake.document.schema_messages import _Validator
 from migbake.rules.validate import check_bytes
 
-REPO = Path(__file__).parents[1]
 SCHEMAS = {name: json.loads((REPO / "schemas" / name).read_text()) for name in
            ("node-profile.schema.json", "mig-catalog.schema.json")}
 PATTERNS = sorted({(name, where, p) for name, s in SCHEMAS.items() for where, p in schema_patterns(s)})

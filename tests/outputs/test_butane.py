@@ -4,7 +4,7 @@ For every example image and a few variants: each .bu passes ``butane --strict --
 output equals migbake's transpiled form as data (fcos.ign, flatcar.ign, the MachineConfig); every .ign
 and the openshift config's ``--raw`` form pass ``ignition-validate`` with no output at all (it only warns
 on unknown keys, exit 0); the files inside are the bytes of OUT/rootfs; and the units, installed as
-Ignition installs them, pass the same systemd-analyze checks as OUT/rootfs (tests/test_realtools.py).
+Ignition installs them, pass the same systemd-analyze checks as OUT/rootfs (tests/outputs/test_realtools.py).
 Skipped locally without ../shared/tools/butane, a failure in CI.
 """
 

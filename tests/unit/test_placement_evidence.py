@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import REPO
 
 from migbake.gpu.catalog import GpuModel, MigProfile, load_catalog
 from migbake.gpu.driverplacement import (
@@ -24,7 +25,7 @@ from migbake.gpu.driverplacement import (
 )
 from migbake.gpu.placement import PlacedInstance
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "placements").glob("*.json"))
 
 

@@ -25,14 +25,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, CliRunner
+from support import REPO, TESTS, CliRunner
 
 from migbake.cli.group import main
 from migbake.document.loader import MAX_PROFILE_BYTES
 from migbake.problems import Problem
 from migbake.rules.validate import check_file
 
-CASES_DIR = Path(__file__).parent / "cases" / "invalid"
+CASES_DIR = TESTS / "cases" / "invalid"
 CASES = sorted(p for p in CASES_DIR.iterdir() if p.is_dir())
 REGEN = os.environ.get("MIGBAKE_REGEN_CASES") == "1"
 

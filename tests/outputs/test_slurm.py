@@ -1,6 +1,6 @@
 """Slurm: slurm/gres.conf and slurm/slurm.conf.node for every example image, the counts checked against
 the mig-parted config migbake writes (read back as YAML, counted here), the type names against a real
-H200's NVML memory sizes; ``tests/test_slurm_slurmd.py`` judges both files with Debian's real slurmd (``slurmd -G``)."""
+H200's NVML memory sizes; ``test_slurm_slurmd.py`` judges both files with Debian's real slurmd (``slurmd -G``)."""
 
 from __future__ import annotations
 

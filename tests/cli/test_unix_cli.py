@@ -188,7 +188,7 @@ def test_bake_dry_run_writes_nothing_and_says_where_it_would(tmp_path: Path) -> 
 def test_bake_refuses_a_directory_of_another_profile(tmp_path: Path) -> None:
     out = tmp_path / "o"
     assert cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(out))[0] == 0
-    ami = ("--var", "kubernetes_version=1.35")  # amazon-ebs.golden's EKS base AMI (tests/test_base_ami.py)
+    ami = ("--var", "kubernetes_version=1.35")  # amazon-ebs.golden's EKS base AMI (test_packer_base_ami.py)
     code, _, err = cli("bake", str(PROFILE), "-o", str(out), "--only", "amazon-ebs.golden", "--dry-run", *ami)
     assert code == 2 and "generated from another profile" in err and "--force" in err
     assert cli("bake", str(PROFILE), "-o", str(out), "--only", "amazon-ebs.golden", "--dry-run", "--force",

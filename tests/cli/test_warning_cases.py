@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support import CliRunner
+from support import REPO, TESTS, CliRunner
 from test_invalid_cases import _EXPECTED, _line_for, _parse_expected, matches
 
 from migbake.cli.group import main
@@ -21,7 +21,7 @@ from migbake.problems import Problem
 from migbake.rules.registry import RULES
 from migbake.rules.validate import check_file
 
-CASES_DIR = Path(__file__).parent / "cases" / "warning"
+CASES_DIR = TESTS / "cases" / "warning"
 CASES = sorted(p for p in CASES_DIR.iterdir() if p.is_dir())
 
 
@@ -60,7 +60,7 @@ def test_warning_case(case: Path, tmp_path: Path) -> None:
         assert any(matches(e, p) for p in printed), f"expected\n  {_line_for(e)}\nin\n{result.output}"
 
 
-VALID_DIR = Path(__file__).parent / "cases" / "valid"
+VALID_DIR = TESTS / "cases" / "valid"
 VALID = sorted(p for p in VALID_DIR.iterdir() if p.is_dir())
 
 
@@ -77,16 +77,16 @@ def test_valid_case(case: Path, tmp_path: Path) -> None:
 
 def _readme_rule_ids() -> list[str]:
     """The rule ids docs/validation.md's "Validation output" section names (``rule-id`` in backquotes)."""
-    text = (Path(__file__).parents[1] / "docs" / "validation.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
     section = text.split("Some rules in more words:", 1)[1].split("\n## ", 1)[0]
     return sorted(set(re.findall(r"`([a-z][a-z0-9.]*(?:-[a-z0-9.]+)+)`", section)))
 
 
 def test_every_rule_the_docs_list_has_a_case() -> None:
-    cases = Path(__file__).parent / "cases"
+    cases = TESTS / "cases"
     pinned = {m for f in cases.glob("*/*/expected.txt") for m in re.findall(r"\[([a-z0-9.-]+)\]\s*$",
                                                                               f.read_text(), re.M)}
     listed = _readme_rule_ids()
     assert len(listed) > 40, listed
     assert sorted(set(listed) - pinned) == [], "rule ids docs/validation.md names without a case in tests/cases"
-    # every rule is documented in the generated reference (tests/test_rule_registry.py), not in this list
+    # every rule is documented in the generated reference (tests/unit/test_rule_registry.py), not in this list

@@ -8,16 +8,16 @@ butane gzipped the two are equal as data only.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from ignition_tree import decode_data_url
+from support import TESTS
 
 from migbake.render.quoting import yaml_document
 from migbake.render.targets.ignition import data_url
 
-FIXTURES = Path(__file__).parent / "fixtures" / "butane"
+FIXTURES = TESTS / "fixtures" / "butane"
 INPUTS: dict[str, str] = json.loads((FIXTURES / "encoding-cases.inputs.json").read_text(encoding="utf-8"))
 BUTANE = {f["path"][len("/etc/"):]: f["contents"]
           for f in json.loads((FIXTURES / "encoding-cases.ign").read_text())["storage"]["files"]}

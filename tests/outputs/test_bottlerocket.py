@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import IMAGES, generate
+from support import IMAGES, TESTS, generate
 
 from migbake.kubernetes.managed import platform_models
 from migbake.render.quoting import toml_string
@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.9 and 3.10
     import tomli as tomllib
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures/bottlerocket/nvidia-settings.json").read_text())
+FIXTURE = json.loads((TESTS / "fixtures/bottlerocket/nvidia-settings.json").read_text())
 KEYS = FIXTURE["keys"]
 MODELS = FIXTURE["models"]
 

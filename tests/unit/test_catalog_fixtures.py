@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from support import H200_FIXTURES, SHARED, shared_file
+from support import H200_FIXTURES, REPO, SHARED, TESTS, shared_file
 
 from migbake.gpu.catalog import GpuModel, load_catalog
 
-PACKAGED_CATALOG = Path(__file__).resolve().parents[1] / "generator" / "migbake" / "gpu" / "data" / "mig-catalog.json"
+PACKAGED_CATALOG = REPO / "generator" / "migbake" / "gpu" / "data" / "mig-catalog.json"
 
 # "GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1" (singular "Placement :" for a single start)
 LGIPP_LINE = re.compile(r"GPU\s+(\d+)\s+Profile ID\s+(\d+)\s+Placements?\s*:\s*\{([\d,]+)\}:(\d+)")
@@ -180,7 +179,7 @@ def test_b300_profiles_are_those_of_nvidias_default_config() -> None:
 
     from migbake.gpu.placement import fit
 
-    config = yaml.safe_load((Path(__file__).parent / "fixtures/nvidia-config-default/config-default.yaml").read_text())
+    config = yaml.safe_load((TESTS / "fixtures/nvidia-config-default/config-default.yaml").read_text())
     b300 = load_catalog().by_key("b300")
     counts = {}
     for entries in config["mig-configs"].values():

@@ -31,7 +31,7 @@ from realtools import (
     shellcheck,
     unit_section,
 )
-from support import IMAGES, generate
+from support import IMAGES, REPO, generate
 
 from migbake.bake.packer import SOURCE_NAMES
 
@@ -366,7 +366,7 @@ def test_a_missing_python_judge_names_the_groups_and_each_is_one_of_their_packag
         import tomllib
     else:
         import tomli as tomllib
-    groups = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["dependency-groups"]
+    groups = tomllib.loads((REPO / "pyproject.toml").read_text())["dependency-groups"]
     listed = {re.split(r"[<>=;\[ ]", spec, maxsplit=1)[0].lower()
               for group in groups.values() for spec in group if isinstance(spec, str)}
     for tool, package in FROM_THE_TEST_EXTRA.items():

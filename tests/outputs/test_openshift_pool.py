@@ -4,7 +4,7 @@ openshift.role defaults to a pool of its own (gpu-mig): migbake writes its Machi
 MachineConfig, as openshift/machine-config-operator:docs/custom-pools.md creates a custom pool (worker's
 MachineConfigs and the role's own, on the nodes labelled node-role.kubernetes.io/<role>). The pool passes
 openshift/api's MachineConfigPool v1 schema (tests/fixtures/crds/ORIGIN.md) with no field the API server
-would drop; the MachineConfig passes butane --strict (tests/test_butane.py, variants default and worker).
+would drop; the MachineConfig passes butane --strict (tests/outputs/test_butane.py, variants default and worker).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The network sources of the layout name (issue 40): ``gce-metadata`` and ``ec2-tag`` against a metadata server.
 
-The generated restore.sh runs for real (simulated nvidia-smi and nvidia-mig-parted, tests/test_restore_script.py)
-against a local HTTP server on loopback standing in for GCE's metadata server and EC2's IMDS (the hosts are
+The generated restore.sh runs for real (simulated nvidia-smi and nvidia-mig-parted, test_restore_script.py) against
+a local HTTP server on loopback standing in for GCE's metadata server and EC2's IMDS (the hosts are
 overridden by the tests-only ``MIGBAKE_GCE_METADATA_URL`` and ``MIGBAKE_EC2_IMDS_URL``). Answering, 404,
 5xx then an answer, too slow, nothing listening, a garbage value, a huge answer: no answer is no name from that
 source (the next one is asked), a garbage or unreadable answer fails closed, and the wait is bounded.

@@ -1,6 +1,6 @@
 """Named layouts under ``kubernetes.allocation: dra`` (issue 40): every output follows the name the node gets.
 
-The claim templates are the union of every name's MIG profiles, each judged as tests/test_dra_claims.py judges
+The claim templates are the union of every name's MIG profiles, each judged as tests/outputs/test_dra_claims.py judges
 them (kubernetes-validate for Kubernetes 1.34 and 1.35, cel-python against the devices a node of each name
 publishes: tests/fixtures/dra/h200-ready.json and h200-big.json); restore.sh compares the placements of the name
 it applied; verify expects the DRA devices of the name its layout line found; ``preflight --resource-slices`` those

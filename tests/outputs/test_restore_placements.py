@@ -3,7 +3,7 @@
 A difference is logged and counted in the metrics file (migbake_mig_restore_placement_mismatches); the
 restore fails on it only with restore.placements: strict. The -lgi rows have the columns of the real
 table (``|   0  MIG 3g.40gb   9   2   4:4   |``, NVIDIA/DCGM#138); the simulated tools are those of
-tests/test_restore_script.py, with -lgi and the GPUs' PCI ids added.
+tests/outputs/test_restore_script.py, with -lgi and the GPUs' PCI ids added.
 """
 
 from __future__ import annotations
