@@ -158,8 +158,8 @@ def test_an_invalid_catalog_file_is_refused_with_positions(case: str, tmp_path: 
 
 
 def test_a_missing_or_directory_catalog_file(tmp_path: Path) -> None:
-    """An unreadable catalog file is exit 2, as the README's exit-code table says of an unreadable file (issue 44:
-    it was 1); a catalog file that is read but invalid stays 1 (the test above)."""
+    """An unreadable catalog file is exit 2, as the README's exit-code table says of an unreadable file;
+    a catalog file that is read but invalid stays 1 (the test above)."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for path in (tmp_path / "missing.json", tmp_path, fifo):

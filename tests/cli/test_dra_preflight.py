@@ -1,4 +1,4 @@
-"""migbake preflight --resource-slices (issue 33): what the DRA driver publishes for a node, against the profile.
+"""migbake preflight --resource-slices: what the DRA driver publishes for a node, against the profile.
 
 Fixtures: tests/fixtures/dra/ (README.md there: written from the driver's source). Ready, stranded, partial,
 moved placement, dynamic; the node is chosen by --node or --node-json and other nodes' and drivers' slices
@@ -127,7 +127,7 @@ def test_a_gpu_cluster_is_a_note_no_mig_manager(tmp_path: Path) -> None:
     assert rc == 0, (out, err)
     assert checks["gpu-cluster"]["status"] == "NOTE" and "runs no MIG manager" in checks["gpu-cluster"]["detail"]
     assert checks["mig-config"]["status"] == "NOTE"  # the operator's label acts on nothing here
-    # worded for a GPUCluster, not for a ClusterPolicy's migManager.enabled=false (issue 33)
+    # worded for a GPUCluster, not for a ClusterPolicy's migManager.enabled=false
     for name in ("gpu-operator", "mig-config"):
         assert "the GPU Operator's DRA stack (GPUCluster) runs no MIG manager" in checks[name]["detail"], checks
         assert "ClusterPolicy" not in checks[name]["detail"] and "migManager" not in checks[name]["detail"]
@@ -167,7 +167,7 @@ V25_8_WORDS = "device names: the form of DRA driver v25.3.0 to v25.8.1"
         "v25.8.1-strict", "v25.8.1-said-strict", "v25.8.1-moved-strict", "v25.8.1-said-moved-strict"])
 def test_both_namings(tmp_path: Path, profile: str, fixture: str, rc: int, status: str, words: str,
                       absent: str) -> None:
-    """Issue 41: a node of DRA driver v25.8.1 that publishes the plan's placements is READY; the verdict says
+    """A node of DRA driver v25.8.1 that publishes the plan's placements is READY; the verdict says
     which naming the node publishes, and a name neither form reads is matched by its attributes."""
     got_rc, check = _run(tmp_path, profile, fixture, "--node", "h200-node")
     assert (got_rc, check["status"]) == (rc, status), check
@@ -176,7 +176,7 @@ def test_both_namings(tmp_path: Path, profile: str, fixture: str, rc: int, statu
 
 
 def test_only_the_newest_pool_generation_counts(tmp_path: Path) -> None:
-    """Issue 42: generation 1 (GPU 1 partial) beside generation 2 (ready): only the newest counts (types.go)."""
+    """Generation 1 (GPU 1 partial) beside generation 2 (ready): only the newest counts (types.go)."""
     rc, check = _run(tmp_path, H200, "h200-generations.json", "--node", "h200-node")
     assert (rc, check["status"]) == (0, "PASS"), check
 
@@ -187,7 +187,7 @@ def test_only_the_newest_pool_generation_counts(tmp_path: Path) -> None:
     ("gpu_count: 3\n", 1, "FAIL", "GPU 2 publishes no device (stranded"),
 ], ids=["uncounted", "counted", "one-missing"])
 def test_two_models_each_entry_its_own_gpus(tmp_path: Path, extra: str, rc: int, status: str, words: str) -> None:
-    """Issue 42: an H200 entry and an A100 entry, devices all: each entry is compared with its model's GPUs."""
+    """An H200 entry and an A100 entry, devices all: each entry is compared with its model's GPUs."""
     got_rc, check = _run(tmp_path, TWO_MODELS.replace("gpus:", extra + "gpus:"), "h200-a100.json",
                          "--node", "mixed-node")
     assert (got_rc, check["status"]) == (rc, status), check
@@ -195,7 +195,7 @@ def test_two_models_each_entry_its_own_gpus(tmp_path: Path, extra: str, rc: int,
 
 
 def test_a_node_without_slices_is_named_so(tmp_path: Path) -> None:
-    """Issue 42: --node naming a node absent from the capture says so, not 'stranded'."""
+    """--node naming a node absent from the capture says so, not 'stranded'."""
     for profile in (H200, DYNAMIC):
         rc, check = _run(tmp_path, profile, "h200-ready.json", "--node", "absent-node")
         assert rc == 1 and check["detail"].startswith("no slices for node absent-node"), check
@@ -217,7 +217,7 @@ ITEM = '{"kind": "List", "items": [{"kind": "ResourceSlice", "spec": {"driver": 
 ], ids=["attributes-list", "bare-string", "string-of-int", "two-kinds", "name-not-a-label", "generation-string",
         "no-pool"])
 def test_attribute_shapes_are_located_usage_errors(tmp_path: Path, content: str, message: str) -> None:
-    """Issue 42: attributes of the wrong shape are a located error (exit 2), not a stranded or partial node."""
+    """Attributes of the wrong shape are a located error (exit 2), not a stranded or partial node."""
     path, slices = tmp_path / "p.yaml", tmp_path / "s.json"
     path.write_text(H200)
     slices.write_text(content)
@@ -227,7 +227,7 @@ def test_attribute_shapes_are_located_usage_errors(tmp_path: Path, content: str,
 
 @pytest.mark.parametrize("node", ["", "Node_1", "a" * 254, "-a", "n\n"])
 def test_a_node_name_that_cannot_be_one_is_a_usage_error(tmp_path: Path, node: str) -> None:
-    """Issue 42: --node '' exited 3 with a traceback; any name no Node can have is a usage error (exit 2)."""
+    """--node '' or any name no Node can have is a usage error (exit 2), never a traceback."""
     path = tmp_path / "p.yaml"
     path.write_text(H200)
     rc, out, err = cli("preflight", str(path), "--resource-slices", str(FIXTURES / "h200-ready.json"), "--node", node)

@@ -25,7 +25,7 @@ from migbake.render.tree import render
 from migbake.rules.validate import check_file
 
 NAMES = [yaml.safe_load((p / "node-profile.yaml").read_text())["name"] for p in IMAGES]
-# each profile's inventory group: a valid Ansible group name (issue 44: a `-` made Ansible warn at every run)
+# each profile's inventory group: a valid Ansible group name (a `-` made Ansible warn at every run)
 GROUPS = [n.replace("-", "_") for n in NAMES]
 
 
@@ -192,7 +192,7 @@ def test_the_output_folder_follows_the_output_rules(tmp_path: Path) -> None:
     code, _, err = cli("export", "--ansible", profile, "-o", str(foreign))
     assert code == 2 and "not empty and was not created by migbake" in err, err
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
-    code, _, err = cli("export", "--ansible", profile, "-o", str(foreign), "--force")  # issue 41: never
+    code, _, err = cli("export", "--ansible", profile, "-o", str(foreign), "--force")  # --force never replaces a folder not ours
     assert code == 2 and "--force included" in err and [p.name for p in foreign.iterdir()] == ["mine.txt"]
     (foreign / "mine.txt").unlink()
     assert cli("export", "--ansible", profile, "-o", str(foreign))[0] == 0

@@ -1,4 +1,4 @@
-"""Issue 23, class 5: every failure is one clear line with the documented exit code, never exit 3 or a traceback.
+"""Every failure is one clear line with the documented exit code, never exit 3 or a traceback.
 
 Hostile inputs against the process itself: its standard streams closed or full, a profile it may not read,
 an output directory it cannot write (no permission, a read-only or full filesystem, a name too long),
@@ -276,7 +276,7 @@ def test_a_hostile_node_json_is_one_line_and_exit_2(text: str, tmp_path: Path) -
     one_line(sh(f"migbake preflight {PROFILE} --node-json node.json", tmp_path), 2, "migbake: error: node.json: ")
 
 
-# issue 36: a Node whose metadata (or labels, or a label) has another type was exit 3 (AttributeError)
+# a Node whose metadata (or labels, or a label) has another type was exit 3 (AttributeError)
 NODE_SHAPES = {"metadata-null": ("null", "/metadata: null, not an object"),
                "metadata-list": ("[]", "/metadata: a list, not an object"),
                "metadata-string": ('"x"', "/metadata: a string, not an object"),
@@ -291,7 +291,7 @@ def test_a_node_of_the_wrong_shape_names_the_pointer_and_is_exit_2(case: str, tm
     one_line(sh(f"migbake preflight {PROFILE} --node-json node.json", tmp_path), 2, f"node.json: {said}")
 
 
-# issue 36: --cluster-policy had no depth bound (RecursionError, exit 3) and was read by PyYAML's pure-Python
+# --cluster-policy had no depth bound (RecursionError, exit 3) and was read by PyYAML's pure-Python
 # parser (a 200 KB flow sequence took minutes of CPU); it has --node-json's bounds now
 POLICIES = {"json-100000-deep": ('{"kind": "ClusterPolicy", "spec": ' + "[" * 100_000 + "]" * 100_000 + "}",
                                  "nested deeper than 64 levels"),
@@ -332,7 +332,7 @@ def test_a_var_file_packer_could_not_read_again_is_refused_and_a_huge_one_is_bou
                                      f"preflight {PROFILE} --node-json {NODE_FIXTURE} --cluster-policy /dev/zero",
                                      f"preflight {PROFILE} --nvidia-smi-xml /dev/zero"])
 def test_an_endless_file_is_refused_and_a_huge_one_read_with_a_bound(command: str, tmp_path: Path) -> None:
-    # /dev/zero is no regular file: refused before any read (issue 42). A sparse regular file of 2 GiB stands
+    # /dev/zero is no regular file: refused before any read. A sparse regular file of 2 GiB stands
     # for the endless one: 256 MiB of address space beyond the interpreter's, an unbounded read dies
     ran = sh(f"ulimit -v $((1024 * 1024)); migbake {command}", tmp_path, timeout=60)
     one_line(ran, 2, "/dev/zero: not a regular file")
@@ -349,7 +349,7 @@ def test_an_endless_file_is_refused_and_a_huge_one_read_with_a_bound(command: st
                          ids=["generate", "images"])
 @pytest.mark.parametrize("odd", ["fifo", "fifo-as-marker", "huge", "huge-unlisted", "unreadable"])
 def test_check_reads_what_is_in_out_with_a_bound_and_never_waits(command: str, odd: str, tmp_path: Path) -> None:
-    """Issue 42: ``--check`` compares OUT with what would be written: a FIFO there (also where a generated file or
+    """``--check`` compares OUT with what would be written: a FIFO there (also where a generated file or
     the marker is) is a difference, never waited on; a 2 GiB sparse file is read no further than the generated
     file it stands for (one more byte says it differs), or not at all where nothing is generated; a file that
     cannot be read is one located line, exit 2."""

@@ -1,7 +1,7 @@
-"""Issue 23, class 6: output semantics a hostile neighbour, file or name cannot bend.
+"""Output semantics a hostile neighbour, file or name cannot bend.
 
 OUT is judged at the swap (a folder made while the tree was built is not replaced, --force included); a
-file the marker does not list is never deleted, --force included (issue 41); an empty marker proves nothing;
+file the marker does not list is never deleted, --force included; an empty marker proves nothing;
 ``--user-data-mime``'s TYPE is a MIME subtype; a capture with duplicate or missing GPU indices is not a
 ready node; ``import`` refuses a config name mig-parted's YAML reads as a boolean or number (checked
 with NVIDIA's real nvidia-mig-parted); echoed values and file names cannot break a line or the terminal.
@@ -147,7 +147,7 @@ def test_a_file_the_marker_does_not_list_is_never_deleted(rel: str, tmp_path: Pa
     code, _, err = cli("generate", str(PROFILE), "-o", str(out))
     assert code == 2 and f"holds files migbake did not write there ({rel})" in err, err
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
-    code, _, err = cli("generate", str(PROFILE), "-o", str(out), "--force")  # issue 41: --force keeps it too
+    code, _, err = cli("generate", str(PROFILE), "-o", str(out), "--force")  # --force keeps it too
     assert code == 2 and f"({rel})" in err and "pass --force" not in err, err
     assert snapshot(out) == before and leftovers(tmp_path, out) == []
 
@@ -309,7 +309,7 @@ def test_the_process_reports_the_same_escapes(tmp_path: Path) -> None:
 
 
 # --- one file with -o (export, import --force): a device stays a device, a link is never replaced -------
-# Issue 36: both commands renamed a temporary file over the path, so `-o /dev/null` (as root) made the
+# both commands renamed a temporary file over the path, so `-o /dev/null` (as root) made the
 # host's /dev/null a regular file. The device here is made in tmp_path (mknod, as root), never /dev/null.
 
 def _writers(tmp_path: Path) -> dict[str, list[str]]:
@@ -413,7 +413,7 @@ def test_o_replaces_a_regular_file_atomically_and_keeps_its_mode(tmp_path: Path)
 
 
 def test_an_imported_file_s_name_stays_in_its_comment_line(tmp_path: Path) -> None:
-    """Issue 36 (a header assembled from pieces): `import`'s first comment line names the source file; a name
+    """A header assembled from pieces: `import`'s first comment line names the source file; a name
     with a line break added `kubelet: {present: false}` to the imported profile."""
     source = tmp_path / "x\nkubelet: {present: false}\n#.yaml"
     source.write_bytes(H200_EXPORT.read_bytes())
@@ -424,7 +424,7 @@ def test_an_imported_file_s_name_stays_in_its_comment_line(tmp_path: Path) -> No
     assert "kubelet" not in yaml.safe_load(out)
 
 
-# issue 36: a folder name with a line break forged a "wrote N files to ..." line; every path echoed by a
+# a folder name with a line break forged a "wrote N files to ..." line; every path echoed by a
 # command's own words goes through one escaping helper (commands.common.say -> exits.printable)
 FORGED = "x\nwrote 99 files to etc (profile p from q)"
 

@@ -1,4 +1,4 @@
-"""Choosing outputs (issue 44): ``outputs:`` in a profile and ``generate --outputs a,b``.
+"""Choosing outputs: ``outputs:`` in a profile and ``generate --outputs a,b``.
 
 The written tree holds exactly the folders asked for (and the marker); what a folder carries of another
 (Karpenter's userData, Cluster API's files) is byte for byte the same whether or not that other folder is

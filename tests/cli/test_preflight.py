@@ -219,7 +219,7 @@ def test_real_h200_is_not_ready_for_an_h100_profile(tmp_path: Path, form: str, n
                                  "0x232210DE, 0x232410DE)"},
                       {"check": "coverage", "status": "FAIL", "detail": "GPU 0 in no gpus entry of its own "
                        "model (the entry listing it is another model's, see above): the restore applies that "
-                       "layout to it and fails at every boot"}]  # coverage agrees with gpus/0 (issue 36)
+                       "layout to it and fails at every boot"}]  # coverage agrees with gpus/0
 
 
 @pytest.mark.parametrize(("form", "name"), REAL_CAPTURES, ids=[n for _, n in REAL_CAPTURES])

@@ -66,7 +66,7 @@ def test_json_form_of_the_capture_reads_the_same(tmp_path: Path) -> None:
     text = "".join(line for line in captured.splitlines(keepends=True) if not line.startswith("time="))
     assert text.startswith("{")
     assert run(tmp_path, H200.format(layout="{1g.18gb: 7}"), text)[0] == 0
-    # the capture as taken, mig-parted's logrus lines and all (issue 36: was a YAML syntax error)
+    # the capture as taken, mig-parted's logrus lines and all (was a YAML syntax error)
     as_taken = H200_FIXTURES / "mig-parted-generate-config.json"
     code, out, err = run(tmp_path, H200.format(layout="{1g.18gb: 7}"), as_taken, "--json")
     assert code == 0 and check(out)["status"] == "PASS", out + err

@@ -1,4 +1,4 @@
-"""Rule suppression (issue 44): ``validation.ignore`` in a profile and ``validate --ignore``, in every format.
+"""Rule suppression: ``validation.ignore`` in a profile and ``validate --ignore``, in every format.
 
 An ignored warning is counted and listed as ignored in text, JSON, GitHub, SARIF (``suppressions``, checked
 against the published 2.1.0 schema) and JUnit (a skipped test case); it no longer fails ``--strict``

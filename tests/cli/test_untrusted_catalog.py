@@ -1,4 +1,4 @@
-"""Class 2 of issue 23: a catalog file (--catalog, MIGBAKE_CATALOG) is untrusted input, checked like a profile.
+"""A catalog file (--catalog, MIGBAKE_CATALOG) is untrusted input, checked like a profile.
 
 Its strings get whole-string patterns (a name with a newline would add a [Service] section to the unit
 or a command to restore.sh, where the names are printed as comments), a size, depth and digit limit,
@@ -123,7 +123,7 @@ def _migbake(*args: str, env: dict[str, str] | None = None, timeout: float = 30)
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo", "too-big", "deep", "digits", "name-newline"])
 def test_a_real_process_refuses_with_exit_1_and_a_located_line_without_hanging(kind: str, tmp_path: Path) -> None:
     """A catalog file that cannot be read as one (not a regular file: /dev/zero, a FIFO) is a usage error, 2,
-    like a missing one (issue 44); one that reads but is not a catalog is invalid input, 1."""
+    like a missing one; one that reads but is not a catalog is invalid input, 1."""
     COUNTS["class2-files"] += 1
     path = tmp_path / "extra.json"
     if kind == "dev-zero":
@@ -162,6 +162,6 @@ def test_generate_writes_nothing_for_a_catalog_name_with_a_newline(tmp_path: Pat
 
 
 def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """How many hostile inputs this module tried (for the closing note of issue 23)."""
+    """How many hostile inputs this module tried."""
     with capsys.disabled():
         print("\nclass 2 (catalog files):", dict(COUNTS))

@@ -1,4 +1,4 @@
-"""Issue 42, class 3: inputs that crashed or hung migbake.
+"""Inputs that crashed or hung migbake.
 
 - A FIFO (or any file that is not a regular file) given where migbake reads a file: every such read
   goes through ``document.files.read_regular`` (opened without blocking, checked on the descriptor, bounded,

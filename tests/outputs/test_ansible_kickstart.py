@@ -250,7 +250,7 @@ def test_heredoc_guard_refuses_exactly_the_lines_of_its_rule(text: str) -> None:
     ("dra-dynamic", "the restore created no MIG device; NVIDIA's DRA driver (gpu.nvidia.com, DynamicMIG)"),
 ], ids=["device-plugin", "dra", "dra-dynamic"])
 def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation: str, words: str) -> None:
-    """Issue 33: after the verify, the activation speaks the allocation (and shows verify's lines about it)."""
+    """After the verify, the activation speaks the allocation (and shows verify's lines about it)."""
     from migbake.render.fleet import group_tree
     from migbake.rules.validate import check_bytes
 
@@ -275,7 +275,7 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     assert words in data["mig_restore_advertises"]  # the fleet role's group data says the same
 
 
-# --- issue 36: lines ansible-lint's production profile takes (yaml[line-length], 160) ----------------
+# --- lines ansible-lint's production profile takes (yaml[line-length], 160) ----------------
 
 ORDINARY = """version: 1
 name: h200-triton
@@ -325,7 +325,7 @@ kubernetes:
 """
 
 
-# named layouts (issue 40): the role's layout move (mig_restore_layout)
+# named layouts: the role's layout move (mig_restore_layout)
 # a description holding Jinja's delimiters: it heads every generated file, which the role copies as it is
 DELIMITERS = ORDINARY.replace("description: H200 inference node with the DCGM exporter and Triton",
                               "description: 'H200 node, {{ not_a_variable }} {% not_a_tag %} {# not a comment #}'")

@@ -128,7 +128,7 @@ def test_each_selector_matches_exactly_its_profiles_devices(text: str, fixture: 
                 # a whole-GPU selector alone never takes a MIG device (they carry the GPU's productName too)
                 assert device["attributes"]["type"]["string"] == "gpu", (doc, device)
         assert chosen, doc
-        if exact["deviceClassName"] == "gpu.nvidia.com":  # issue 41: the entries with MIG off, whole
+        if exact["deviceClassName"] == "gpu.nvidia.com":  # the entries with MIG off, whole
             assert doc["spec"]["spec"]["devices"]["requests"][0]["name"] == "gpu"
             assert chosen == {d["name"] for d in devices if profiles[d["name"]] is None}
             continue

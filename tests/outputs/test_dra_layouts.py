@@ -1,4 +1,4 @@
-"""Named layouts under ``kubernetes.allocation: dra`` (issue 40): every output follows the name the node gets.
+"""Named layouts under ``kubernetes.allocation: dra``: every output follows the name the node gets.
 
 The claim templates are the union of every name's MIG profiles, each judged as tests/outputs/test_dra_claims.py judges
 them (kubernetes-validate for Kubernetes 1.34 and 1.35, cel-python against the devices a node of each name

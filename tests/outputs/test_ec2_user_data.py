@@ -106,7 +106,7 @@ def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytes
 @pytest.mark.parametrize("name", ["héllo.sh", "ü" * 100 + ".sh", "日本語.sh", "plain.sh"],
                          ids=["accent", "long", "cjk", "ascii"])
 def test_a_part_keeps_its_file_name_in_cloud_init(name: str, tmp_path: Path) -> None:
-    """Issue 36: a non-ASCII file name made the whole Content-Disposition one RFC 2047 encoded word, so
+    """A non-ASCII file name made the whole Content-Disposition one RFC 2047 encoded word, so
     cloud-init found no filename and named the part part-001; an RFC 2231 parameter keeps it."""
     part = tmp_path / name
     part.write_text("#!/bin/sh\necho mine\n")

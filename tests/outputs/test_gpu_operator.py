@@ -113,7 +113,7 @@ def test_preflight_script_and_offline_agree_on_the_labels(tmp_path: Path, name: 
                      "{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{\"\\n\"}}{{end}}"]
 
 
-# issue 36: a config name with a trailing - . or _ was accepted, though no node label can name it
+# a config name with a trailing - . or _ was accepted, though no node label can name it
 UNSELECTABLE = "restore: {config_name: inference-}\n"
 
 
@@ -353,7 +353,7 @@ def test_several_profiles_need_gpu_operator(tmp_path: Path) -> None:
 
 
 def test_export_warns_about_a_profile_without_kubelet(tmp_path: Path) -> None:
-    # a Slurm node (kubelet.present: false): the operator's mig-manager never runs there (issue 36)
+    # a Slurm node (kubelet.present: false): the operator's mig-manager never runs there
     slurm, k8s = REPO / "images/h100-slurm/node-profile.yaml", REPO / "images/h200-inference/node-profile.yaml"
     warning = ("migbake: warning: profile h100-slurm has no kubelet (kubelet.present: false): the GPU Operator's "
                "mig-manager runs on Kubernetes nodes only")

@@ -1,4 +1,4 @@
-"""GPU presence decided from the PCI bus (issue 41): restore.sh, verify and preflight on a fake sysfs tree.
+"""GPU presence decided from the PCI bus: restore.sh, verify and preflight on a fake sysfs tree.
 
 No NVIDIA GPU on the machine (none at all, or only NVIDIA's other PCI functions and a Mellanox NIC): the
 restore logs "no NVIDIA GPU on this machine: nothing to restore", its metric says 0 GPUs, it succeeds and

@@ -1,4 +1,4 @@
-"""The generated preflight and verify read kubelet's unit on the node (check ``kubelet-unit``, issue 34).
+"""The generated preflight and verify read kubelet's unit on the node (check ``kubelet-unit``).
 
 kubelet.layout kubeadm replaces kubelet's ExecStart= with kubeadm's command: on a node whose kubelet is
 not kubeadm's (kubespray's /usr/local/bin/kubelet with its own unit and env file) that boots without

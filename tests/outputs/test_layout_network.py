@@ -1,4 +1,4 @@
-"""The network sources of the layout name (issue 40): ``gce-metadata`` and ``ec2-tag`` against a metadata server.
+"""The network sources of the layout name: ``gce-metadata`` and ``ec2-tag`` against a metadata server.
 
 The generated restore.sh runs for real (simulated nvidia-smi and nvidia-mig-parted, test_restore_script.py) against
 a local HTTP server on loopback standing in for GCE's metadata server and EC2's IMDS (the hosts are

@@ -1,4 +1,4 @@
-"""The layout chosen at boot (issue 40): the generated restore.sh finds its name on a fake node root, then applies it.
+"""The layout chosen at boot: the generated restore.sh finds its name on a fake node root, then applies it.
 
 Each source (``file``, ``kubelet-labels`` in kubeadm's and nodeadm's files and migbake's drop-in,
 ``credential``), their order, the default, an unknown name and a missing one, run for real with simulated

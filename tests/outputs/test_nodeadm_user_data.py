@@ -1,4 +1,4 @@
-"""``--user-data-mime`` with an EKS NodeConfig (issue 34), judged by AWS's own nodeadm (``config check`` and
+"""``--user-data-mime`` with an EKS NodeConfig, judged by AWS's own nodeadm (``config check`` and
 ``config dump``, ../shared/tools/nodeadm/): a NodeConfig part is ``application/node.eks.aws`` (named as a
 media type or told by its content), and for ``kubelet.layout: eks-al2023`` migbake's labels travel as a
 NodeConfig part too, so the merged config has the user's settings and the profile's labels. Plain and

@@ -1,4 +1,4 @@
-"""The OpenShift GPU pool (issue 41): OUT/butane/openshift-<role>-pool.yaml, judged by the MCO's own CRD schema.
+"""The OpenShift GPU pool: OUT/butane/openshift-<role>-pool.yaml, judged by the MCO's own CRD schema.
 
 openshift.role defaults to a pool of its own (gpu-mig): migbake writes its MachineConfigPool beside the
 MachineConfig, as openshift/machine-config-operator:docs/custom-pools.md creates a custom pool (worker's

@@ -1,4 +1,4 @@
-"""The Packer base AMI follows ``kubelet.layout`` (issue 34): the EKS AL2023 NVIDIA AMI of the cluster's
+"""The Packer base AMI follows ``kubelet.layout``: the EKS AL2023 NVIDIA AMI of the cluster's
 Kubernetes version and architecture for eks-al2023 (both Packer variables), the last EKS AL2 GPU AMIs for
 eks-al2, the user's own AMI for every other layout; ``migbake bake`` refuses amazon-ebs.golden until the
 variable that picks it is given. Packer itself (``packer console``/``validate``) evaluates the templates.

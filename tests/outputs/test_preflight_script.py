@@ -159,7 +159,7 @@ CASES = {
         "gpu-reset": ("WARN", "nvidia-persistenced runs (persistence mode, pid 101); the fabric manager runs "
                               "(nv-fabricmanager, pid 102): it holds the GPU"),
     }, ready=True, profile={"gpus": A100_ENTRY}),
-    # issue 43: the holders matter only while a mode change waits for the reset
+    # the holders matter only while a mode change waits for the reset
     "ampere-reset-held-mode-current": Case(SimNode(gpus=[SimGpu(A100, mode="Enabled", mig=("7g.80gb",))],
                                                    processes=("systemd", "nvidia-persiste")), {
         "mig-mode": ("PASS", "no Ampere GPU needs a MIG mode change"),

@@ -153,7 +153,7 @@ def test_nasty_profiles_are_valid() -> None:
 
 
 def test_every_file_names_the_description_in_a_comment(nasty: tuple[Path, dict[str, Any]]) -> None:
-    """In every file; in Markdown inside an HTML comment, where each "--" is written "- -" (issue 36: no
+    """In every file; in Markdown inside an HTML comment, where each "--" is written "- -" (no
     description may end the comment)."""
     out, s = nasty
     # Ignition JSON (butane/*.ign) has no comments, and ignition-validate warns on any key it does not know

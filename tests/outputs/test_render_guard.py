@@ -1,4 +1,4 @@
-"""Class 1 of issue 23, defense in depth: the render guard, and hostile strings judged by the real tools.
+"""Defense in depth: the render guard, and hostile strings judged by the real tools.
 
 Two halves. With the schema bypassed (typed profiles built directly), every string field of the
 node profile set to a value with a control character makes ``render`` stop with a RenderError, so
@@ -257,12 +257,12 @@ def test_hostile_strings_that_validate_render_to_output_the_real_tools_accept(ca
 
 
 def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """How many hostile inputs this module tried (for the closing note of issue 23)."""
+    """How many hostile inputs this module tried."""
     with capsys.disabled():
         print("\nclass 1 (render guard):", dict(COUNTS))
 
 
-# --- issue 36: a pre-built header cannot close the comment it lands in --------------------------------
+# --- a pre-built header cannot close the comment it lands in --------------------------------
 
 CLOSERS = "x --> --!> <!-- */ %end ]]> ``` ![i](http://e.example/i.png) [l](http://e.example) end-"
 

@@ -238,7 +238,7 @@ def test_pending_mode_records_the_marker_and_reboots_once(tmp_path: Path) -> Non
 
 
 def test_the_reboot_once_path_names_what_holds_the_gpu(tmp_path: Path) -> None:
-    # issue 43: the restore says which blocker of the GPU reset it met (the preflight's gpu-reset check, same code)
+    # the restore says which blocker of the GPU reset it met (the preflight's gpu-reset check, same code)
     node = make_node(tmp_path, A100)
     node.set("apply", "fails")
     node.set("modes", PENDING)

@@ -61,7 +61,7 @@ def test_gres_counts_match_the_mig_parted_layout(image: Path, tmp_path: Path) ->
     out = generate(text, tmp_path / "out")
     data = yaml.safe_load(text)
     names = list(dict.fromkeys(n for g in data["gpus"] for n in g.get("mig", {}).get("layouts", {})))
-    # named layouts (issue 40): each name's files in slurm/NAME/, against that name's config
+    # named layouts: each name's files in slurm/NAME/, against that name's config
     for folder, config in [(f"slurm/{n}/", n) for n in names] or [("slurm/", "current")]:
         lines = _gres_lines(out, folder)
         expected = _expected_from_mig_parted(out, data["gpu_count"], config)

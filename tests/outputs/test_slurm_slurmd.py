@@ -1,4 +1,4 @@
-"""Every Slurm output judged by Debian's real slurmd, per kind of node, as the hostile-input campaign did.
+"""Every Slurm output judged by Debian's real slurmd, per kind of node.
 
 For each example image and for profiles that cover two GPU models (typed and untyped), compute-instance
 layouts, a GPU with MIG off, ``gres_types: untyped`` and a hostlist with two bracket groups, each with
@@ -140,7 +140,7 @@ def test_slurmd_reads_every_kind_of_node_as_gres_counts_it(name: str, extra: dic
     _needs_root_and_slurmd()
     off = generate(profile_text(name, extra, False), tmp_path / "off")
     on = generate(profile_text(name, extra, True), tmp_path / "on")
-    # named layouts (issue 40): each name's files in slurm/NAME/
+    # named layouts: each name's files in slurm/NAME/
     folders = [f"slurm/{p.name}/" for p in sorted((on / "slurm").iterdir()) if p.is_dir()] or ["slurm/"]
     for n, folder in enumerate(folders):
         explicit = _judge_kinds(off, tmp_path / f"j-off{n}", folder)
@@ -161,7 +161,7 @@ def test_two_models_get_a_gres_conf_each_with_only_their_devices(tmp_path: Path)
         assert typed == {"" not in gres_counts(line)}  # all typed or all untyped, as Gres= is
 
 
-# named layouts (issue 40): per name and model (h100-80gb, h200-141gb); train's H100 layout is placed by the driver
+# named layouts: per name and model (h100-80gb, h200-141gb); train's H100 layout is placed by the driver
 _NAMED_LAYOUTS = {"infer": ({"1g.10gb": 7}, {"1g.18gb": 7}), "train": ({"3g.40gb": 1, "1g.10gb": 1}, {"3g.71gb": 2})}
 
 

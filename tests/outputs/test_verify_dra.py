@@ -1,4 +1,4 @@
-"""The generated verify script reads the node's ResourceSlices live (issue 33), with preflight's verdicts.
+"""The generated verify script reads the node's ResourceSlices live, with preflight's verdicts.
 
 A fake ``kubectl`` prints the fixtures of tests/fixtures/dra/ for ``get resourceslices -o json``; the
 verify script's ``dra-devices`` line must say what ``migbake preflight --resource-slices`` says of the same
@@ -145,7 +145,7 @@ def test_the_verdicts_differ_between_cases(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("case", "verdict"), [("v25.8.1-strict", "PASS"), ("v25.8.1-strict-said", "PASS"),
                                               ("v25.8.1-moved-strict", "FAIL"), ("v25.8.1-moved-strict-said", "FAIL")])
 def test_strict_placements_judge_the_v25_8_1_names(tmp_path: Path, case: str, verdict: str) -> None:
-    """Issue 41: under restore.placements: strict, a node of DRA driver v25.8.1 that publishes the plan's placements
+    """Under restore.placements: strict, a node of DRA driver v25.8.1 that publishes the plan's placements
     passes verify's dra-devices check, and one whose placements moved fails it (not the WARN of the default
     placements), whichever naming the profile expects."""
     profile, fixture, node, _ = CASES[case]
@@ -191,7 +191,7 @@ def test_usage(tmp_path: Path, args: tuple[str, ...], rc: int, words: str) -> No
     ("bad-attributes.json", True, "INFO  kubectl get resourceslices -o json printed no List of ResourceSlices"),
 ], ids=["cannot-read", "no-kubectl", "not-a-list", "attribute-shapes"])
 def test_info_when_the_slices_cannot_be_read(tmp_path: Path, fixture: str | None, kubectl: bool, line: str) -> None:
-    """Attributes of the wrong shape (issue 42) are no verdict (stranded, partial): preflight locates them."""
+    """Attributes of the wrong shape are no verdict (stranded, partial): preflight locates them."""
     if fixture == "bad-attributes.json":  # h200-ready.json with one attribute a bare string, one a list
         doc = json.loads((FIXTURES / "h200-ready.json").read_text())
         devices = doc["items"][1]["spec"]["devices"]

@@ -1,4 +1,4 @@
-"""The dra-dynamic verify (issue 41): what a DynamicMIG node must hold, never an assert of an empty config.
+"""The dra-dynamic verify: what a DynamicMIG node must hold, never an assert of an empty config.
 
 Under ``kubernetes.allocation: dra-dynamic`` the DRA driver creates MIG instances per claim after the
 restore, so ``nvidia-mig-parted assert`` of the config (no MIG devices) would fail on a node in use. The

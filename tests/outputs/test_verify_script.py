@@ -82,7 +82,7 @@ def test_verify_checks_the_config_file(tmp_path: Path) -> None:
     node.config.unlink()
     ran = node.run(script)
     assert ran.rc == 1 and f"FAIL  config {node.config} is missing" in ran.out, ran.out
-    # no PASS may speak of the missing config as if it were there (seen on a real H200, issue 36)
+    # no PASS may speak of the missing config as if it were there (seen on a real H200)
     assert not [line for line in _lines(ran, "PASS") if "config '" in line or str(node.config) in line], ran.out
     assert f"INFO  nvidia-mig-parted assert not run: there is no {node.config} to assert" in ran.out
     assert "GPU(s) matches an entry of the config 'current' this script was generated with" in ran.out

@@ -1,4 +1,4 @@
-"""Issue 36: a catalog file cannot make `validate` or `layouts` run without bound, and suggests only what validates.
+"""A catalog file cannot make `validate` or `layouts` run without bound, and suggests only what validates.
 
 A schema-valid catalog file may describe a GPU of 32 or 64 memory slices, or one with dozens of
 profiles. The maximal-layout search behind `layouts` and the suggestions walked every placement (2^64

@@ -1,4 +1,4 @@
-"""Issue 42, class 2: limits of the consumers, checked on the profile before anything is written.
+"""Limits of the consumers, checked on the profile before anything is written.
 
 - ``unit-line-too-long``: go-systemd's unit parser (inside Ignition and butane) refuses a unit line of
   2048 bytes or more; the restore unit's consumer comment and kubelet's ``--node-labels`` line grow with
@@ -176,7 +176,7 @@ def _pre_kubeadm_commands(data: dict[str, Any], version: str) -> list[str]:
 
 @pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
 def test_the_rule_measures_the_pre_kubeadm_commands_cluster_api_gets(version: str) -> None:
-    """Issue 42: the rule's items are the template's, and the CRD's own schema takes the longest the rule allows."""
+    """The rule's items are the template's, and the CRD's own schema takes the longest the rule allows."""
     for data in (_profile(kubelet={"layout": "kubeadm"}), _profile(kubelet={"layout": "kubeadm"}, consumers=_units(
             3, 40), tools={"nvidia_smi": "/opt/nvidia/bin/nvidia-smi"}), _command_profile(CAPI_COMMAND_MAX)):
         items = _pre_kubeadm_commands(data, version)
@@ -190,7 +190,7 @@ def test_the_rule_measures_the_pre_kubeadm_commands_cluster_api_gets(version: st
 
 
 def test_a_pre_kubeadm_command_over_the_crds_limit_is_refused_located(tmp_path: Path) -> None:
-    """Issue 42: within the unit-line limit, 16 long consumers make a first-boot command longer than Cluster API takes:
+    """Within the unit-line limit, 16 long consumers make a first-boot command longer than Cluster API takes:
     refused before anything is rendered, at the key that adds the most, exactly past the border (10241)."""
     data = _command_profile(CAPI_COMMAND_MAX + 1)
     assert _errors(data) == [("/consumers", "cluster-api-limit")]
@@ -239,7 +239,7 @@ def _loaded(data: dict[str, Any]) -> LoadedProfile:
     (EC2_USER_DATA_MAX + 1, {"/consumers": -3, "/description": 0}, "UserDataSizeLimitExceeded", ""),
 ], ids=["below-karpenters-warning", "karpenters-warning", "at-the-limit", "over-at-the-root", "nothing-grows-it"])
 def test_the_karpenter_warning_border(size: int, grown: dict[str, int], said: str | None, pointer: str | None) -> None:
-    """Issue 42: from Karpenter's own warning (90% of 16384, launchtemplate/metrics.go@v1.14.1) up, located at the key
+    """From Karpenter's own warning (90% of 16384, launchtemplate/metrics.go@v1.14.1) up, located at the key
     that adds the most (the profile's root when none adds anything); over 16384, EC2 refuses the launch template."""
     loaded = _loaded(_eks(consumers=[{"unit": "a.service"}], kubernetes={"node_labels": {"a": "b"}}))
     problem = karpenter_user_data_problem(loaded, size, grown)
@@ -265,7 +265,7 @@ def _generate(tmp_path: Path, data: dict[str, Any], *args: str) -> tuple[int, st
 ], ids=["consumers", "node-labels"])
 def test_karpenter_user_data_is_a_located_warning_before_writing(tmp_path: Path, data: dict[str, Any], pointer: str,
                                                                  words: str) -> None:
-    """Issue 42: generate measures the EC2NodeClass's userData once rendered and, before writing, warns at the
+    """Generate measures the EC2NodeClass's userData once rendered and, before writing, warns at the
     profile line of the key that grows it the most, with the bytes each key adds; --strict refuses it, nothing
     written; validation.ignore sets it aside."""
     code, err = _generate(tmp_path, data)
@@ -290,7 +290,7 @@ def test_a_small_profile_or_another_layout_has_no_karpenter_warning(tmp_path: Pa
 
 
 def test_images_and_bake_say_it_too(tmp_path: Path) -> None:
-    """Issue 42: every command that writes OUT/karpenter warns the same, located, before it writes."""
+    """Every command that writes OUT/karpenter warns the same, located, before it writes."""
     case = REPO / "tests/cases/warning/karpenter-user-data-size"
     image = tmp_path / "images" / "big"
     shutil.copytree(case, image)

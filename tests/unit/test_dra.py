@@ -1,4 +1,4 @@
-"""kubernetes.allocation (issue 33): the rules, the dynamic config per architecture, DRA names, placements.
+"""kubernetes.allocation: the rules, the dynamic config per architecture, DRA names, placements.
 
 Facts under test come from docs/dra.md (each with its source); the device names are the DRA driver's
 ``ToCanonicalName`` (kubernetes-sigs/dra-driver-nvidia-gpu:cmd/gpu-kubelet-plugin/mig.go@v25.12.0).

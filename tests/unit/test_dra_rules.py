@@ -1,4 +1,4 @@
-"""Rules of the DRA allocations (issues 41 and 42), with a table of good and bad inputs each.
+"""Rules of the DRA allocations , with a table of good and bad inputs each.
 
 - ``dra-compute-instance``: under ``dra`` a compute instance smaller than its GPU instance is refused (the DRA
   driver lists only profiles with G == C: kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/
@@ -44,8 +44,8 @@ def test_compute_instances_under_dra(allocation: str, layout: str, rules: list[s
 
 
 def test_no_question_mark_ever_reaches_a_device_name(tmp_path: Path) -> None:
-    """Issue 42: show printed gpu-0-mig-4g96gb-?-0. The packaged RTX PRO 6000 now has the driver's GI profile
-    ids (issue 43), and a catalog file's profile without one is refused, located, never named with a ``?``."""
+    """Show printed gpu-0-mig-4g96gb-?-0. The packaged RTX PRO 6000 now has the driver's GI profile
+    ids, and a catalog file's profile without one is refused, located, never named with a ``?``."""
     path = tmp_path / "p.yaml"
     path.write_text(H200.format(allocation="dra", layout="{4g.96gb: 1}", model="rtx-pro-6000-blackwell-96gb",
                                 extra=""))
@@ -118,7 +118,7 @@ def test_show_prints_the_naming_the_profile_names() -> None:
 
 @pytest.mark.parametrize(("allocation", "written"), [("device-plugin", True), ("dra", False), ("dra-dynamic", False)])
 def test_bottlerocket_settings_only_for_the_device_plugin(tmp_path: Path, allocation: str, written: bool) -> None:
-    """Issue 42: Bottlerocket's MIG settings configure its device plugin: none for a DRA profile."""
+    """Bottlerocket's MIG settings configure its device plugin: none for a DRA profile."""
     layout = "{1g.18gb: 7}"
     text = H200.format(allocation=allocation, layout=layout, model="NVIDIA H200", extra="")
     if allocation == "dra-dynamic":

@@ -1,4 +1,4 @@
-"""Named layouts (issue 40): ``mig.layouts`` and ``restore.layout`` validated, and one mig-parted config per name.
+"""Named layouts: ``mig.layouts`` and ``restore.layout`` validated, and one mig-parted config per name.
 
 The rules are a table of good and bad profiles (rules.layoutnames); the generated config holds one config per
 layout name, and NVIDIA's parser (``nvidia-mig-parted assert --valid-config -c NAME``) accepts each, while a

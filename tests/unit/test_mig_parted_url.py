@@ -1,4 +1,4 @@
-"""Issue 42, class 2: tools.nvidia_mig_parted_url read as Ignition reads it (``document.goneturl``).
+"""Tools.nvidia_mig_parted_url read as Ignition reads it (``document.goneturl``).
 
 The schema's pattern took URLs that Ignition's ``validateURL`` (Go's ``net/url.Parse``) refuses, so
 butane failed on OUT/butane/fcos.bu while migbake exited 0. Every URL below matches the schema's pattern;

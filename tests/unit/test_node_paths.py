@@ -1,4 +1,4 @@
-"""Issue 42, class 1: a path in the profile may not name any file on the node.
+"""A path in the profile may not name any file on the node.
 
 Every path migbake writes (restore.config_path, restore.metrics_textfile, the nvidia-mig-parted binary the
 Butane configs download to tools.nvidia_mig_parted) lies in its own folders (``output-path-not-allowed``),

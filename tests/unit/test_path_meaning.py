@@ -1,4 +1,4 @@
-"""Class 3 of issue 23: paths mean what systemd and the kernel make of them.
+"""Paths mean what systemd and the kernel make of them.
 
 Every spelling of a path inside systemd's unit trees (``//``, ``/./``-free doubles, each tree that
 ``systemd-analyze unit-paths`` lists) and of the packaged manager's config is refused by
@@ -67,7 +67,7 @@ def test_the_packaged_managers_config_in_any_spelling_is_refused() -> None:
 @pytest.mark.parametrize("path", ["/etc/systemd-mig/config.yaml", "/etc/nvidia-mig/config.yaml",
                                   "/opt/systemd/config.yaml", "/etc/nvidia-mig-manager/config.yaml.d/x"])
 def test_near_misses_are_not_the_systemd_or_managed_rule(path: str) -> None:
-    """Outside /etc/nvidia-mig/ and /etc/migbake/ they are output-path-not-allowed (issue 42), nothing more."""
+    """Outside /etc/nvidia-mig/ and /etc/migbake/ they are output-path-not-allowed, nothing more."""
     assert set(_rules(config_path=path)) <= {"output-path-not-allowed"}
     assert _rules(config_path=path.replace("/etc/", "/etc/migbake/").replace("/opt/", "/etc/migbake/")) == []
 
@@ -96,7 +96,7 @@ def test_two_outputs_at_one_path_are_refused_with_a_rule(restore: dict[str, str]
     data = json.loads(json.dumps(SEED))
     data.setdefault("restore", {}).update(restore)
     checked = check_bytes(json.dumps(data).encode(), "p.yaml")
-    # a metrics file outside the textfile folders is also output-path-not-allowed (issue 42)
+    # a metrics file outside the textfile folders is also output-path-not-allowed
     clashes = [(p.pointer, p.rule) for p in checked.problems if p.rule != "output-path-not-allowed"]
     assert clashes == [(pointer, "output-path-clash")], checked.problems
     profile = tmp_path / "p.yaml"
@@ -117,6 +117,6 @@ def test_a_path_spelled_with_doubled_slashes_is_written_where_the_kernel_puts_it
 
 
 def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """How many hostile inputs this module tried (for the closing note of issue 23)."""
+    """How many hostile inputs this module tried."""
     with capsys.disabled():
         print("\nclass 3 (paths):", dict(COUNTS))

@@ -1,4 +1,4 @@
-"""Class 1 of issue 23: every pattern migbake applies matches the whole string, and no control character.
+"""Every pattern migbake applies matches the whole string, and no control character.
 
 Walks both schemas (node profile, GPU catalog): each ``pattern`` is anchored, refuses VALID + "\\n",
 VALID + "\\r" and VALID with a control character (C0, DEL, C1 with U+0085, U+2028/2029) inside, and
@@ -155,6 +155,6 @@ def test_the_importer_refuses_a_config_name_with_a_newline(tmp_path: Path) -> No
 
 
 def test_report_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """How many hostile inputs this module tried (for the closing note of issue 23)."""
+    """How many hostile inputs this module tried."""
     with capsys.disabled():
         print("\nclass 1 (patterns):", dict(COUNTS))

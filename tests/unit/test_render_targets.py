@@ -213,7 +213,7 @@ def test_the_plan_places_every_instance_once() -> None:
             assert all(0 <= i.start < placed.memory_slices for i in placed.instances)
 
 
-# The plan in parts (issue 39): a few top-level fields, each part a frozen dataclass of one concern
+# The plan in parts: a few top-level fields, each part a frozen dataclass of one concern
 MAX_TOP_LEVEL, MAX_PART = 20, 15
 
 
@@ -242,7 +242,7 @@ def test_the_plan_is_a_few_parts_each_small_and_frozen() -> None:
 
 
 def test_an_oversized_plan_or_part_is_caught() -> None:
-    # the plan before issue 39 had 55 fields at the top level: the bound refuses it
+    # a plan that had 55 fields at the top level: the bound refuses it
     flat = dataclasses.make_dataclass("Flat", [(f"f{i}", int) for i in range(55)], frozen=True)
     assert _oversized(flat) == ["Flat: 55 fields"]
     assert _oversized(RenderPlan, part_limit=10) == ["RenderPlan.kubelet: 14 fields", "RenderPlan.dra: 12 fields",

@@ -1,4 +1,4 @@
-"""Class 4 of issue 23: units and environment that would change what the node does.
+"""Units and environment that would change what the node does.
 
 A consumer or kubelet that the restore is itself ordered after is an ordering cycle
 (``restore-ordering-cycle``; the list comes from the generated unit, and real systemd shows the cycle
@@ -122,6 +122,6 @@ def test_kubelet_args_env_of_kubelets_own_is_allowed(name: str) -> None:
 
 
 def test_report_counts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """How many hostile inputs this module tried (for the closing note of issue 23)."""
+    """How many hostile inputs this module tried."""
     with capsys.disabled():
         print("\nclass 4 (units, environment):", dict(COUNTS))

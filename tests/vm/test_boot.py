@@ -169,7 +169,7 @@ NO_GPU_BASE = {"report-complete", "mig-manager-never-ran", "restore-enabled", "f
 
 def test_no_gpu_starts_kubelet_then_a_gpu_without_its_driver_keeps_it_down(boot_assets: BootAssets,
                                                                             tmp_path: Path) -> None:
-    """Issue 41, scenario no-gpu (scenarios.presence): boot 1 has no NVIDIA GPU on the simulated PCI bus, so
+    """Scenario no-gpu (scenarios.presence): boot 1 has no NVIDIA GPU on the simulated PCI bus, so
     the restore says why and kubelet starts; boot 2 has one and no driver, so kubelet stays down."""
     out = generate("version: 1\nname: no-gpu\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
                    "restore:\n  driver_wait_seconds: 5\n"

@@ -4,7 +4,7 @@
 - ``ampere-pending-stuck`` (same): the mode stays pending: one reboot, then fail closed, no second reboot;
 - ``cdi`` (8x H200, both paths; toolkit v1.20's units): the CDI spec written last lists the restored MIG
   devices; by Packer the boot's first spec is already written after the restore (Before= the refresh).
-The DRA claims (issue 33, ``scenarios.dra_claims``) share these boots with a variant of the profile
+The DRA claims (``scenarios.dra_claims``) share these boots with a variant of the profile
 (``dra_variant``): by Packer ``cdi`` boots h200-inference under ``kubernetes.allocation: dra`` with a layout
 whose placements are not forced (3g.71gb@4, 2g.35gb@0, 1g.18gb@2, @3: ``placements-at-kubelet`` on both
 boots), by cloud-init under ``dra-dynamic`` (Hopper: MIG off, no instance at kubelet's start). The one

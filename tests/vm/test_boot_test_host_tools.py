@@ -1,4 +1,4 @@
-"""``migbake boot-test`` checks every host tool it runs first, in one message, before any work (issue 34).
+"""``migbake boot-test`` checks every host tool it runs first, in one message, before any work.
 
 Run with a stripped PATH: exit 2 at once, every missing tool named with the apt-get line of its package,
 nothing built in the cache. ``--help`` names every tool of ``hostrun.HOST_TOOLS``.

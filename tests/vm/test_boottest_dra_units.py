@@ -1,4 +1,4 @@
-"""The DRA claims (issue 33) over recorded guest evidence (no VM, no root): the GPUs when kubelet started.
+"""The DRA claims over recorded guest evidence (no VM, no root): the GPUs when kubelet started.
 
 ``placements-at-kubelet`` (allocation ``dra``) and ``dynamic-at-kubelet`` (``dra-dynamic``) read the report's
 ``simgpu-kubelet-state`` section, which the fake kubelet's drop-in writes when it starts. data/dra holds the

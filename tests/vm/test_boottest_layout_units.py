@@ -1,4 +1,4 @@
-"""Named layouts in the boot test (issue 40) without a VM: the plan's options, the guest content, the claim.
+"""Named layouts in the boot test without a VM: the plan's options, the guest content, the claim.
 
 ``report-layout-kubelet-labels.txt`` is the report of a Packer boot of images/h100-h200-inference whose node
 said ``training`` in kubelet's labels (NVIDIA's mig-parted over 8 simulated H100s): the claim holds on it,

@@ -1,4 +1,4 @@
-"""The boot-test scenario ``no-gpu`` (issue 41) without a VM: its plan, its guest content, and its claims.
+"""The boot-test scenario ``no-gpu`` without a VM: its plan, its guest content, and its claims.
 
 The claims are replayed on recorded reports of other scenarios made into this scenario's evidence
 (``report-ok-boot2.txt``: the restore and kubelet active; ``report-driver-too-late.txt``: the restore failed

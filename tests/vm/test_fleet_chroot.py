@@ -231,7 +231,7 @@ def test_activate_keeps_a_failing_node_drained_and_stops_the_rollout(base: BaseR
 
 
 def test_activate_moves_the_layout_name_only_after_the_drain(base: BaseRootfs, work: Path) -> None:
-    """Issue 40's layout move: activate.yml -e mig_restore_layout=train over the chroot connection writes the name
+    """A layout move: activate.yml -e mig_restore_layout=train over the chroot connection writes the name
     where restore.layout's file source reads it after cordon and drain, then fails at the reboot (no reboot in a
     chroot: the VM test boots it); an unknown name fails before anything: no kubectl call, no file."""
     from test_ansible_kickstart import NAMED

@@ -14,13 +14,13 @@ passthrough VM):
    itself; the play waits through that reboot (a new boot id), takes the second boot's restore result,
    verifies (kubelet-unit: kubeadm's drop-in) and uncordons. Every claim of an ok boot holds on that boot's
    report (read over SSH), as in the Packer boots: the default layout, ``mixed``.
-3. The layout move (issue 40): ``activate.yml -e mig_restore_layout=small`` drains the node, writes the name to
+3. The layout move: ``activate.yml -e mig_restore_layout=small`` drains the node, writes the name to
    /etc/migbake/layout, reboots, verifies that layout, labels the Node and uncordons; every ok claim holds with
    ``small``'s layout, the restore chose it from the file, and kubelet started with its label.
 4. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
    the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
    stays drained: the second cordon and drain are never followed by an uncordon.
-One node for every rollout (issue 44): each task of the role over SSH costs seconds under TCG.
+One node for every rollout: each task of the role over SSH costs seconds under TCG.
 """
 
 from __future__ import annotations

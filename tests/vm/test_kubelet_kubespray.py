@@ -1,4 +1,4 @@
-"""A kubespray-shaped kubelet (issue 34): the generated preflight catches a mismatched layout, a fitting one boots.
+"""A kubespray-shaped kubelet: the generated preflight catches a mismatched layout, a fitting one boots.
 
 1. Chroot, no boot: the boot test's kubespray fixture (``scenarios.kubelet``: kubespray's own kubelet.service,
    /etc/kubernetes/kubelet.env and /usr/local/bin/kubelet, no kubeadm drop-in) in a copy of the Debian rootfs;
