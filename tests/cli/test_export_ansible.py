@@ -192,7 +192,7 @@ def test_the_output_folder_follows_the_output_rules(tmp_path: Path) -> None:
     code, _, err = cli("export", "--ansible", profile, "-o", str(foreign))
     assert code == 2 and "not empty and was not created by migbake" in err, err
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
-    code, _, err = cli("export", "--ansible", profile, "-o", str(foreign), "--force")  # --force never replaces a folder not ours
+    code, _, err = cli("export", "--ansible", profile, "-o", str(foreign), "--force")  # not ours: kept
     assert code == 2 and "--force included" in err and [p.name for p in foreign.iterdir()] == ["mine.txt"]
     (foreign / "mine.txt").unlink()
     assert cli("export", "--ansible", profile, "-o", str(foreign))[0] == 0
