@@ -51,7 +51,7 @@ def test_every_registered_rule_has_a_case() -> None:
     # catalog file, an imported config) a test module that pins the id: in a reported line, or as the
     # rule its table expects
     corpus = set(_corpus())
-    pinned = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "tests").glob("test_*.py"))
+    pinned = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "tests").rglob("test_*.py"))
     pinned = pinned.replace("\\[", "[").replace("\\]", "]")
     missing = [r.id for r in RULES.values() if r.id not in UNREACHED and r.id not in corpus
                and f"[{r.id}]" not in pinned and f'"{r.id}"' not in pinned]
