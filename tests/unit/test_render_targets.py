@@ -1,6 +1,6 @@
 """Every output target reads only the render plan: run on a plan whose profile hides its GPUs and derivations.
 
-tests/test_architecture.py holds the targets' imports; this holds what they read at run time, and the
+import-linter (pyproject's [tool.importlinter]) holds the targets' imports; this holds what they read at run time, and the
 declarations of ``render.tree.TARGETS``: the folders each writes, when it applies, what it reads, their order. The plan
 is made as usual, then its ``profile`` is replaced by a view that answers only the profile's own settings
 (name, paths, units, timeouts, labels, consumers): a target that reaches for the GPUs, their catalog

@@ -6,7 +6,7 @@ quoting and guard helpers (``render.quoting``, ``render.guard``) and the templat
 (``render.environment``, with the variables every target shares from ``context``). It never imports the
 profile, the catalog, ``kubernetes``, ``migparted``, ``node`` or ``slurm``: when a target needs a value
 the plan does not have, the part of the plan that serves it (``render.parts``) grows a field
-(tests/test_architecture.py holds this for every module here).
+(import-linter holds this for every module here: pyproject's [tool.importlinter]).
 
 May import ``render.plan``, ``render.artifact``, ``render.quoting``, ``render.guard``, ``render.environment``,
 its own folder and the foundation.
