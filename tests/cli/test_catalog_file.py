@@ -21,7 +21,7 @@ from migbake.cli.group import main
 from migbake.gpu.catalog import CatalogChoice, load_catalog
 from migbake.gpu.catalogfile import catalog_problems
 from migbake.node.importer import import_config
-from migbake.resources import catalog_text
+from migbake.packagedata import catalog_text
 from migbake.rules.validate import check_bytes
 
 RAW = json.loads(catalog_text())

@@ -115,7 +115,7 @@ def test_every_module_of_the_checkout_imports_from_the_wheel(installed: Installe
 
 def test_the_installed_migbake_reads_its_own_templates_and_schemas(installed: Installed, tmp_path: Path) -> None:
     where = _run([str(installed.env / "bin/python"), "-c",
-                  "from migbake.render.environment import environment; from migbake.resources import load_schema; "
+                  "from migbake.render.environment import environment; from migbake.packagedata import load_schema; "
                   "print(environment().get_template('scripts/verify-mig-restore.sh.j2').filename); "
                   "print(load_schema()['$id'])"], tmp_path)
     assert where.returncode == 0, where.stderr

@@ -18,7 +18,7 @@ import yaml
 from realtools import IN_CI, cloud_init_schema, require, run
 from support import IMAGES, REPO, cli
 
-from migbake.render import userdata
+from migbake.render import mime_parts
 from migbake.render.targets.userdata import MERGE_TYPE
 from migbake.rules.registry import RULES
 
@@ -183,8 +183,8 @@ def test_mime_part_of_unknown_type_needs_a_type(tmp_path: Path) -> None:
 
 
 def test_ec2_size_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not userdata.too_big_for_ec2(b"x" * 16384) and userdata.too_big_for_ec2(b"x" * 16385)
-    monkeypatch.setattr(userdata, "EC2_USER_DATA_LIMIT", 8000)  # plain 19.4 KB, gzip ~6 KB
+    assert not mime_parts.too_big_for_ec2(b"x" * 16384) and mime_parts.too_big_for_ec2(b"x" * 16385)
+    monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 8000)  # plain 19.4 KB, gzip ~6 KB
     code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "o"))
     assert code == 0 and "as EC2 instance user data it is above EC2's 16 KB limit; use --user-data-gzip" in err
     code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "o"),

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalogfile import MAX_CATALOG_DEPTH, MAX_NUMBER_DIGITS, catalog_problems
-from migbake.resources import catalog_text
+from migbake.packagedata import catalog_text
 
 RAW = json.loads(catalog_text())
 COUNTS: Counter[str] = Counter()

@@ -14,7 +14,7 @@ import yaml
 from realtools import SystemdTree
 from support import CASES_ROOT, generate
 
-from migbake.profile.units import GPU_CLIENTS
+from migbake.profile.nodefacts import GPU_CLIENTS
 
 SLURM = (CASES_ROOT / "valid/consumers-slurm-without-kubelet/node-profile.yaml").read_text()
 

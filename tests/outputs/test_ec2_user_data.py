@@ -12,7 +12,7 @@ import pytest
 from realtools import cloud_init_parts
 from support import IMAGES, cli
 
-from migbake.render import userdata
+from migbake.render import mime_parts
 
 # kubelet + slurmd + node_exporter metrics, two GPU models, node labels: a busy, realistic node
 REALISTIC = """\
@@ -67,8 +67,8 @@ def test_gzip_with_a_mime_part_fits(tmp_path: Path) -> None:
     assert len(plain) > 14000, len(plain)  # the realistic size this test is about
     mime = (out / "cloud-init/user-data.mime").read_bytes()
     sent = (out / "cloud-init/user-data.mime.gz").read_bytes()
-    assert len(mime) > userdata.EC2_USER_DATA_LIMIT  # the bundle itself does not fit ...
-    assert len(sent) <= userdata.EC2_USER_DATA_LIMIT, len(sent)  # ... what is sent does
+    assert len(mime) > mime_parts.EC2_USER_DATA_LIMIT  # the bundle itself does not fit ...
+    assert len(sent) <= mime_parts.EC2_USER_DATA_LIMIT, len(sent)  # ... what is sent does
     assert sent[:2] == b"\x1f\x8b" and gzip.decompress(sent) == mime  # cloud-init's gzip detection
     parts = [p for p in email.message_from_bytes(gzip.decompress(sent)).walk() if not p.is_multipart()]
     assert [p.get_payload(decode=True) for p in parts] == [part.read_bytes(), plain]
@@ -79,7 +79,7 @@ def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytes
     profile = str(IMAGES[0] / "node-profile.yaml")
     small = tmp_path / "small.sh"
     small.write_text("#!/bin/sh\necho hi\n")
-    monkeypatch.setattr(userdata, "EC2_USER_DATA_LIMIT", 13000)  # plain ~20 KB, gzipped ~7 KB; MIME.gz ~11 KB
+    monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 13000)  # plain ~20 KB, gzipped ~7 KB; MIME.gz ~11 KB
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "a"))
     assert code == 0
     assert err == ("migbake: warning: cloud-init/user-data is "
@@ -93,7 +93,7 @@ def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytes
     assert code == 0 and "cloud-init/user-data.mime is" in err and "; use --user-data-gzip" in err, err
 
     # gzip given, still too big: no option is named, as none would help
-    monkeypatch.setattr(userdata, "EC2_USER_DATA_LIMIT", 1000)
+    monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 1000)
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "d"), "--user-data-gzip", "--user-data-mime",
                        str(small))
     assert code == 0 and err.startswith("migbake: warning: cloud-init/user-data.mime.gz is "), err

@@ -33,7 +33,7 @@ from realtools import (
 from support import command_lines, generate, unit_lines
 
 from migbake import __version__
-from migbake.profile.units import GPU_CLIENTS
+from migbake.profile.nodefacts import GPU_CLIENTS
 from migbake.render.guard import html_comment
 from migbake.render.quoting import hcl_string
 from migbake.rules.validate import check_bytes

@@ -28,11 +28,11 @@ from realtools import SystemdTree, hcl_parse, run, shellcheck
 from migbake.problems import RenderError, UsageError
 from migbake.render.artifact import Artifact
 from migbake.render.guard import CONTROL, Block, Quoted, guard, mime_header_value
+from migbake.render.mime_parts import user_part
 from migbake.render.plan import MimePart
 from migbake.render.quoting import sh_quote, systemd_word
 from migbake.render.targets.userdata import mime_user_data
 from migbake.render.tree import render
-from migbake.render.userdata import user_part
 from migbake.rules.validate import check_bytes
 
 pytestmark = pytest.mark.filterwarnings("ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning")

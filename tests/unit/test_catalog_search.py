@@ -24,7 +24,7 @@ from migbake.gpu.catalog import CatalogChoice, GpuModel
 from migbake.gpu.maximal import maximal_search
 from migbake.gpu.placement import fit
 from migbake.gpu.search import MAX_SEARCH_STEPS
-from migbake.resources import catalog_text
+from migbake.packagedata import catalog_text
 
 PROFILE = "version: 1\nname: t\ngpu_count: 1\ngpus:\n  - model: {model}\n    mig: {{layout: {layout}}}\n"
 # far above what the bounded searches take (about a second on a shared core), far below "without bound"

@@ -31,7 +31,7 @@ from migbake.profile.firstboot import commands
 from migbake.profile.nodeprofile import build_profile
 from migbake.render.targets.karpenter import karpenter_sends, user_data
 from migbake.render.tree import render
-from migbake.rules.limits import (
+from migbake.rules.consumer_limits import (
     CAPI_COMMAND_MAX,
     EC2_USER_DATA_MAX,
     KARPENTER_WARN_BYTES,

@@ -20,8 +20,8 @@ from support import CliRunner, generate
 
 from migbake.cli.group import main
 from migbake.kubernetes.dra import dra_report, naming
+from migbake.packagedata import catalog_text
 from migbake.render.plan import make_plan
-from migbake.resources import catalog_text
 from migbake.rules.validate import check_bytes
 
 H200 = "version: 1\nname: p\nkubernetes: {{allocation: {allocation}}}\ngpu_count: 1\ngpus:\n  - model: {model}\n" \

@@ -16,7 +16,7 @@ from support import CliRunner
 
 from migbake.cli.group import main
 from migbake.gpu.catalog import load_catalog
-from migbake.resources import catalog_text
+from migbake.packagedata import catalog_text
 from migbake.rules.validate import check_bytes
 
 CATALOG = load_catalog()

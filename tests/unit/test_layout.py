@@ -13,7 +13,7 @@ import pytest
 from migbake.gpu.catalog import GpuModel, load_catalog
 from migbake.gpu.placement import FitResult, PlacedInstance, fit, is_valid
 from migbake.gpu.slicemap import render_slice_map
-from migbake.resources import catalog_text
+from migbake.packagedata import catalog_text
 
 CATALOG = load_catalog()
 RAW_GPUS: dict[str, dict[str, Any]] = {g["key"]: g for g in json.loads(catalog_text())["gpus"]}

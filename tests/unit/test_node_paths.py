@@ -23,8 +23,8 @@ from realtools import run
 from support import IMAGES, REPO, shared_file
 
 from migbake.cli.group import main
+from migbake.profile.nodefacts import REBOOT_MARKER, RESTORE_SCRIPT
 from migbake.profile.nodeprofile import build_profile
-from migbake.profile.units import REBOOT_MARKER, RESTORE_SCRIPT
 from migbake.render.tree import render
 from migbake.rules.nodepaths import _related
 from migbake.rules.validate import check_bytes

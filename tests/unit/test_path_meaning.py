@@ -19,7 +19,7 @@ from realtools import require, run
 from support import IMAGES
 
 from migbake.cli.group import main
-from migbake.profile.units import REBOOT_MARKER, RESTORE_SCRIPT, SYSTEMD_TREES, in_systemd_tree, normal_path
+from migbake.profile.nodefacts import REBOOT_MARKER, RESTORE_SCRIPT, SYSTEMD_TREES, in_systemd_tree, normal_path
 from migbake.rules.validate import check_bytes
 
 SEED = yaml.safe_load((IMAGES[0] / "node-profile.yaml").read_text())

@@ -1,7 +1,8 @@
 """Every output target reads only the render plan: run on a plan whose profile hides its GPUs and derivations.
 
-import-linter (pyproject's [tool.importlinter]) holds the targets' imports; this holds what they read at run time, and the
-declarations of ``render.tree.TARGETS``: the folders each writes, when it applies, what it reads, their order. The plan
+import-linter (pyproject's [tool.importlinter]) holds the targets' imports; this holds what they read at run time,
+and the declarations of ``render.tree.TARGETS``: the folders each writes, when it applies, what it reads, their order.
+The plan
 is made as usual, then its ``profile`` is replaced by a view that answers only the profile's own settings
 (name, paths, units, timeouts, labels, consumers): a target that reaches for the GPUs, their catalog
 models or one of the profile's derivations raises, and the rendered bytes must equal a normal render.

@@ -18,8 +18,8 @@ import yaml
 from realtools import SystemdTree
 from support import IMAGES
 
+from migbake.profile.nodefacts import GPU_CLIENTS, NODE_UNITS, RESTORE_AFTER
 from migbake.profile.nodeprofile import build_profile
-from migbake.profile.units import GPU_CLIENTS, NODE_UNITS, RESTORE_AFTER
 from migbake.render.tree import render
 from migbake.rules.units import UNSAFE_ENV, UNSAFE_ENV_PREFIXES
 from migbake.rules.validate import check_bytes

@@ -17,10 +17,10 @@ from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
 from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
-from migbake.render import userdata
+from migbake.render import mime_parts
 from migbake.render.artifact import Artifact
-from migbake.render.limits import render_problems
 from migbake.render.plan import MimePart, UserDataForms
+from migbake.render.rendered_limits import render_problems
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.rules.validate import ValidationResult
@@ -151,12 +151,12 @@ def _mime_part(mime_part: str | None) -> MimePart | None:
     if not src.is_file() and ":" in mime_part:
         path, kind = mime_part.rsplit(":", 1)
         src = Path(path)
-    data = read_bounded(src, userdata.MAX_PART_BYTES, UsageError)  # /dev/zero too: never unbounded
+    data = read_bounded(src, mime_parts.MAX_PART_BYTES, UsageError)  # /dev/zero too: never unbounded
     try:
         theirs = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise click.BadParameter(f"cannot read {src}: {e}", param_hint="--user-data-mime") from e
-    return userdata.user_part(theirs, src.name, kind or None)
+    return mime_parts.user_part(theirs, src.name, kind or None)
 
 
 def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
@@ -165,6 +165,6 @@ def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
     forms = {a.path: a for a in artifacts}
     mime = "cloud-init/user-data.mime" in forms
     sent = forms.get("cloud-init/user-data" + (".mime" if mime else "") + (".gz" if gzipped else ""))
-    warning = None if sent is None else userdata.size_warning(sent.path, sent.data, gzipped=gzipped)
+    warning = None if sent is None else mime_parts.size_warning(sent.path, sent.data, gzipped=gzipped)
     if warning:
         say(f"migbake: warning: {warning}", err=True)

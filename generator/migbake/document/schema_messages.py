@@ -18,8 +18,8 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.document.patterns import matches
+from migbake.packagedata import load_catalog_schema, load_schema
 from migbake.problems import Problem
-from migbake.resources import load_catalog_schema, load_schema
 
 
 def _is_integer(checker: object, instance: object) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from migbake.document.patterns import whole
 from migbake.gpu.names import Named, loose_key, rank, strict_key
-from migbake.resources import catalog_text
+from migbake.packagedata import catalog_text
 
 # mig-parted's profile grammar (go-nvlib parseMigProfile), as a regular expression.
 _ATTR = r"[A-Za-z](?:[A-Za-z0-9.]*[A-Za-z0-9])?"

@@ -17,10 +17,10 @@ from typing import Any
 import yaml
 
 from migbake.document.files import read_regular
-from migbake.document.limits import json_shape
 from migbake.document.loader import LoadedProfile, join_pointer
 from migbake.document.patterns import CONTROL
 from migbake.document.schema_messages import catalog_schema_problems
+from migbake.document.shape_limits import json_shape
 from migbake.problems import CatalogError, Problem, UnreadableCatalog
 
 MAX_CATALOG_BYTES = 16 * 1024 * 1024

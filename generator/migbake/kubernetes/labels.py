@@ -20,8 +20,8 @@ from typing import Any, Literal
 import yaml
 
 from migbake.document.files import read_bounded
-from migbake.document.limits import json_shape, yaml_shape
 from migbake.document.patterns import whole
+from migbake.document.shape_limits import json_shape, yaml_shape
 from migbake.exits import EXIT_USAGE
 from migbake.problems import MigbakeError
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from migbake.resources import managed_text
+from migbake.packagedata import managed_text
 from migbake.wording import instances
 
 Platform = Literal["gke", "aks", "bottlerocket"]

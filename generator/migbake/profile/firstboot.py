@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import shlex
 
+from migbake.profile.nodefacts import GPU_CLIENTS
 from migbake.profile.nodeprofile import NodeProfile
-from migbake.profile.units import GPU_CLIENTS
 
 
 def _q(words: list[str] | tuple[str, ...]) -> str:

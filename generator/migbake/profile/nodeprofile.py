@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from migbake.gpu.catalog import Catalog, GpuModel, canonical_pci_id, load_catalog
-from migbake.profile.units import normal_path
+from migbake.profile.nodefacts import normal_path
 
 OnFailure = Literal["block-kubelet", "continue"]
 ManagerAction = Literal["disable", "mask"]

@@ -19,8 +19,8 @@ from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraEntry, DraExpectatio
 from migbake.kubernetes.resources import NodeKind
 from migbake.node.drivergates import NO_GATE, DriverGate
 from migbake.node.expectations import Expectation
+from migbake.profile.nodefacts import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer
-from migbake.profile.units import GPU_CLIENTS, GPU_RESET_TARGET, REBOOT_MARKER, RESTORE_AFTER, RESTORE_SCRIPT
 
 
 @dataclass(frozen=True)

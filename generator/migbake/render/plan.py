@@ -58,8 +58,8 @@ from migbake.migparted.config import config_yaml, filter_notes, mig_parted_confi
 from migbake.node.drivergates import driver_gate
 from migbake.node.expectations import AFTER_RESET, Expectation, expectations
 from migbake.profile.firstboot import commands
+from migbake.profile.nodefacts import immutable_writable
 from migbake.profile.nodeprofile import BasePiece, Consumer, NodeProfile
-from migbake.profile.units import immutable_writable
 from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.render.parts import (

@@ -21,7 +21,7 @@ from migbake.document.patterns import whole
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.kubelet import DEFAULT_BINARY, NODEADM_DROPIN
 from migbake.problems import Problem
-from migbake.profile.units import (
+from migbake.profile.nodefacts import (
     REBOOT_MARKER,
     RESTORE_SCRIPT,
     SYSTEMD_TREES,

@@ -13,8 +13,8 @@ from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
 from migbake.problems import Problem
+from migbake.profile.nodefacts import immutable_writable
 from migbake.profile.nodeprofile import OpenShift
-from migbake.profile.units import immutable_writable
 from migbake.rules.allocation import allocation_of
 from migbake.rules.declare import rule
 from migbake.rules.layoutnames import layout_names

@@ -5,8 +5,8 @@ A rule is declared once. The rules of a check (``rules.general``, ``rules.layout
 declared here, one line each, by the stage that finds them: ``document.loader`` (the YAML),
 ``document.schema_messages`` (the shape), ``gpu.catalogfile`` (catalog files), ``node.importer`` (``migbake
 import``: a mig-parted config that a profile cannot represent) and ``node.driveroffer`` (generate-config
-captures); those are all errors. And one found once the files are rendered (``render.limits``), declared in
-``rules.limits`` beside the limits it checks: ``karpenter-user-data-size``, a warning. The rule reference
+captures); those are all errors. And one found once the files are rendered (``render.rendered_limits``), declared in
+``rules.consumer_limits`` beside the limits it checks: ``karpenter-user-data-size``, a warning. The rule reference
 ``docs/reference/rules.md`` is generated from ``RULES`` (``docs/reference/generate.py``), and
 ``tests/unit/test_rule_registry.py`` checks that every id the case corpus and the code report is here with its
 severity, every id here has a case, and the reference lists exactly these ids.
@@ -26,11 +26,11 @@ from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
 from migbake.rules import (
     allocation,
+    consumer_limits,
     general,
     gpus,
     layoutnames,
     layouts,
-    limits,
     nodepaths,
     platforms,
     services,
@@ -42,7 +42,7 @@ from migbake.rules.declare import Check, Rule, Stage, rule
 # the modules whose checks run, in this order (within one, in the order they are written); a check of a new
 # module runs once its module is here
 CHECK_MODULES: tuple[ModuleType, ...] = (layouts, general, gpus, services, nodepaths, units, allocation, slurm,
-                                         platforms, limits, layoutnames)
+                                         platforms, consumer_limits, layoutnames)
 
 
 def _declared(stage: Stage, rows: tuple[tuple[str, str], ...]) -> list[Rule]:
@@ -161,7 +161,7 @@ def rule_table(rules: Iterable[Rule]) -> dict[str, Rule]:
 RULES: dict[str, Rule] = rule_table((*_declared("yaml", _YAML), *_declared("schema", _SCHEMA),
                                      *(r for check in CHECKS for r in check.rules),
                                      *_declared("catalog", _CATALOG), *_declared("import", _IMPORT),
-                                     *_declared("capture", _CAPTURE), limits.KARPENTER_RULE))
+                                     *_declared("capture", _CAPTURE), consumer_limits.KARPENTER_RULE))
 # the rule ids a suppression may name: those that only ever warn
 IGNORABLE = tuple(sorted(r.id for r in RULES.values() if r.severity == "warning"))
 

@@ -12,7 +12,7 @@ from typing import Any
 from migbake.document.loader import LoadedProfile
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
-from migbake.profile.units import RESTORE_AFTER, is_node_unit
+from migbake.profile.nodefacts import RESTORE_AFTER, is_node_unit
 from migbake.rules.declare import rule
 
 # variables the dynamic loader, a shell, an interpreter or systemd's service protocol reads: kubelet's

@@ -21,7 +21,7 @@ from migbake.render.artifact import Artifact
 from migbake.render.plan import make_plan
 from migbake.render.targets.karpenter import EC2NODECLASS, karpenter_sends
 from migbake.render.tree import TARGETS, render_plan
-from migbake.rules.limits import USER_DATA_KEYS, karpenter_user_data_problem, without_key
+from migbake.rules.consumer_limits import USER_DATA_KEYS, karpenter_user_data_problem, without_key
 
 _KARPENTER_TARGETS = tuple(t for t in TARGETS if t.name in ("rootfs", "karpenter"))
 
