@@ -1,6 +1,6 @@
 """Slurm: slurm/gres.conf and slurm/slurm.conf.node for every example image, the counts checked against
 the mig-parted config migbake writes (read back as YAML, counted here), the type names against a real
-H200's NVML memory sizes; ``test_slurm_slurmd.py`` judges both files with Debian's real slurmd (``slurmd -G``)."""
+H200's NVML profile names; ``test_slurm_slurmd.py`` judges both files with Debian's real slurmd (``slurmd -G``)."""
 
 from __future__ import annotations
 
@@ -76,27 +76,27 @@ def test_gres_counts_match_the_mig_parted_layout(image: Path, tmp_path: Path) ->
         assert (out / folder / "gres.conf").read_text().splitlines()[-1] == "AutoDetect=nvml"
 
 
-def _h200_nvml_types() -> dict[str, str]:
-    """profile name -> the <slices>g.<GiB>gb that slurmd computes from the real H200's memorySizeMB."""
-    types = {}
+def _h200_nvml_profile_names() -> list[str]:
+    """The GPU-instance profile names a real H200's NVML reports (``MIG 1g.18gb``, ...), "MIG " off."""
+    names = []
     for line in (H200_FIXTURES / "nvml-gpu-instance-profiles.txt").read_text().splitlines():
         if line.startswith("gip "):
             info = line.split(" ", 2)[2]
             if info.startswith("{"):
-                d = ast.literal_eval(info)
-                gib = int(d["memorySizeMB"] / 1024 + 0.5)  # C roundl: half away from zero
-                types[d["name"].removeprefix("MIG ")] = f"{d['sliceCount']}g.{gib}gb"
-    return types
+                names.append(ast.literal_eval(info)["name"].removeprefix("MIG "))
+    return names
 
 
-def test_h200_type_names_are_what_slurmd_computes_from_nvml() -> None:
-    real = _h200_nvml_types()
-    assert real["1g.18gb"] == "1g.16gb" and real["2g.35gb"] == "2g.33gb"  # the driver's memory, not the name
-    from migbake.gpu.catalog import load_catalog
-    from migbake.slurm.gres import mig_type
-
-    h200 = load_catalog().by_key("h200-141gb")
-    assert {name: mig_type(h200, name) for name in real} == real
+def test_h200_types_are_the_profile_names_nvml_reports(tmp_path: Path) -> None:
+    """slurmd (23.02.6 and later) types a MIG device by the driver's profile name, not by its memory: the
+    H200's 1g.18gb (16384 MiB) is 1g.18gb, where slurmd 22.05 said 1g.16gb."""
+    names = [n for n in dict.fromkeys(_h200_nvml_profile_names()) if "+" not in n]
+    assert {"1g.18gb", "2g.35gb", "7g.141gb"} <= set(names)
+    layout = "".join(f"        {n}: 1\n" for n in ("1g.18gb", "2g.35gb", "3g.71gb"))
+    text = (f"version: 1\nname: h200\ngpu_count: 1\ngpus:\n  - model: h200-141gb\n    mig:\n      layout:\n"
+            f"{layout}slurm:\n  node_name: gpu-01\n")
+    out = generate(text, tmp_path / "out")
+    assert _gres_lines(out) == [("gpu-01", {"3g.71gb": 1, "2g.35gb": 1, "1g.18gb": 1})]
 
 
 def test_show_prints_the_slurm_view_and_no_kubernetes_for_a_slurm_node() -> None:
@@ -106,9 +106,9 @@ def test_show_prints_the_slurm_view_and_no_kubernetes_for_a_slurm_node() -> None
     assert "Kubernetes" not in out
 
 
-def test_unknown_memory_gives_untyped_counts_and_says_why(tmp_path: Path) -> None:
+def test_a100_80gb_counts_are_typed(tmp_path: Path) -> None:
     image = next(p for p in IMAGES if p.name == "a100-80gb-mixed")
     out = generate(_profile_text(image), tmp_path / "out")
     text = (out / "slurm/slurm.conf.node").read_text()
-    assert "NodeName=gpu-[01-04] Gres=gpu:44\n" in text
-    assert "# untyped: migbake does not know the memory NVML reports for a100-80gb 1g.10gb" in text
+    assert "NodeName=gpu-[01-04] Gres=gpu:3g.40gb:4,gpu:2g.20gb:4,gpu:1g.10gb:36\n" in text
+    assert "untyped" not in text

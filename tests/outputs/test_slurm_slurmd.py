@@ -1,6 +1,7 @@
 """Every Slurm output judged by Debian's real slurmd, per kind of node.
 
-For each example image and for profiles that cover two GPU models (typed and untyped), compute-instance
+For each example image, for a node of every catalog model with one GPU per profile, and for profiles that
+cover two GPU models, compute-instance
 layouts, a GPU with MIG off, ``gres_types: untyped`` and a hostlist with two bracket groups, each with
 ``slurm.autodetect`` on and off: per kind of node, a minimal slurm.conf with ``GresTypes=gpu`` and that
 kind's generated ``NodeName=... Gres=...`` line, the kind's generated gres.conf beside it, and
@@ -25,11 +26,12 @@ import yaml
 from realtools import require
 from support import IMAGES, cli, generate
 
+from migbake.gpu.catalog import GpuModel, load_catalog
 from migbake.rules.slurm import hosts
 
 _TWO_MODELS = {"gpu_count": 2, "device_filter": "auto", "gpus": [
     {"model": "h100-80gb", "mig": {"layout": {"3g.40gb": 2}}},
-    {"model": "a100-80gb", "mig": {"layout": {"3g.40gb": 2}}}]}  # H100 typed, A100 untyped (memory unknown)
+    {"model": "a100-80gb", "mig": {"layout": {"3g.40gb": 2}}}]}
 _COMPUTE = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "mig": {"layout": {"1c.3g.40gb": 2, "4g.40gb": 1}}}]}
 _COMPUTE_7G = {"gpu_count": 1, "gpus": [{"model": "h200-141gb", "mig": {"layout": {"1c.7g.141gb": 3,
                                                                                    "2c.7g.141gb": 2}}}]}
@@ -41,7 +43,19 @@ _UNTYPED = {"gpu_count": 2, "gpus": [{"model": "h200-141gb", "mig": {"layout": {
 _PLACED = {"gpu_count": 2, "gpus": [{"model": "h100-80gb", "mig": {"layout": {"3g.40gb": 1, "1g.10gb": 1}}}]}
 PROFILES = {"placed": _PLACED, "two-models": _TWO_MODELS, "compute-instances": _COMPUTE,
             "compute-instances-7g": _COMPUTE_7G, "mig-off": _MIG_OFF, "untyped": _UNTYPED}
-CASES = [*((p.name, None) for p in IMAGES), *((name, data) for name, data in PROFILES.items())]
+MODELS = load_catalog().models
+
+
+def every_profile(model: GpuModel) -> dict[str, object]:
+    """A node of ``model`` with one GPU per GPU-instance profile (plain, +me, -me, +gfx), each cut into as many
+    instances of it as fit."""
+    return {"gpu_count": len(model.profiles), "gpus": [
+        {"model": model.key, "devices": [i], "mig": {"layout": {p.name: p.max_count}}}
+        for i, p in enumerate(model.profiles)]}
+
+
+CASES = [*((p.name, None) for p in IMAGES), *((name, data) for name, data in PROFILES.items()),
+         *((f"every-profile-{m.key}", every_profile(m)) for m in MODELS)]
 
 
 def profile_text(name: str, extra: dict[str, object] | None, autodetect: bool) -> str:
@@ -121,7 +135,7 @@ def _judge_kinds(out: Path, tmp_path: Path, folder: str = "slurm/") -> list[tupl
         gres = (out / gres_path).read_text()
         rc, text = slurmd_gres(line, gres, tmp_path / f"kind{n}")
         # nothing but the devices (and, without the NVML plugin, that it is missing): no error, no fatal, no
-        # "WARNING: A line in gres.conf for GRES gpu:1g.16gb has 1 more configured than expected" (other kinds' lines)
+        # "WARNING: A line in gres.conf for GRES gpu:1g.18gb has 1 more configured than expected" (other kinds' lines)
         said = [t for t in text.splitlines() if "Gres Name=gpu " not in t and _NO_NVML not in t]
         assert rc == 0 and not said, (line, gres_path, text)
         seen: Counter[str] = Counter()
@@ -289,3 +303,88 @@ def test_slurm_node_name_is_refused_exactly_where_slurmd_fails_or_reads_other_no
     assert (rc == 0 and "error" not in text) == (ours is None), (ours, text)
     if ours is None:
         assert node in hosts(expression)
+
+
+def slurmd_mig_type(board: str, profile: str) -> str:
+    """The type slurmd 23.02.6 and later reports for a MIG device of ``profile`` on a GPU NVML names ``board``
+    (SchedMD/slurm@slurm-25-11-0-1:src/plugins/gpu/nvml/gpu_nvml.c, ``_get_system_gpu_list_nvml``,
+    ``_handle_mig``): both NVML names lowercased with spaces made _ (gpu_common_underscorify_tolower), the
+    board's cut at its first '-', then the MIG device's name from its "mig_" on, less "mig". NVML names a MIG
+    device "<board> MIG <profile>" (a GPU-instance profile's name is "MIG 1g.18gb" on the real H200,
+    tests/fixtures/h200/nvml-gpu-instance-profiles.txt)."""
+    def underscorify(text: str) -> str:
+        return text.lower().replace(" ", "_")
+
+    name = underscorify(f"{board} MIG {profile}")
+    return underscorify(board).split("-")[0] + name[name.index("mig_") + 3:]
+
+
+def slurmd_types(detected: list[str], configured: dict[str, int]) -> list[str | None]:
+    """slurmd's ``_normalize_sys_gres_types`` (src/plugins/gres/gpu/gres_gpu.c@slurm-25-11-0-1): each detected
+    device, longest type first, takes the first unused configured unit (longest type first) whose type is a
+    substring of its own, case aside, and is then counted as that type; None: no configured type fits."""
+    units = sorted((t for t, n in configured.items() for _ in range(n)), key=lambda t: (-len(t), t))
+    used = [False] * len(units)
+    out: list[str | None] = []
+    for sys_type in sorted(detected, key=lambda t: (-len(t), t)):
+        i = next((i for i, t in enumerate(units) if not used[i] and t.lower() in sys_type.lower()), None)
+        if i is not None:
+            used[i] = True
+        out.append(None if i is None else units[i])
+    return out
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.key)
+def test_every_model_is_typed_with_names_slurmd_matches_on_each_board(model: GpuModel, tmp_path: Path) -> None:
+    """Typed Gres= for every model with MIG; on every board of the model (its NVML names), the MIG devices
+    slurmd detects under AutoDetect=nvml are counted as exactly the configured types, profile by profile:
+    a compute instance and a +me instance count as their GPU instance's size."""
+    out = generate(profile_text(model.key, every_profile(model), True), tmp_path / "out")
+    (line, _), = node_kinds(out)
+    configured = gres_counts(line)
+    assert "" not in configured, line
+    boards = model.nvidia_smi_names or (model.display_name,)
+    for board in boards:
+        detected = [slurmd_mig_type(board, p.name) for p in model.profiles for _ in range(p.max_count)]
+        got = Counter(slurmd_types(detected, configured))
+        assert got == Counter(configured), (board, detected, configured)
+    for p in model.profiles:  # one profile alone: its devices take its own type, and no other
+        own = p.name.split("+")[0].split("-")[0]
+        assert slurmd_types([slurmd_mig_type(boards[0], p.name)] * p.max_count, configured) == [own] * p.max_count
+
+
+def test_a100_80gb_gres_is_typed_per_slice_size(tmp_path: Path) -> None:
+    out = generate(profile_text("a100", {"gpu_count": 2, "gpus": [
+        {"model": "a100-80gb", "devices": [0], "mig": {"layout": {"3g.40gb": 2}}},
+        {"model": "a100-80gb", "devices": [1], "mig": {"layout": {"1g.10gb": 7}}}]}, True), tmp_path / "out")
+    (line, _), = node_kinds(out)
+    assert line == "NodeName=gpu-[01-04] Gres=gpu:3g.40gb:2,gpu:1g.10gb:7"
+    assert slurmd_mig_type("NVIDIA A100-SXM4-80GB", "3g.40gb") == "nvidia_a100_3g.40gb"  # Slurm's gres.html form
+
+
+def _named_hosts(node_name: object) -> dict[str, object]:
+    extra = _named(1)
+    extra["slurm"] = {"node_name": node_name}
+    return extra
+
+
+def test_node_name_per_layout_goes_to_each_layouts_files(tmp_path: Path) -> None:
+    hosts_of = {"infer": "gpu-[01-12]", "train": "gpu-[13-16]"}
+    for given, want in ((hosts_of, hosts_of), ("gpu-[01-16]", dict.fromkeys(hosts_of, "gpu-[01-16]"))):
+        text = yaml.safe_dump({"version": 1, "name": "named", "kubelet": {"present": False},
+                               **_named_hosts(given)}, sort_keys=False)
+        out = generate(text, tmp_path / str(len(str(given))))
+        for name, nodes in want.items():
+            (line, _), = node_kinds(out, f"slurm/{name}/")
+            assert line.startswith(f"NodeName={nodes} Gres="), line
+
+
+def test_slurmd_reads_the_node_name_of_each_layout(tmp_path: Path) -> None:
+    _needs_root_and_slurmd()
+    hosts_of = {"infer": "infer-[1-2]", "train": "train-[01-03]"}
+    for autodetect in (False, True):
+        text = profile_text("named", _named_hosts(hosts_of), autodetect)
+        out = generate(text, tmp_path / f"out-{autodetect}")
+        for name, nodes in hosts_of.items():
+            kinds = _judge_kinds(out, tmp_path / f"judge-{autodetect}-{name}", f"slurm/{name}/")
+            assert [line.split()[0] for line, _ in kinds] == [f"NodeName={nodes}"]

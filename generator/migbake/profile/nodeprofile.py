@@ -147,6 +147,11 @@ class Slurm:
     node_name: str = ""  # empty: the profile's name
     autodetect: bool = True
     gres_types: GresTypes = "typed"
+    layout_node_names: tuple[tuple[str, str], ...] = ()  # node_name as a mapping: (layout name, node name)
+
+    def node_name_for(self, layout: str) -> str:
+        """NodeName= for the files of ``layout`` ("": the one unnamed layout); empty: the profile's name."""
+        return dict(self.layout_node_names).get(layout, self.node_name)
 
 
 @dataclass(frozen=True)
@@ -323,9 +328,18 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         kubernetes=Kubernetes(**k8s),
         consumers=tuple(Consumer(str(c["unit"]), bool(c.get("fail_closed", True)))
                         for c in data.get("consumers", [])),
-        slurm=Slurm(present=True, **data["slurm"]) if "slurm" in data else Slurm(),
+        slurm=_slurm(data["slurm"]) if "slurm" in data else Slurm(),
         openshift=OpenShift(**data.get("openshift", {})),
         bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
         outputs=tuple(str(o) for o in data.get("outputs", ())),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )
+
+
+def _slurm(section: dict[str, Any]) -> Slurm:
+    """The ``slurm`` section; ``node_name`` either one name for every layout or a mapping layout name -> name."""
+    name = section.get("node_name", "")
+    if isinstance(name, dict):
+        return Slurm(present=True, **{**section, "node_name": "",
+                                      "layout_node_names": tuple((str(k), str(v)) for k, v in name.items())})
+    return Slurm(present=True, **section)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from itertools import product
 
-from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
+from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries, join_pointer
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem
 from migbake.rules.declare import rule
@@ -140,17 +140,79 @@ def hostlist_problem(text: str) -> str | None:
 _NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,\[\]-]*\Z")  # the schema's pattern: it reports the rest
 
 
-@rule("slurm-node-name", "error",
-      "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice)")
-def rule_slurm_node_name(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """slurm.node_name is a hostlist slurmd expands to the nodes it says (no stray bracket, no range x-y or 9-1)."""
-    name = as_mapping(as_mapping(data).get("slurm")).get("node_name")
+def _layout_names(data: object) -> list[str]:
+    """The layout names of the raw profile's entries (mig.layouts), in first-seen order."""
+    names: dict[str, None] = {}
+    for _, entry in gpu_entries(data):
+        layouts = as_mapping(as_mapping(entry.get("mig")).get("layouts"))
+        names.update(dict.fromkeys(str(k) for k in layouts))
+    return list(names)
+
+
+def _hostlist_problems(loaded: LoadedProfile, pointer: str, name: object) -> Iterator[Problem]:
     if not isinstance(name, str) or len(name) > 200 or not _NAME_SHAPE.match(name):
         return
     why = hostlist_problem(name)
     if why is not None:
-        yield loaded.problem("/slurm/node_name", f"{name!r} is not a Slurm hostlist slurmd reads as written: "
+        yield loaded.problem(pointer, f"{name!r} is not a Slurm hostlist slurmd reads as written: "
                              f"{why}; {_FORM} (SchedMD/slurm src/common/hostlist.c)", "slurm-node-name")
+
+
+@rule("slurm-node-name", "error",
+      "slurm.node_name is not a hostlist slurmd reads as written ([01-04, [x-y], [09-01], twice), or a mapping that "
+      "does not name the layouts")
+def rule_slurm_node_name(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """slurm.node_name is a hostlist slurmd expands to the nodes it says (no stray bracket, no range x-y or 9-1);
+    as a mapping, it names each layout of mig.layouts, and only those."""
+    name = as_mapping(as_mapping(data).get("slurm")).get("node_name")
+    if not isinstance(name, dict):
+        yield from _hostlist_problems(loaded, "/slurm/node_name", name)
+        return
+    layouts = _layout_names(data)
+    if not layouts:
+        yield loaded.problem("/slurm/node_name", "slurm.node_name is a mapping, but the profile has no named "
+                             "layouts (mig.layouts): allowed here is one host name or hostlist, such as "
+                             "gpu-[01-16]", "slurm-node-name")
+        return
+    for key, value in name.items():
+        pointer = join_pointer("/slurm/node_name", str(key))
+        if key not in layouts:
+            yield loaded.problem(pointer, f"{key!r} is not a layout name of mig.layouts; allowed: "
+                                 f"{', '.join(layouts)}", "slurm-node-name")
+        yield from _hostlist_problems(loaded, pointer, value)
+    missing = [n for n in layouts if n not in name]
+    if missing:
+        yield loaded.problem("/slurm/node_name", f"slurm.node_name gives no node name for layout "
+                             f"{', '.join(missing)}: as a mapping it names every layout of mig.layouts "
+                             f"({', '.join(layouts)}), each with the hosts of the pool that applies it",
+                             "slurm-node-name")
+
+
+def _writes_slurm(data: dict[str, object]) -> bool:
+    """A slurm section, or slurmd among the consumers: generate writes the slurm/ files."""
+    consumers = data.get("consumers")
+    units = [as_mapping(c).get("unit") for c in consumers] if isinstance(consumers, list) else []
+    return "slurm" in data or any(u == "slurmd.service" or (isinstance(u, str) and u.startswith("slurmd@"))
+                                  for u in units)
+
+
+@rule("slurm-gres-untyped", "warning", "slurm.gres_types typed, but a GPU with MIG off makes its node's Gres= untyped")
+def rule_slurm_gres_untyped(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """A GPU with MIG off has no type migbake can write: its node's Gres= is untyped although types are asked for."""
+    d = as_mapping(data)
+    if not _writes_slurm(d) or as_mapping(d.get("slurm")).get("gres_types", "typed") != "typed":
+        return
+    for pointer, entry in gpu_entries(data):
+        if as_mapping(entry.get("mig")).get("enabled") is False:
+            # SchedMD/slurm@slurm-25-11-0-1:src/plugins/gpu/nvml/gpu_nvml.c (_get_system_gpu_list_nvml): a GPU with
+            # MIG off is typed by its whole NVML name, nvidia_h100_80gb_hbm3 or nvidia_h100_pcie; only MIG devices
+            # get the profile name
+            yield loaded.problem(f"{pointer}/mig/enabled", f"slurm.gres_types is typed, but this "
+                                 f"{entry.get('model')!r} GPU has MIG off: slurmd names a whole GPU after its board "
+                                 "(nvidia_h100_80gb_hbm3, nvidia_h100_pcie, ...), which differs between the boards "
+                                 "of a model, so slurm.conf.node gives its node untyped counts (gpu:N) and jobs "
+                                 "cannot ask for a MIG size there; allowed: MIG on for every GPU of a Slurm node, "
+                                 "or slurm.gres_types: untyped to ask for untyped counts", "slurm-gres-untyped")
 
 
 @rule("slurm-gpu-count", "warning", "slurm.autodetect false without gpu_count: no device lines for 'devices: all'")

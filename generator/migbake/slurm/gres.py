@@ -1,19 +1,27 @@
 """What slurmd counts on a node of a profile: the ``Gres=`` counts per kind of node and the explicit device lines.
 
-How slurmd names a MIG device when ``gres.conf`` says ``AutoDetect=nvml`` (SchedMD/slurm
-``src/plugins/gpu/nvml/gpu_nvml.c``, ``_get_system_gpu_list_nvml`` and ``_handle_mig``): the parent
-GPU's NVML name, lowercased with spaces made ``_`` (``gpu_common_underscorify_tolower``) and cut at
-its first ``-``, then ``_<slices>g.<GiB>gb`` where ``<slices>`` is the GPU instance's slice count and
-``<GiB>`` is the MIG device's memory in MiB divided by 1024 and rounded half away from zero
-(``roundl``). The memory is the driver's, not the number in the profile's name: an H200's ``1g.18gb``
-has 16384 MiB, so slurmd calls it ``nvidia_h200_1g.16gb``.
+How slurmd names a MIG device when ``gres.conf`` says ``AutoDetect=nvml``
+(SchedMD/slurm@slurm-25-11-0-1:src/plugins/gpu/nvml/gpu_nvml.c, ``_get_system_gpu_list_nvml`` and
+``_handle_mig``; the same from slurm-23-02-6-1 to master): the parent GPU's NVML name
+(``nvmlDeviceGetName``), lowercased with spaces made ``_`` (``gpu_common_underscorify_tolower``,
+src/plugins/gpu/common/gpu_common.c) and cut at its first ``-``, then the MIG device's own NVML name
+from its ``mig`` on: ``NVIDIA A100-SXM4-80GB MIG 3g.40gb`` gives ``_3g.40gb``, so the type is
+``nvidia_a100_3g.40gb``. That part is the driver's profile name (``1g.18gb``, ``1c.3g.40gb``,
+``1g.10gb+me``), the name the catalog and mig-parted use, so every model with MIG is typed.
+
+Older slurmd (slurm-22-05-8-1, Debian 12's, to slurm-23-02-5-1) built the part from
+``nvmlDeviceGetAttributes`` instead: ``_<gpuInstanceSliceCount>g.<roundl(memorySizeMB / 1024)>gb``, the
+memory of the instance rather than its name (an H200 ``1g.18gb`` was ``1g.16gb``); migbake does not write
+those names (docs/slurm.md says what to do there). Current slurmd falls back to the memory, rounded up, with
+``<n>c.`` for a compute instance, only when the MIG device's name has no ``mig`` in it.
 
 ``slurm.conf`` need not repeat the board's part: slurmd cuts a detected type down to a configured type
 that is a substring of it (``_normalize_sys_gres_types`` in ``src/plugins/gres/gpu/gres_gpu.c``;
 doc/html/gres.shtml: "This type must be a substring of the MIG Profile string"). migbake writes the
-``<slices>g.<GiB>gb`` part, which is the same on every board of a model (SXM, PCIe, ...), and only
-where it knows the memory NVML reports for every profile of the node (``GI_MEMORY_MIB``); elsewhere
-the counts are untyped (``gpu:N``), which Slurm documents as the plain form for MIG devices.
+GPU instance's ``<slices>g.<GB>gb``, which is the same on every board of a model (SXM, PCIe, ...) and a
+substring of every form of it: a compute instance's ``..._1c.3g.40gb`` and a ``..._1g.10gb+me`` count
+as ``3g.40gb`` and ``1g.10gb``. A whole GPU (MIG off) is named after its board alone, which differs
+between a model's boards, so a node with one is untyped (``gpu:N``, Slurm's plain form).
 """
 
 from __future__ import annotations
@@ -26,23 +34,6 @@ from migbake.gpu.driverplacement import EntryPlacements
 from migbake.gpu.placement import PlacedInstance
 from migbake.kubernetes.resources import NodeKind
 from migbake.profile.nodeprofile import NodeProfile
-
-# GPU-instance memory in MiB as NVML reports it, per model and GPU-instance profile (a +me profile has
-# its plain profile's memory: the real H200 lists both at 16384). Sizes are multiples of 256 MiB, so
-# the two decimals nvidia-smi prints in GiB give them exactly.
-GI_MEMORY_MIB: dict[str, dict[str, int]] = {
-    # a real H200, driver 580.159.04: nvmlDeviceGetGpuInstanceProfileInfo memorySizeMB
-    # (tests/fixtures/h200/nvml-gpu-instance-profiles.txt; nvidia-smi mig -lgip: 16.00, 32.50, 69.75, 140.00 GiB)
-    "h200-141gb": {"1g.18gb": 16384, "1g.35gb": 33280, "2g.35gb": 33280, "3g.71gb": 71424, "4g.71gb": 71424,
-                   "7g.141gb": 143360},
-    # H100 80GB HBM3 (132 SMs), nvidia-smi mig -lgip: 9.75, 19.62, 19.62, 39.50, 39.50, 79.25 GiB
-    # (https://jbarrow.ai/field_notes/nvidia-mig/); clusters request nvidia_h100_80gb_hbm3_3g.40gb and _2g.20gb
-    "h100-80gb": {"1g.10gb": 9984, "1g.20gb": 20096, "2g.20gb": 20096, "3g.40gb": 40448, "4g.40gb": 40448,
-                  "7g.80gb": 81152},
-    # A100 40GB, nvidia-smi mig -lgip: 4.75, 9.75, 19.62, 19.62, 39.50 GiB
-    # (https://forums.developer.nvidia.com/t/why-mig-instances-can-only-sum-up-to-98-sms-instead-of-the-108-sms-available/170488)
-    "a100-40gb": {"1g.5gb": 4864, "2g.10gb": 9984, "3g.20gb": 20096, "4g.20gb": 20096, "7g.40gb": 40448},
-}
 
 # the driver's MIG capability minors (/proc/driver/nvidia-caps/mig-minors): config 1, monitor 2, then per
 # GPU 15 GPU instances, each its access minor followed by eight compute-instance minors
@@ -58,18 +49,11 @@ def _is_slurmd(unit: str) -> bool:
     return unit == "slurmd.service" or unit.startswith("slurmd@")
 
 
-def nvml_gib(mib: int) -> int:
-    """``roundl(MiB / 1024)``: half away from zero, in integers (16384 -> 16, 33280 -> 33)."""
-    return (2 * mib + 1024) // 2048
-
-
-def mig_type(model: GpuModel, name: str) -> str | None:
-    """The ``<slices>g.<GiB>gb`` part of slurmd's type for a MIG device of layout name ``name``; None if unknown."""
+def mig_type(name: str) -> str | None:
+    """The GPU instance's ``<slices>g.<GB>gb`` of a layout name (``1c.3g.40gb+me`` -> ``3g.40gb``): a substring of
+    the type slurmd reports for every MIG device of that GPU instance; None for a name that is not a profile."""
     m = PROFILE_NAME_RE.match(name)
-    if m is None:
-        return None
-    mib = GI_MEMORY_MIB.get(model.key, {}).get(f"{int(m['g'])}g.{int(m['gb'])}gb")
-    return None if mib is None else f"{int(m['g'])}g.{nvml_gib(mib)}gb"
+    return None if m is None else f"{int(m['g'])}g.{int(m['gb'])}gb"
 
 
 def nvml_prefix(nvidia_smi_name: str) -> str:
@@ -110,18 +94,15 @@ def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPl
     out = []
     for kind in kinds:
         counts: dict[str | None, int] = {}
-        unknown: list[str] = []
         whole = False
         gpus: int | None = 0
         for i, n in zip(kind.groups, kind.gpus):
-            group, model = profile.gpus[i], models[i]
+            group = profile.gpus[i]
             gpus = None if n is None or gpus is None else gpus + n
             per_gpu: dict[str | None, int] = {None: 1} if not group.mig_enabled else {}
             whole = whole or not group.mig_enabled
             for name, count in group.layout if group.mig_enabled else ():
-                t = mig_type(model, name)
-                if t is None:
-                    unknown.append(f"{model.key} {name}")
+                t = mig_type(name)
                 per_gpu[t] = per_gpu.get(t, 0) + count
             for t, c in per_gpu.items():
                 counts[t] = counts.get(t, 0) + c * (n or 0)
@@ -130,8 +111,6 @@ def slurm_nodes(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPl
             why = "slurm.gres_types is untyped"
         elif whole:
             why = "a GPU with MIG off is named after its board, which differs between a model's boards"
-        elif unknown:
-            why = f"migbake does not know the memory NVML reports for {', '.join(sorted(set(unknown)))}"
         if why:
             counts = {None: sum(counts.values())}
         key = models[kind.groups[0]].key if len(kinds) > 1 else ""
@@ -169,7 +148,7 @@ def _gpu_lines(mig: bool, placed: tuple[PlacedInstance, ...], model: GpuModel, g
     # where apply puts each GPU instance: the plan's prediction (gpu.driverplacement), as restore.sh and the
     # DRA device names have it; by start, as the lines were before
     for instance in sorted(placed, key=lambda p: (p.start, p.profile)):
-        t = "" if untyped else f" Type={mig_type(model, instance.profile)}"
+        t = "" if untyped else f" Type={mig_type(instance.profile)}"
         gi_index = gi_id(instance.start, instance.size, model.total_memory_slices)
         gi = _CAPS_FIRST + gpu * _GIS * _PER_GI + gi_index * _PER_GI
         # one MIG device per compute instance: compute instances 0, 1, ... of the GPU instance, in creation order
@@ -205,12 +184,14 @@ def slurm_plan(profile: NodeProfile, kinds: Sequence[NodeKind], placed: EntryPla
     kinds are the same under every name: the GPUs do not change with the layout)."""
     if not slurm_applies(profile):
         return None
-    node_name, autodetect = profile.slurm.node_name or profile.name, profile.slurm.autodetect
+    s, autodetect = profile.slurm, profile.slurm.autodetect
     if named:
-        return SlurmPlan(node_name, autodetect, (), named=tuple(
-            SlurmPlan(node_name, autodetect, tuple(slurm_nodes(profile.named(name), kinds, where)), name)
+        # each pool has its own hosts: slurm.node_name as a mapping gives each layout name its NodeName=
+        return SlurmPlan(s.node_name or profile.name, autodetect, (), named=tuple(
+            SlurmPlan(s.node_name_for(name) or profile.name, autodetect,
+                      tuple(slurm_nodes(profile.named(name), kinds, where)), name)
             for name, where in named))
-    return SlurmPlan(node_name, autodetect, tuple(slurm_nodes(profile, kinds, placed)))
+    return SlurmPlan(s.node_name or profile.name, autodetect, tuple(slurm_nodes(profile, kinds, placed)))
 
 
 def show_lines(profile: NodeProfile, nodes: Sequence[SlurmNode], kinds: Sequence[NodeKind],
