@@ -20,7 +20,7 @@ from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import mime_parts
 from migbake.render.artifact import Artifact
 from migbake.render.plan import MimePart, UserDataForms
-from migbake.render.rendered_limits import render_problems
+from migbake.render.rendered_limits import ec2_user_data_problem, render_problems
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.rules.validate import ValidationResult
@@ -95,7 +95,7 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     empty = [o for o in origin.outputs if not any(a.path.startswith(o + "/") for a in artifacts)]
     if empty:  # e.g. slurm for a profile without a slurm: section
         say(f"migbake: note: nothing to write in {', '.join(empty)} for this profile", err=True)
-    warn_sizes(artifacts, origin.user_data_gzip)
+    warn_sizes(profile, checked, artifacts, origin)
     return 0
 
 
@@ -159,12 +159,12 @@ def _mime_part(mime_part: str | None) -> MimePart | None:
     return mime_parts.user_part(theirs, src.name, kind or None)
 
 
-def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
-    """Warn when the user-data that would be sent is above EC2's limit: only once the files are written (never
-    under --check). What is sent: the MIME bundle when there is one, gzipped with --user-data-gzip."""
-    forms = {a.path: a for a in artifacts}
-    mime = "cloud-init/user-data.mime" in forms
-    sent = forms.get("cloud-init/user-data" + (".mime" if mime else "") + (".gz" if gzipped else ""))
-    warning = None if sent is None else mime_parts.size_warning(sent.path, sent.data, gzipped=gzipped)
-    if warning:
-        say(f"migbake: warning: {warning}", err=True)
+def warn_sizes(profile: Path, checked: ValidationResult, artifacts: list[Artifact], origin: Origin) -> None:
+    """``ec2-user-data-size`` when the user-data that would be sent is above EC2's limit and the profile or the
+    options say EC2 (``render.rendered_limits``): only once the files are written (never under --check), less what
+    the profile's validation.ignore sets aside."""
+    assert checked.loaded is not None  # a checked profile that has a model was loaded
+    problem = ec2_user_data_problem(checked.loaded, artifacts, gzipped=origin.user_data_gzip,
+                                    outputs_option=origin.outputs if origin.outputs_option else ())
+    if problem is not None:
+        later_problems(profile, checked, [problem], "")
