@@ -6,6 +6,7 @@ user-data forms it records) and the report of a stale one.
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from pathlib import Path
 
@@ -33,7 +34,10 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     unknown = [n for n in names if n not in OUTPUT_NAMES]
     if unknown:
         allowed = ", ".join(OUTPUT_NAMES)
-        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output; allowed: {allowed}", ctx, param)
+        close = difflib.get_close_matches(unknown[0], OUTPUT_NAMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close and len(unknown) == 1 else ""
+        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output{hint}; allowed: {allowed}", ctx,
+                                 param)
     return in_order(tuple(names))
 
 

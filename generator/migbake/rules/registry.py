@@ -74,7 +74,7 @@ _SCHEMA = (
     ("unknown-key", "a key the schema does not know here (with 'did you mean')"),
     ("missing-key", "a required key is missing"),
     ("schema-type", "a value of the wrong type"),
-    ("schema-enum", "a value outside the allowed set"),
+    ("schema-enum", "a value outside the allowed set (with 'did you mean')"),
     ("schema-const", "a value other than the one allowed (version: 1)"),
     ("schema-pattern", "a string that does not match its pattern (names, units, paths)"),
     ("schema-name", "a key of a name map (a layout's profile names, node labels) that does not match its pattern"),
