@@ -114,7 +114,7 @@ def test_an_unknown_output_is_a_usage_error_or_a_located_problem(tmp_path: Path)
     code, _, err = cli("generate", str(H200 / "node-profile.yaml"), "-o", str(tmp_path / "o"), "--outputs",
                        "rootfs,cloudinit")
     assert code == 2
-    assert "'cloudinit': no such output; allowed: " + ", ".join(OUTPUT_NAMES) in err
+    assert "'cloudinit': no such output (did you mean 'cloud-init'?); allowed: " + ", ".join(OUTPUT_NAMES) in err
     assert not (tmp_path / "o").exists()
     profile = _profile(tmp_path, "[rootfs, cloudinit]")
     code, out, _ = cli("validate", str(profile))

@@ -184,11 +184,11 @@ def test_mime_part_of_unknown_type_needs_a_type(tmp_path: Path) -> None:
 
 def test_ec2_size_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not mime_parts.too_big_for_ec2(b"x" * 16384) and mime_parts.too_big_for_ec2(b"x" * 16385)
-    monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 8000)  # plain 19.4 KB, gzip ~6 KB
-    code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "o"))
+    monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 8000)  # plain ~20 KB, gzip ~6 KB
+    eks = next(p for p in IMAGES if p.name == "h200-inference") / "node-profile.yaml"  # an EC2 node
+    code, _, err = cli("generate", str(eks), "-o", str(tmp_path / "o"))
     assert code == 0 and "as EC2 instance user data it is above EC2's 16 KB limit; use --user-data-gzip" in err
-    code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(tmp_path / "o"),
-                       "--user-data-gzip")
+    code, _, err = cli("generate", str(eks), "-o", str(tmp_path / "o"), "--user-data-gzip")
     assert code == 0 and "above EC2" not in err
 
 

@@ -142,12 +142,12 @@ def test_the_size_warning_only_follows_a_write(tmp_path: Path) -> None:
     taken.mkdir()
     (taken / "mine.txt").write_text("not migbake's\n")
     code, _, err = cli("generate", profile, "-o", str(taken), "--user-data-mime", str(big))
-    assert code == 2 and "migbake: warning" not in err  # refused to write: nothing to warn about
+    assert code == 2 and "[ec2-user-data-size]" not in err  # refused to write: nothing to warn about
     out = tmp_path / "out"
     code, _, err = cli("generate", profile, "-o", str(out), "--user-data-mime", str(big))
-    assert code == 0 and "migbake: warning: cloud-init/user-data.mime is " in err
+    assert code == 0 and "warning: /kubelet/layout: cloud-init/user-data.mime is " in err
     code, _, err = cli("generate", profile, "-o", str(out), "--check")
-    assert code == 0 and "migbake: warning" not in err
+    assert code == 0 and "[ec2-user-data-size]" not in err
 
 
 WARNING_CASE = TESTS / "cases/warning/devices-without-gpu-count/node-profile.yaml"

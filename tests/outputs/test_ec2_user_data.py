@@ -75,17 +75,21 @@ def test_gzip_with_a_mime_part_fits(tmp_path: Path) -> None:
     assert "above EC2" not in err, err
 
 
+EKS_IMAGE = next(p for p in IMAGES if p.name == "h200-inference")  # kubelet.layout eks-al2023: an EC2 node
+
+
 def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    profile = str(IMAGES[0] / "node-profile.yaml")
+    profile = str(EKS_IMAGE / "node-profile.yaml")
     small = tmp_path / "small.sh"
     small.write_text("#!/bin/sh\necho hi\n")
     monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 13000)  # plain ~20 KB, gzipped ~7 KB; MIME.gz ~11 KB
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "a"))
     assert code == 0
-    assert err == ("migbake: warning: cloud-init/user-data is "
+    assert err == (f"{profile}:17:11: warning: /kubelet/layout: cloud-init/user-data is "
                    f"{(tmp_path / 'a/cloud-init/user-data').stat().st_size} bytes: as EC2 instance user data it is "
-                   "above EC2's 16 KB limit; use --user-data-gzip: gzipped it fits (this concerns EC2 launches "
-                   "only: a NoCloud seed or a file served to a PXE node has no such limit)\n")
+                   "above EC2's 16 KB limit; use --user-data-gzip: gzipped it fits (kubelet.layout eks-al2023 is an "
+                   "EKS node on EC2; a profile whose user-data never reaches EC2 sets this aside with "
+                   "validation.ignore) [ec2-user-data-size]\n")
     for args in (["--user-data-gzip"], ["--user-data-gzip", "--user-data-mime", str(small)]):
         code, _, err = cli("generate", profile, "-o", str(tmp_path / "b"), "--force", *args)
         assert code == 0 and err == "", err  # the gzipped form is sent, and it fits
@@ -96,7 +100,8 @@ def test_the_warning_is_on_what_would_be_sent(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(mime_parts, "EC2_USER_DATA_LIMIT", 1000)
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "d"), "--user-data-gzip", "--user-data-mime",
                        str(small))
-    assert code == 0 and err.startswith("migbake: warning: cloud-init/user-data.mime.gz is "), err
+    said = f"{profile}:17:11: warning: /kubelet/layout: cloud-init/user-data.mime.gz is "
+    assert code == 0 and err.startswith(said), err
     assert "even gzipped" in err and "--user-data-gzip" not in err, err
     # not given, but would not help either: not named
     code, _, err = cli("generate", profile, "-o", str(tmp_path / "e"))

@@ -15,6 +15,7 @@ ends every command's --help.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import os
@@ -160,6 +161,16 @@ class MigbakeGroup(click.Group):
             return None
         command.epilog = exit_codes_text()  # every command's --help ends with the one table
         return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                          list[str]]:
+        """click's, with the nearest command named for an unknown one (``validat``: did you mean 'validate'?)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}; did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """click's main, with its usage errors worded like every other error: ``migbake: error: ...`` (exit 2)."""

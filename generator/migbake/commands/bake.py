@@ -157,7 +157,7 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
         return
     binary = packer.find_packer(packer_bin)
     write_tree(artifacts, out_dir, force=force, origin=origin)
-    warn_sizes(artifacts, origin.user_data_gzip)
+    warn_sizes(profile, checked, artifacts, origin)
     say(f"wrote {len(artifacts)} files to {out_dir} (profile {prof.name} from {profile})")
     with tempfile.TemporaryDirectory(prefix="migbake-bake-") as tmp:
         extra = packer.qemu_seed(Path(tmp) / "qemu-seed") if wants_seed else []

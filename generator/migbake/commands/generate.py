@@ -6,6 +6,7 @@ user-data forms it records) and the report of a stale one.
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import mime_parts
 from migbake.render.artifact import Artifact
 from migbake.render.plan import MimePart, UserDataForms
-from migbake.render.rendered_limits import render_problems
+from migbake.render.rendered_limits import ec2_user_data_problem, render_problems
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
 from migbake.rules.validate import ValidationResult
@@ -33,7 +34,10 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     unknown = [n for n in names if n not in OUTPUT_NAMES]
     if unknown:
         allowed = ", ".join(OUTPUT_NAMES)
-        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output; allowed: {allowed}", ctx, param)
+        close = difflib.get_close_matches(unknown[0], OUTPUT_NAMES, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close and len(unknown) == 1 else ""
+        raise click.BadParameter(f"{', '.join(map(repr, unknown))}: no such output{hint}; allowed: {allowed}", ctx,
+                                 param)
     return in_order(tuple(names))
 
 
@@ -95,7 +99,7 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     empty = [o for o in origin.outputs if not any(a.path.startswith(o + "/") for a in artifacts)]
     if empty:  # e.g. slurm for a profile without a slurm: section
         say(f"migbake: note: nothing to write in {', '.join(empty)} for this profile", err=True)
-    warn_sizes(artifacts, origin.user_data_gzip)
+    warn_sizes(profile, checked, artifacts, origin)
     return 0
 
 
@@ -159,12 +163,12 @@ def _mime_part(mime_part: str | None) -> MimePart | None:
     return mime_parts.user_part(theirs, src.name, kind or None)
 
 
-def warn_sizes(artifacts: list[Artifact], gzipped: bool) -> None:
-    """Warn when the user-data that would be sent is above EC2's limit: only once the files are written (never
-    under --check). What is sent: the MIME bundle when there is one, gzipped with --user-data-gzip."""
-    forms = {a.path: a for a in artifacts}
-    mime = "cloud-init/user-data.mime" in forms
-    sent = forms.get("cloud-init/user-data" + (".mime" if mime else "") + (".gz" if gzipped else ""))
-    warning = None if sent is None else mime_parts.size_warning(sent.path, sent.data, gzipped=gzipped)
-    if warning:
-        say(f"migbake: warning: {warning}", err=True)
+def warn_sizes(profile: Path, checked: ValidationResult, artifacts: list[Artifact], origin: Origin) -> None:
+    """``ec2-user-data-size`` when the user-data that would be sent is above EC2's limit and the profile or the
+    options say EC2 (``render.rendered_limits``): only once the files are written (never under --check), less what
+    the profile's validation.ignore sets aside."""
+    assert checked.loaded is not None  # a checked profile that has a model was loaded
+    problem = ec2_user_data_problem(checked.loaded, artifacts, gzipped=origin.user_data_gzip,
+                                    outputs_option=origin.outputs if origin.outputs_option else ())
+    if problem is not None:
+        later_problems(profile, checked, [problem], "")

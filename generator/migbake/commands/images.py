@@ -55,7 +55,7 @@ def images(images_dir: Path, check: bool) -> int:
                 say(f"{out}: up to date")
         else:
             write_tree(artifacts, out, origin=origin)
-            warn_sizes(artifacts, origin.user_data_gzip)
+            warn_sizes(profile, checked, artifacts, origin)
             say(f"wrote {plural(len(artifacts), 'file')} to {out}")
     if failed:
         what = "stale or invalid" if check else "invalid"

@@ -1,7 +1,7 @@
 """Why a profile's shape is wrong: jsonschema's errors turned into problems a person can act on.
 
-The exact key or value, what is allowed, and "did you mean" for unknown keys. For ``oneOf``/``anyOf`` the
-branch the author most likely meant (``jsonschema.exceptions.best_match``), not the whole tree.
+The exact key or value, what is allowed, and "did you mean" for unknown keys and for values outside an enum. For
+``oneOf``/``anyOf`` the branch the author most likely meant (``jsonschema.exceptions.best_match``), not the whole tree.
 """
 
 from __future__ import annotations
@@ -92,7 +92,13 @@ _LOOSE_PROFILE = re.compile(r"(?:(\d+)c\.?)?(\d+)g\.?(\d+)(?:gb?)?([+-].*)?", re
 
 
 def _did_you_mean(value: object, schema: dict[str, Any]) -> str:
-    """``; did you mean 'kubelet.service'?`` (or ``'1g.10gb'``) when the obvious fix makes the value valid."""
+    """``; did you mean 'kubelet.service'?`` (or ``'1g.10gb'``) when the obvious fix makes the value valid; for a
+    value outside an enum, its nearest allowed value (``kubadm``: ``'kubeadm'``)."""
+    enum = schema.get("enum")
+    if isinstance(value, str) and isinstance(enum, list):
+        allowed = {str(e).lower(): str(e) for e in enum if isinstance(e, str)}
+        close = difflib.get_close_matches(value.strip().lower(), list(allowed), n=1, cutoff=0.6)
+        return f"; did you mean {allowed[close[0]]!r}?" if close else ""
     pattern = schema.get("pattern")
     if not isinstance(value, str) or not isinstance(pattern, str):
         return ""

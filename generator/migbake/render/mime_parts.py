@@ -56,12 +56,11 @@ def size_warning(name: str, data: bytes, *, gzipped: bool) -> str | None:
     if not too_big_for_ec2(data):
         return None
     what = f"{name} is {len(data)} bytes: as EC2 instance user data it is above EC2's 16 KB limit"
-    only = " (this concerns EC2 launches only: a NoCloud seed or a file served to a PXE node has no such limit)"
     if gzipped:
-        return f"{what} even gzipped: make the parts smaller, or fetch the large one with #include{only}"
+        return f"{what} even gzipped: make the parts smaller, or fetch the large one with #include"
     if not too_big_for_ec2(gzip_bytes(data)):
-        return f"{what}; use --user-data-gzip: gzipped it fits{only}"
-    return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include{only}"
+        return f"{what}; use --user-data-gzip: gzipped it fits"
+    return f"{what}, gzipped too: make the parts smaller, or fetch the large one with #include"
 
 
 def guess_part_type(text: str) -> str | None:

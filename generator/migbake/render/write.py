@@ -43,6 +43,7 @@ from migbake.render.origin import (
     read_origin,
 )
 from migbake.render.payloads import readable
+from migbake.wording import plural
 
 __all__ = ["EXPORT_ORIGIN", "MARKER_TEXT", "OUTPUT_MARKER", "Origin", "check_output_dir", "diff_tree", "read_origin",
            "readable", "write_tree"]
@@ -345,8 +346,10 @@ def diff_tree(artifacts: Sequence[Artifact], out: Path, origin: Origin | None = 
         if data is None:
             lines.append(f"not a regular file: {rel}")
             continue
-        if len(data) > bounds[rel]:  # read one byte past the bound: no diff of what was not read
-            lines.append(f"{rel}: {size} bytes on disk, {len(a.data)} generated")
+        if len(data) > bounds[rel]:  # read one byte past the bound: the diff is of what was read
+            lines.append(f"{rel}: {size} bytes on disk, {len(a.data)} generated; the diff reads its first "
+                         f"{bounds[rel]} bytes")
+            lines.extend(_diff(rel, out.name, data[:bounds[rel]], a.data))
         elif data != a.data:
             lines.extend(_diff(rel, out.name, data, a.data))
         if mode != a.mode:
@@ -360,12 +363,30 @@ def _bound(size: int) -> int:
     return 2 * size + 65536
 
 
+# a stale file's diff shows at most this many lines, each at most this many characters: a file replaced by
+# something else entirely (a log, a binary, a 2 GiB file) makes a diff no one reads through
+MAX_DIFF_LINES = 200
+MAX_DIFF_LINE_CHARS = 400
+
+
 def _diff(rel: str, top: str, have: bytes, want: bytes) -> list[str]:
-    """A unified diff of the two files as ``readable`` gives them; nothing when they read the same."""
+    """A unified diff of the two files as ``readable`` gives them, bounded (``MAX_DIFF_LINES``, each line
+    ``MAX_DIFF_LINE_CHARS``; what is left out is counted); nothing when they read the same."""
     old, new = readable(rel, have), readable(rel, want)
     if old is None or new is None:
         return [f"binary file differs: {rel}"]
     if old == new:
         return []
-    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"{top}/{rel} (on disk)",
-                                     f"{top}/{rel} (generated)", lineterm=""))
+    lines = [_shortened(line) for line in difflib.unified_diff(
+        old.splitlines(), new.splitlines(), f"{top}/{rel} (on disk)", f"{top}/{rel} (generated)", lineterm="")]
+    if len(lines) <= MAX_DIFF_LINES:
+        return lines
+    left = len(lines) - MAX_DIFF_LINES
+    return [*lines[:MAX_DIFF_LINES], f"... {plural(left, 'more line')} of the diff of {rel} left out"]
+
+
+def _shortened(line: str) -> str:
+    """``line`` cut to ``MAX_DIFF_LINE_CHARS``, saying how many characters were left out."""
+    if len(line) <= MAX_DIFF_LINE_CHARS:
+        return line
+    return f"{line[:MAX_DIFF_LINE_CHARS]}... ({len(line) - MAX_DIFF_LINE_CHARS} more characters)"

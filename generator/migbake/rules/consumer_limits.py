@@ -59,6 +59,9 @@ KARPENTER_WARN_BYTES = EC2_USER_DATA_MAX * 9 // 10  # Karpenter's own warning (l
 USER_DATA_KEYS = (("consumers",), ("kubernetes", "node_labels"), ("description",), ("tools",))
 KARPENTER_RULE = Rule("karpenter-user-data-size", "render", "Karpenter's userData from this profile leaves too little "
                       "of EC2's 16 KB of user data for Karpenter's own NodeConfig, or is over it", "warning")
+EC2_RULE = Rule("ec2-user-data-size", "render", "the cloud-init user-data that would be sent is above EC2's 16 KB "
+                "of user data, and the profile or the options say EC2 (an EKS kubelet.layout, karpenter in "
+                "outputs, --user-data-gzip)", "warning")
 # the profile keys a preKubeadmCommands item grows with: each is measured by leaving it out (its default then)
 COMMAND_KEYS = (("consumers",), ("tools",), ("kubelet", "unit"), ("restore", "unit"), ("conflicting_manager", "unit"))
 OUR_VARIABLE = "MIGBAKE_KUBELET_ARGS"  # kubernetes.kubelet.OUR_VARIABLE (kubeadm's drop-in)

@@ -5,11 +5,11 @@ A rule is declared once. The rules of a check (``rules.general``, ``rules.layout
 declared here, one line each, by the stage that finds them: ``document.loader`` (the YAML),
 ``document.schema_messages`` (the shape), ``gpu.catalogfile`` (catalog files), ``node.importer`` (``migbake
 import``: a mig-parted config that a profile cannot represent) and ``node.driveroffer`` (generate-config
-captures); those are all errors. And one found once the files are rendered (``render.rendered_limits``), declared in
-``rules.consumer_limits`` beside the limits it checks: ``karpenter-user-data-size``, a warning. The rule reference
-``docs/reference/rules.md`` is generated from ``RULES`` (``docs/reference/generate.py``), and
-``tests/unit/test_rule_registry.py`` checks that every id the case corpus and the code report is here with its
-severity, every id here has a case, and the reference lists exactly these ids.
+captures); those are all errors. And two found once the files are rendered (``render.rendered_limits``), declared in
+``rules.consumer_limits`` beside the limits they check: ``karpenter-user-data-size`` and ``ec2-user-data-size``,
+warnings. The rule reference ``docs/reference/rules.md`` is generated from ``RULES``
+(``docs/reference/generate.py``), and ``tests/unit/test_rule_registry.py`` checks that every id the case corpus and
+the code report is here with its severity, every id here has a case, and the reference lists exactly these ids.
 
 Also the one check that reads this table: a ``validation.ignore`` entry names a warning rule of it.
 """
@@ -74,7 +74,7 @@ _SCHEMA = (
     ("unknown-key", "a key the schema does not know here (with 'did you mean')"),
     ("missing-key", "a required key is missing"),
     ("schema-type", "a value of the wrong type"),
-    ("schema-enum", "a value outside the allowed set"),
+    ("schema-enum", "a value outside the allowed set (with 'did you mean')"),
     ("schema-const", "a value other than the one allowed (version: 1)"),
     ("schema-pattern", "a string that does not match its pattern (names, units, paths)"),
     ("schema-name", "a key of a name map (a layout's profile names, node labels) that does not match its pattern"),
@@ -161,7 +161,8 @@ def rule_table(rules: Iterable[Rule]) -> dict[str, Rule]:
 RULES: dict[str, Rule] = rule_table((*_declared("yaml", _YAML), *_declared("schema", _SCHEMA),
                                      *(r for check in CHECKS for r in check.rules),
                                      *_declared("catalog", _CATALOG), *_declared("import", _IMPORT),
-                                     *_declared("capture", _CAPTURE), consumer_limits.KARPENTER_RULE))
+                                     *_declared("capture", _CAPTURE), consumer_limits.KARPENTER_RULE,
+                                     consumer_limits.EC2_RULE))
 # the rule ids a suppression may name: those that only ever warn
 IGNORABLE = tuple(sorted(r.id for r in RULES.values() if r.severity == "warning"))
 
