@@ -31,8 +31,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 # what a clean copy of a checkout leaves out: build outputs, caches, venvs, git
-CLEAN_COPY_IGNORES = ("build", "dist", "*.egg-info", "__pycache__", ".venv", ".git", ".*_cache", ".hypothesis",
-                      "out", "images")
+CLEAN_COPY_IGNORES = ("build", "dist", "*.egg-info", "__pycache__", ".venv", ".nox", ".git", ".*_cache",
+                      ".hypothesis", "out", "images")
 
 # validate and render N distinct profiles (their names differ) in one process: argv PROFILE N
 BATCH = """

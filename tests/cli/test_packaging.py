@@ -47,8 +47,8 @@ COMMANDS = [
 
 
 # what a clean copy of the checkout leaves out: build outputs, caches, venvs, git
-CLEAN_COPY_IGNORES = ("build", "dist", "*.egg-info", "__pycache__", ".venv", ".git", ".*_cache", ".hypothesis",
-                      "out")
+CLEAN_COPY_IGNORES = ("build", "dist", "*.egg-info", "__pycache__", ".venv", ".nox", ".git", ".*_cache",
+                      ".hypothesis", "out")
 
 
 @dataclass(frozen=True)
