@@ -8,6 +8,7 @@ data (defaults/main.yml). The real runs (chroot, VM) are in tests/vm.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -59,10 +60,12 @@ def minimal_kickstart(include: Path, dest: Path) -> Path:
 @pytest.mark.realtool
 def test_playbooks_pass_syntax_check(image_dir: Path, tmp_path: Path) -> None:
     ansible = image_dir / "generated/ansible"
-    result = run([require("ansible-playbook"), "--syntax-check", "-i", "localhost,", "install.yml", "activate.yml"],
+    playbooks = ["install.yml", "activate.yml", "uninstall.yml"]
+    result = run([require("ansible-playbook"), "--syntax-check", "-i", "localhost,", *playbooks],
                  cwd=ansible, env=_ansible_env(tmp_path))
     assert result.rc == 0, result.text
-    assert "playbook: install.yml" in result.out and "playbook: activate.yml" in result.out
+    for playbook in playbooks:
+        assert f"playbook: {playbook}" in result.out, result.out
 
 
 @pytest.mark.realtool
@@ -134,9 +137,9 @@ def test_role_files_are_the_rootfs_files_with_their_modes(image_dir: Path) -> No
     shipped = {p.removeprefix(files): a for p, a in artifacts.items() if p.startswith(files)}
     assert {p.removeprefix("rootfs/"): a.data for p, a in shipped.items() if p.startswith("rootfs/")} == \
         {p: a.data for p, a in rootfs.items()}
-    for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh"):
+    for name in ("preflight-mig-restore.sh", "verify-mig-restore.sh", "uninstall-mig-restore.sh"):
         assert shipped[name].data == artifacts[f"scripts/{name}"].data
-    assert len(shipped) == len(rootfs) + 2
+    assert len(shipped) == len(rootfs) + 3
     data = role_data(artifacts[f"{ROLE}/defaults/main.yml"].text)
     assert [(f["path"], f["mode"]) for f in data["mig_restore_files"]] == \
         [(p, f"{rootfs[p].mode:04o}") for p in rootfs_order(artifacts)]
@@ -173,7 +176,7 @@ def test_playbook_defaults(image_dir: Path) -> None:
     slurm = any(c["unit"] == "slurmd.service" for c in profile.get("consumers", []))
     assert defaults["mig_restore_slurm"] is slurm
     specs = yaml.safe_load((image_dir / f"generated/{ROLE}/meta/argument_specs.yml").read_text())["argument_specs"]
-    documented = set(specs["main"]["options"]) | set(specs["activate"]["options"])
+    documented = {name for entry in ("main", "activate", "uninstall") for name in specs[entry]["options"]}
     # every default is in meta/argument_specs.yml, and the playbooks' list of the groups (one here, all)
     assert documented == set(defaults) | {"mig_restore_profiles"}
     assert play["vars"] == {"mig_restore_profiles": ["all"]} and defaults["mig_restore_group"] == "all"
@@ -439,3 +442,29 @@ def test_real_ansible_refuses_a_bad_layout_move_before_touching_the_node(tmp_pat
     else:
         assert said in " ".join(result.text.split()), result.text
         assert not log.exists(), "the node was touched"
+
+
+@pytest.mark.realtool
+@pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
+                    reason="the role copies the script as root:root (it runs as root on a node)")
+@pytest.mark.parametrize(("extra", "args"), [([], []), (["-e", "mig_restore_purge=true"], ["--purge"])],
+                         ids=["disable", "purge"])
+def test_real_ansible_runs_the_uninstall_script_with_purge_when_asked(tmp_path: Path, extra: list[str],
+                                                                       args: list[str]) -> None:
+    """uninstall.yml on localhost: the group's uninstall script (a stand-in that records its arguments, since the
+    real one would act on this machine) runs once, with --purge only when asked; what it says decides changed."""
+    out = generate(NAMED, tmp_path / "out")
+    shipped = out / f"{ROLE}/files/all/uninstall-mig-restore.sh"
+    assert shipped.read_bytes() == (out / "scripts/uninstall-mig-restore.sh").read_bytes()
+    log = tmp_path / "uninstall.log"
+    shipped.write_text(f"#!/bin/bash\nprintf '%s\\n' \"$*\" >>{log}\n"
+                       f"if [ -s {log}.done ]; then echo 'uninstall-mig-restore: already disabled'\n"
+                       f"else echo 'uninstall-mig-restore: disabled x' && echo done >{log}.done; fi\n")
+    command = [require("ansible-playbook"), "-i", "localhost,", "-c", "local", "uninstall.yml",
+               "-e", "mig_restore_hosts=localhost", "-e", "ansible_become=false",
+               "-e", f"ansible_python_interpreter={sys.executable}", *extra]
+    first = run(command, cwd=out / "ansible", env=_ansible_env(tmp_path), timeout=300)
+    assert first.rc == 0 and re.search(r"localhost\s*:.*changed=1 ", first.out), first.text
+    second = run(command, cwd=out / "ansible", env=_ansible_env(tmp_path), timeout=300)
+    assert second.rc == 0 and re.search(r"localhost\s*:.*changed=0 ", second.out), second.text
+    assert log.read_text().splitlines() == [" ".join(args)] * 2

@@ -67,6 +67,7 @@ def test_generates_role_is_the_exports_with_one_group(image: Path) -> None:
     prefix = f"roles/mig_restore/files/{group_name}/"
     assert mine == {p.removeprefix(prefix): text for p, text in fleet.items() if p.startswith(prefix)}
     assert sorted(p for p in mine if not p.startswith("rootfs/")) == ["preflight-mig-restore.sh",
+                                                                     "uninstall-mig-restore.sh",
                                                                      "verify-mig-restore.sh"]
     # defaults/main.yml: the export's defaults, then the data export --ansible writes for the profile's group
     data = yaml.load(one["defaults/main.yml"], Loader=_Loader)

@@ -122,6 +122,22 @@ def test_the_github_example_uploads_the_sarif_it_writes() -> None:
     assert {"push", "pull_request"} <= set(document["on"])
 
 
+def uses_lines(text: str) -> list[tuple[str, str, str]]:
+    """Every ``uses:`` of a workflow as (action, ref, the comment after it)."""
+    return re.findall(r"^\s*(?:-\s+)?uses:\s*([^@\s]+)@(\S+)[ \t]*(?:#[ \t]*(.*))?$", text, re.M)
+
+
+def test_every_github_action_is_pinned_to_a_commit_with_its_tag_beside_it() -> None:
+    text = GITHUB.read_text(encoding="utf-8")
+    steps = [s for job in load(GITHUB)["jobs"].values() for s in job["steps"] if "uses" in s]
+    found = uses_lines(text)
+    assert len(found) == len(steps) > 0, found  # every uses: is on a line of its own
+    for action, ref, comment in found:
+        # a tag or a branch can be moved to other code; a full commit sha cannot
+        assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{action}@{ref}: pin the full commit sha"
+        assert re.fullmatch(r"v\d+\.\d+\.\d+", comment.strip()), f"{action}@{ref}: name its tag in a comment"
+
+
 # --- pre-commit ------------------------------------------------------------------------------------
 
 def docs_snippet() -> tuple[str, dict[str, Any]]:

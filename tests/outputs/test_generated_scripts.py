@@ -332,6 +332,35 @@ def test_uninstall_is_idempotent(tmp_path: Path, purge: bool) -> None:
     assert not any(c.startswith(("disable", "enable", "mask")) for c in second), second
 
 
+def test_purge_removes_what_the_restore_and_the_layout_sources_wrote(tmp_path: Path) -> None:
+    # named layouts read from the file, kubelet started by kubeadm (the restore writes kubelet's label), metrics
+    metrics = tmp_path / "node/var/lib/node_exporter/textfile/migbake.prom"
+    node = make_node(tmp_path, kubelet_keys=", layout: kubeadm", mig="layouts: {infer: {1g.18gb: 7}}",
+                     restore_extra=f"  layout: {{from: [file]}}\n  metrics_textfile: {metrics}\n")
+    layout, labels = node.root / "etc/migbake/layout", node.root / "run/migbake/kubelet-labels.env"
+    other = metrics.parent / "node.prom"  # node_exporter's folder is not migbake's: it stays
+    label = "MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=infer\n"
+    for path, text in ((layout, "infer\n"), (labels, label), (metrics, "migbake_mig_restore_success 1\n"),
+                       (other, "up 1\n")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    patched = node.patched("scripts/uninstall-mig-restore.sh", systemd_dir=node.root / "etc/systemd/system",
+                           unit_file=node.root / "etc/systemd/system/nvidia-mig-restore.service",
+                           script=node.root / "etc/nvidia-mig/restore.sh", marker=node.root / "var/lib/migbake/x",
+                           layout_file=layout, labels_file=labels, metrics=metrics)
+
+    ran = node.run(patched)
+    assert ran.rc == 0, ran.text
+    assert layout.exists() and labels.exists() and metrics.exists()  # without --purge the files stay
+
+    for _ in range(2):  # and a second purge finds nothing to do
+        ran = node.run(patched, "--purge")
+        assert ran.rc == 0, ran.text
+        assert not layout.parent.exists() and not labels.parent.exists() and not metrics.exists()
+        assert other.read_text() == "up 1\n"
+    assert "removed" not in ran.out, ran.out
+
+
 # --- provisioner scripts (packer/scripts) ---------------------------------------------------------
 
 needs_root = pytest.mark.skipif(  # in CI (root) these always run; a non-root CI fails them instead

@@ -416,3 +416,68 @@ def test_offline_mig_state_is_skip_when_the_capture_cannot_name_the_devices() ->
     for capture in (parse_xml(node.xml().encode(), "q.xml"), parse_csv(node.query_csv(), "q.csv")):
         state = {c.name: c for c in check_capture(checked.profile, capture).checks}["mig-state"]
         assert state.status == "SKIP" and "does not name the MIG devices' profiles" in state.detail
+
+
+# --- named layouts: no GPU, and a layout file that kubelet's label disagrees with ------------------
+
+NAMED = "  - model: h200-141gb\n    mig: {layouts: {infer: {1g.18gb: 7}, train: {7g.141gb: 1}}}\n"
+
+
+def _named(tmp_path: Path, sources: str, kubelet: str = "", extra: str = "") -> Ran:
+    profile = profile_yaml(Path("@ROOT@"), gpus=NAMED, extra=f"restore:\n  layout: {{from: [{sources}]}}\n{extra}")
+    if kubelet:
+        profile = profile.replace("kubelet: {present: true}", f"kubelet: {{present: true, layout: {kubelet}}}")
+    rc, out, err, calls = run_script(tmp_path, SimNode(), profile, "--json")
+    return Ran(rc, json.loads(out), calls, err)
+
+
+@pytest.mark.parametrize("no_gpu", ["succeed", "fail"])
+def test_without_a_gpu_the_layout_row_agrees_with_the_pci_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              no_gpu: str) -> None:
+    from support import fake_sysfs
+
+    monkeypatch.setenv("MIGBAKE_SYSFS", str(fake_sysfs(tmp_path / "sys", [])))
+    monkeypatch.setenv("MIGBAKE_ROOT", str(tmp_path / "empty-root"))  # no source gives a name, no default
+    ran = preflight_node(tmp_path, SimNode(gpus=[], nvidia_smi=False, mig_parted=False, driver="none"), gpus=NAMED,
+                         extra=f"restore:\n  no_gpu: {no_gpu}\n  layout: {{from: [file]}}\n")
+    # the restore stops at the PCI bus before it reads a name: it neither fails for want of one nor applies one
+    assert ran.status["layout"] == "SKIP", ran.detail["layout"]
+    assert "reads no layout name" in ran.detail["layout"]
+    failing = [c for c, s in ran.status.items() if s == "FAIL"]
+    if no_gpu == "succeed":
+        assert ran.rc == 0 and ran.report["ready"] is True and failing == [], ran.report
+        assert "the restore succeeds" in ran.detail["pci-gpus"]
+        assert not any("fails" in d for d in ran.detail.values()), ran.detail
+    else:
+        assert ran.rc == 1 and failing == ["pci-gpus"], ran.report
+
+
+KUBELET_LABEL = "KUBELET_EXTRA_ARGS=--node-labels=team=a,nvidia.com/mig.config=infer\n"
+
+
+@pytest.mark.parametrize(("sources", "kubelet", "file", "status", "detail"), [
+    # the restore gives kubelet the file's name after kubelet's own label: the node says train, as its GPUs
+    ("file, kubelet-labels", "kubeadm", "train", "WARN", "the restore uses train (from file, the first source"),
+    # kubelet's label comes first: the file (an Ansible move, user data) is never used
+    ("kubelet-labels, file", "kubeadm", "train", "WARN", "the restore uses infer (from kubelet-labels"),
+    # the profile does not read kubelet's label, and cannot give kubelet its own: the node says infer, has train
+    ("file", "generic", "train", "FAIL", "kubelet registers the node with its own label"),
+    ("file, kubelet-labels", "kubeadm", "infer", "PASS", "layout infer, from file"),
+], ids=["file-first", "label-first", "label-unreachable", "agree"])
+def test_a_layout_file_and_kubelets_label_that_disagree_are_flagged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str, kubelet: str, file: str, status: str,
+        detail: str) -> None:
+    root = tmp_path / "layout-root"
+    (root / "etc/migbake").mkdir(parents=True)
+    (root / "etc/migbake/layout").write_text(file + "\n")
+    (root / "etc/default").mkdir(parents=True)
+    (root / "etc/default/kubelet").write_text(KUBELET_LABEL)
+    monkeypatch.setenv("MIGBAKE_ROOT", str(root))
+    ran = _named(tmp_path, sources, kubelet)
+    assert ran.status["layout"] == status, ran.detail["layout"]
+    assert detail in ran.detail["layout"], ran.detail["layout"]
+    if status != "PASS":
+        assert "the layout file /etc/migbake/layout says train but kubelet's label says nvidia.com/mig.config=infer" \
+            in ran.detail["layout"]
+    if status == "FAIL":
+        assert ran.rc == 1 and ran.report["ready"] is False

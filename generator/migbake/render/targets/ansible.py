@@ -2,7 +2,7 @@
 
 One role serves one profile and several (``migbake export --ansible``, ``render.fleet``): its tasks name no
 profile. A group's files are the role's ``files/<group>/``: ``rootfs/...`` (the bytes of the rendered rootfs/
-tree) and the preflight and verify scripts; its data (``group_data``: the files' paths and modes, the checks,
+tree) and the preflight, verify and uninstall scripts; its data (``group_data``: the files' paths and modes, the checks,
 units and timeouts) are a short YAML file. ``migbake generate`` writes the role with one group, Ansible's
 ``all`` (every host the playbooks run on), whose data end the role's ``defaults/main.yml``; ``export
 --ansible`` writes a group per profile, its data in ``group_vars/<group>.yml``.
@@ -31,18 +31,20 @@ ROLE = f"{OUT}/roles/mig_restore"  # the role in OUT (generate); roles/mig_resto
 TEMPLATES = "ansible"  # templates/ansible/ mirrors the folder (the role and the playbooks)
 # the role's files that are the same for every profile, written as they are below the header
 STATIC_FILES = ("tasks/main.yml", "tasks/group.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
-                "handlers/main.yml", "defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml")
+                "tasks/uninstall.yml", "handlers/main.yml", "defaults/main.yml", "meta/main.yml",
+                "meta/argument_specs.yml")
 ROLE_FILES = (*STATIC_FILES, "README.md")
 DEFAULTS = "defaults/main.yml"
-PLAYBOOKS = ("install.yml", "activate.yml", ".ansible-lint")
+PLAYBOOKS = ("install.yml", "activate.yml", "uninstall.yml", ".ansible-lint")
 ONE_GROUP = "all"  # the group of the one-profile role: every host its playbooks run on
 HOSTS = "gpu_nodes"  # the one-profile playbooks' host group unless -e mig_restore_hosts=GROUP (docs/ansible.md)
 SLURM_UNIT = "slurmd.service"
-ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh")
+ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh", "uninstall-mig-restore.sh")
 
 
 def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
-    """The role with the profile as its one group (``all``), and install.yml / activate.yml / .ansible-lint."""
+    """The role with the profile as its one group (``all``), and install.yml / activate.yml / uninstall.yml /
+    .ansible-lint."""
     rootfs = [(rel, a.mode) for rel, a in done.under(ROOTFS)]
     data = group_data(plan, rootfs, ONE_GROUP)
     name = guard_line(plan.profile.name, "the profile name")
@@ -83,7 +85,7 @@ def _static(name: str) -> str:
 
 def group_files(folder: str, done: Rendered) -> list[Artifact]:
     """A group's files in the role (``folder``: ``.../files/<group>``): the rendered rootfs/ tree under
-    ``rootfs/``, byte for byte and in the order written, and the preflight and verify scripts."""
+    ``rootfs/``, byte for byte and in the order written, and the preflight, verify and uninstall scripts."""
     out = [Artifact(f"{folder}/rootfs/{rel}", a.content, a.mode) for rel, a in done.under(ROOTFS)]
     out += [Artifact(f"{folder}/{name}", done[f"scripts/{name}"].content, done[f"scripts/{name}"].mode)
             for name in ROLE_SCRIPTS]

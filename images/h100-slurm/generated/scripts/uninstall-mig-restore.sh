@@ -6,7 +6,11 @@
 # uninstall-mig-restore.sh [--purge]
 # Turns the MIG restore of profile h100-slurm off, in the safe order: the drop-ins of
 # slurmd.service first, daemon-reload, then disable nvidia-mig-restore.service.
-# With --purge also removes the unit file, /etc/nvidia-mig/restore.sh and the mig-parted config. Does not touch
+# With --purge also removes the unit file, /etc/nvidia-mig/restore.sh and the mig-parted config, and what the
+# restore and migbake's tools write on the node: the reboot marker, the layout file /etc/migbake/layout (the
+# file source of restore.layout: user data, activate.yml or a person writes it),
+# the metrics file /var/lib/node_exporter/textfile_collector/migbake.prom;
+# and migbake's own folders they leave empty. Does not touch
 # the current MIG partitions, and does not unmask or re-enable nvidia-mig-manager.service:
 # check its target config first. Idempotent.
 set -euo pipefail
@@ -18,6 +22,9 @@ unit_file='/etc/systemd/system/nvidia-mig-restore.service'
 script='/etc/nvidia-mig/restore.sh'
 config='/etc/nvidia-mig/config.yaml'
 marker='/var/lib/migbake/reboot-attempted'
+layout_file='/etc/migbake/layout'
+labels_file=''
+metrics='/var/lib/node_exporter/textfile_collector/migbake.prom'
 purge=no
 
 for arg in "$@"; do
@@ -54,8 +61,13 @@ else
 fi
 
 if [ "$purge" = yes ]; then
-  for f in "$unit_file" "$script" "$config" "$marker"; do
-    if [ -e "$f" ]; then rm -f "$f"; log "removed $f"; fi
+  for f in "$unit_file" "$script" "$config" "$marker" "$layout_file" "$labels_file" "$metrics"; do
+    if [ -n "$f" ] && [ -e "$f" ]; then rm -f "$f"; log "removed $f"; fi
+  done
+  # only the folders that hold nothing but migbake's files (/etc/migbake, /var/lib/migbake, /run/migbake);
+  # the config's and the metrics file's folders may hold other files and stay
+  for f in "$layout_file" "$marker" "$labels_file"; do
+    if [ -n "$f" ] && [ -d "${f%/*}" ]; then rmdir --ignore-fail-on-non-empty "${f%/*}"; fi
   done
   if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 fi

@@ -226,9 +226,31 @@ find_layout() {
   layout_why="no source gave a layout name (tried: $layout_tried${layout_notes:+; $layout_notes}) and restore.layout has no default"
   return 1
 }
-if find_layout; then
+# layout_disagree: where the layout file and kubelet's own nvidia.com/mig.config label (the file and kubelet-labels
+# sources, read whether the profile lists them or not) name different layouts, why that matters here ("" else).
+# The restore takes the first source that gives a name (restore.layout.from), so the other one is never applied.
+layout_disagree() {
+  local file_name label_name
+  layout_from file
+  file_name=$layout_got
+  layout_from kubelet-labels
+  label_name=$layout_got
+  if [ -z "$file_name" ] || [ -z "$label_name" ] || [ "$file_name" = "$label_name" ]; then return 0; fi
+  printf '%s' "the layout file /etc/migbake/layout says $(printf '%q' "$file_name") but kubelet's label says nvidia.com/mig.config=$(printf '%q' "$label_name"); the restore uses $layout_name (from $layout_source, the first source in restore.layout.from that gives a name)"
+}
+if [ -z "$pci_gpus" ]; then
+  # the restore stops at the PCI bus (restore.no_gpu, the pci-gpus row) before it reads any layout name
+  add layout SKIP "$skip_why: the restore reads no layout name"
+elif find_layout; then
   config_name="$layout_name"
-  add layout PASS "layout $layout_name, from $layout_source (sources tried: $layout_tried)"
+  disagree="$(layout_disagree)"
+  if [ -z "$disagree" ]; then
+    add layout PASS "layout $layout_name, from $layout_source (sources tried: $layout_tried)"
+  elif [ "$layout_source" = kubelet-labels ]; then
+    add layout WARN "$disagree: the layout file is not used (to move the node, change kubelet's label, or put file before kubelet-labels)"
+  else
+    add layout WARN "$disagree, and gives kubelet the label nvidia.com/mig.config=$layout_name after kubelet's own (/run/migbake/kubelet-labels.env): the other name is never applied; remove it"
+  fi
 elif [ -z "$layout_source" ] && [[ " ${layout_sources[*]} " == *" credential "* ]]; then
   add layout WARN "$layout_why; the credential migbake.layout reaches the restore unit only at boot (nvidia-mig-restore.service): without it the restore fails closed"
 elif [ -z "$layout_source" ] && [ -n "$layout_notes" ]; then
