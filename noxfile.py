@@ -29,8 +29,8 @@ CHROOT_PYTHONS = ("3.14",)
 PYTHONS = [v for v in nox.project.python_versions(PYPROJECT) if v not in CHROOT_PYTHONS]
 MAIN_PYTHON = "3.11"  # Debian 12's python3, where CI runs the whole suite
 OLDEST_PYTHON = PYTHONS[0]
-# load, schema, rules, render, write, the CLI and its exits, the real mig-parted parser
-FAST_TESTS = ["tests/cli/test_cli.py", "tests/cli/test_invalid_cases.py",
+# load, schema (and its fast yes/no check), rules, render, write, the CLI and its exits, the real mig-parted parser
+FAST_TESTS = ["tests/cli/test_cli.py", "tests/cli/test_invalid_cases.py", "tests/unit/test_fastschema.py",
               "tests/cli/test_warning_cases.py", "tests/cli/test_write.py", "tests/outputs/test_images.py",
               "tests/cli/test_error_path.py", "tests/unit/test_layout.py",
               "tests/cli/test_catalog_file.py", "tests/unit/test_gpu_names.py", "tests/outputs/test_mig_parted.py"]

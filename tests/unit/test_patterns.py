@@ -2,7 +2,7 @@
 
 Walks both schemas (node profile, GPU catalog): each ``pattern`` is anchored, refuses VALID + "\\n",
 VALID + "\\r" and VALID with a control character (C0, DEL, C1 with U+0085, U+2028/2029) inside, and
-jsonschema (as migbake configures it) gives the same verdict on every one of those.
+the fast check and jsonschema (as migbake configures it) give the same verdict on every one of those.
 Then the same through the front doors: a profile, the importer, a catalog file.
 """
 
@@ -26,6 +26,7 @@ from migbake.document.patterns import (
     whole,
 )
 from migbake.document.schema_messages import _Validator
+from migbake.profile.fastschema import compile_schema
 from migbake.rules.validate import check_bytes
 
 SCHEMAS = {name: json.loads((REPO / "schemas" / name).read_text()) for name in
@@ -59,18 +60,19 @@ def test_every_schema_pattern_is_anchored(schema: str, where: str, pattern: str)
 
 @pytest.mark.parametrize(("schema", "where", "pattern"), PATTERNS, ids=[f"{n[:4]}{w}" for n, w, _ in PATTERNS])
 def test_every_schema_pattern_refuses_line_ends_and_controls(schema: str, where: str, pattern: str) -> None:
-    validator = _Validator({"type": "string", "pattern": pattern})
-    ok = matches  # the one helper, as the schema, importer and catalog use it
+    fast = compile_schema({"type": "string", "pattern": pattern})
+    slow = _Validator({"type": "string", "pattern": pattern})
+    ok = matches  # the one helper, as the schema, the fast check, importer and catalog use it
 
     @SETTINGS
     @given(valid=st.from_regex(pattern, fullmatch=True).filter(lambda s: ok(pattern, s)))
     def check(valid: str) -> None:
-        assert validator.is_valid(valid), valid
+        assert fast(valid) and slow.is_valid(valid), valid
         for bad in _hostile(valid):
             COUNTS["class1-patterns"] += 1
             refused = not ok(pattern, bad)
             assert refused, f"{schema}{where}: {pattern!r} accepts {bad!r}"
-            assert validator.is_valid(bad) == (not refused), f"the helper and jsonschema disagree on {bad!r}"
+            assert fast(bad) == slow.is_valid(bad) == (not refused), f"fast and jsonschema disagree on {bad!r}"
 
     check()
 

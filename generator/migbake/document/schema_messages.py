@@ -2,6 +2,8 @@
 
 The exact key or value, what is allowed, and "did you mean" for unknown keys and for values outside an enum. For
 ``oneOf``/``anyOf`` the branch the author most likely meant (``jsonschema.exceptions.best_match``), not the whole tree.
+Loaded only when the fast check of ``migbake.profile.schema`` has found the shape wrong: importing jsonschema's
+validators costs more than everything else a cold ``migbake validate`` of a valid profile does (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ _Validator = validators.extend(  # type: ignore[no-untyped-call]
 
 
 @lru_cache(maxsize=1)
-def profile_validator() -> Draft202012Validator:
-    """The node-profile schema's validator, as migbake configures jsonschema (built once)."""
+def _validator() -> Draft202012Validator:
     validator: Draft202012Validator = _Validator(load_schema())
     return validator
 
@@ -244,6 +245,6 @@ def catalog_schema_problems(loaded: LoadedProfile) -> list[Problem]:
 
 def shape_problems(loaded: LoadedProfile) -> list[Problem]:
     """Every shape problem of a loaded profile (empty list: the shape is right)."""
-    errors = profile_validator().iter_errors(loaded.data)
+    errors = _validator().iter_errors(loaded.data)
     return [p for e in errors for p in _problems_for(e, loaded)
             if not any(p.pointer == u or p.pointer.startswith(u + "/") for u in loaded.unreadable)]

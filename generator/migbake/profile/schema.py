@@ -1,7 +1,8 @@
 """The JSON Schema pass: a profile's shape, checked against schemas/node-profile.schema.json.
 
-The schema is the single authority on shape. jsonschema checks it (Draft 2020-12, as
-``migbake.document.schema_messages`` configures it) and that module says what is wrong and what is allowed.
+The schema is the single authority on shape. A valid profile is recognised by a check compiled from
+the schema (``migbake.profile.fastschema``); only a profile whose shape is wrong loads jsonschema
+(``migbake.document.schema_messages``) to say exactly what is wrong and what is allowed.
 """
 
 from __future__ import annotations
@@ -9,16 +10,23 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from functools import lru_cache
 
 from migbake.document.loader import LoadedProfile
-from migbake.document.schema_messages import profile_validator, shape_problems
 from migbake.gpu.catalog import PACKAGED, CatalogChoice
+from migbake.packagedata import load_schema
 from migbake.problems import Problem
+from migbake.profile.fastschema import ShapeCheck, compile_schema
+
+
+@lru_cache(maxsize=1)
+def _fast_check() -> ShapeCheck:
+    return compile_schema(load_schema())
 
 
 def shape_ok(data: object) -> bool:
-    """Whether ``data`` has the schema's shape (yes or no, no message)."""
-    return profile_validator().is_valid(data)
+    """Whether ``data`` has the schema's shape (the yes/no fast path: no message)."""
+    return _fast_check()(data)
 
 
 def schema_problems(loaded: LoadedProfile, catalog: CatalogChoice = PACKAGED) -> list[Problem]:
@@ -26,6 +34,10 @@ def schema_problems(loaded: LoadedProfile, catalog: CatalogChoice = PACKAGED) ->
 
     ``catalog`` names the profiles of an entry's GPU model where the schema refuses a layout name.
     """
+    if _fast_check()(loaded.data):
+        return []
+    from migbake.document.schema_messages import shape_problems  # jsonschema: only for a profile that needs it
+
     return [_with_model_names(p, loaded, catalog) for p in shape_problems(loaded)]
 
 
