@@ -37,8 +37,8 @@ def _printed_problems(output: str, profile: Path) -> list[Problem]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_warning_case(case: Path, tmp_path: Path) -> None:
-    """A rule of the render stage (found once the files are rendered, ``render.limits``) is pinned on what generate
-    prints before it writes; every other on ``check_file`` and on what generate prints too."""
+    """A rule of the render stage (found once the files are rendered, ``render.rendered_limits``) is pinned on what
+    generate prints before it writes; every other on ``check_file`` and on what generate prints too."""
     profile = case / "node-profile.yaml"
     checked = check_file(profile)
     expected = _parse_expected((case / "expected.txt").read_text(encoding="utf-8"))

@@ -119,7 +119,7 @@ def boot_timeout(given: float | None) -> float:
     """How long one boot may take before QEMU is killed: ``given``, else $MIGBAKE_BOOT_TIMEOUT (seconds), else 300.
 
     A boot that passes takes 35-80 s under TCG; the bound only ends a guest that hangs. CI raises it where the
-    VM tier shares the machine's cores with other tests (.ci/suite).
+    VM tier shares the machine's cores with other tests (noxfile.py runs it beside the other sessions).
     """
     if given is not None:
         return given

@@ -101,8 +101,9 @@ def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False)
 
 def later_problems(profile: Path, checked: ValidationResult, found: list[Problem], consequence: str, *,
                    strict: bool = False) -> None:
-    """Print the warnings found after validation (``render.limits``: once rendered) as validation prints its own,
-    less those the profile's ``validation.ignore`` sets aside; ``strict``: they refuse the profile (ProfileError)."""
+    """Print the warnings found after validation (``render.rendered_limits``: once rendered) as validation prints
+    its own, less those the profile's ``validation.ignore`` sets aside; ``strict``: they refuse the profile
+    (ProfileError)."""
     assert checked.loaded is not None
     kept, ignored = set_aside(found, profile_suppressions(checked.loaded, checked.problems))
     if strict and kept:

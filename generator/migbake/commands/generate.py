@@ -115,8 +115,8 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
 
 def warn_rendered(profile: Path, checked: ValidationResult, artifacts: list[Artifact], consequence: str, *,
                   strict: bool = False) -> None:
-    """The warnings only the rendered files show (``render.limits``), printed before anything is written, located
-    in the profile as validation's; ``strict``: they refuse it (ProfileError ending with ``consequence``)."""
+    """The warnings only the rendered files show (``render.rendered_limits``), printed before anything is written,
+    located in the profile as validation's; ``strict``: they refuse it (ProfileError ending with ``consequence``)."""
     assert checked.loaded is not None  # a checked profile that has a model was loaded
     catalog = click.get_current_context().ensure_object(CatalogChoice).load()
     later_problems(profile, checked, render_problems(checked.loaded, catalog, artifacts), consequence, strict=strict)

@@ -56,7 +56,7 @@ class FirstBoot:
 @dataclass(frozen=True)
 class MimePart:
     """The user's own part of a multi-part user-data (``generate --user-data-mime FILE[:TYPE]``), read and typed
-    (``render.userdata.user_part``)."""
+    (``render.mime_parts.user_part``)."""
 
     text: str
     name: str  # the file's name, the part's filename

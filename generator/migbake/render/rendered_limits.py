@@ -1,7 +1,7 @@
 """The consumers' limits that only the rendered files show: EC2's 16 KB of user data, for Karpenter's userData
 and for the cloud-init user-data.
 
-``karpenter-user-data-size`` (declared, worded and located in ``rules.limits``, with its sources): the
+``karpenter-user-data-size`` (declared, worded and located in ``rules.consumer_limits``, with its sources): the
 EC2NodeClass's userData carries the restore's files gzipped, so its size is known once rendered. ``generate``
 asks here after rendering and before writing; each key that grows it is measured by rendering the profile again
 without it (only the targets the EC2NodeClass reads), which happens only for a userData near the limit.

@@ -28,8 +28,8 @@
   ``Serialize``, pkg/providers/launchtemplate/launchtemplate.go ``createLaunchTemplate`` and metrics.go
   ``userDataMaxBytes``, ``userDataWarnBytes``, pkg/controllers/nodeclass/validation.go
   ``UserDataSizeLimitExceeded``, all @v1.14.1). The userData is known only once rendered (the restore's files,
-  gzipped), so ``karpenter-user-data-size`` is found by ``render.limits`` after rendering and before anything is
-  written, and located here: at the profile key that grows it the most, each one measured by leaving it out.
+  gzipped), so ``karpenter-user-data-size`` is found by ``render.rendered_limits`` after rendering and before anything
+  is written, and located here: at the profile key that grows it the most, each one measured by leaving it out.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ CAPI_COMMAND_MAX = 10240  # cluster-api v1beta1 and v1beta2 KubeadmConfigTemplat
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./=:@%+-]+")
 EC2_USER_DATA_MAX = 16384  # bytes of instance user data EC2 takes, raw (before base64)
 KARPENTER_WARN_BYTES = EC2_USER_DATA_MAX * 9 // 10  # Karpenter's own warning (launchtemplate/metrics.go@v1.14.1)
-# the profile keys Karpenter's userData grows with (render.limits measures each by leaving it out)
+# the profile keys Karpenter's userData grows with (render.rendered_limits measures each by leaving it out)
 USER_DATA_KEYS = (("consumers",), ("kubernetes", "node_labels"), ("description",), ("tools",))
 KARPENTER_RULE = Rule("karpenter-user-data-size", "render", "Karpenter's userData from this profile leaves too little "
                       "of EC2's 16 KB of user data for Karpenter's own NodeConfig, or is over it", "warning")

@@ -24,7 +24,7 @@ from migbake.document.loader import LoadedProfile
 from migbake.gpu.catalog import Catalog
 from migbake.problems import Problem, Severity
 
-# render: found once the files are rendered, before any is written (``render.limits``: a consumer's size limit)
+# render: found once the files are rendered, before any is written (``render.rendered_limits``: a consumer's size limit)
 Stage = Literal["yaml", "schema", "rules", "catalog", "import", "capture", "render"]
 CheckFunction = Callable[[LoadedProfile, object, Catalog], Iterator[Problem]]
 # a check that reads the problems every other check found (it runs after them): rule_layout_fits

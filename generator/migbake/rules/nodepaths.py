@@ -8,7 +8,7 @@ no profile can aim one at ``/etc/passwd``, ``/etc/sudoers``, ``/etc/ld.so.preloa
 mig-manager's scripts or a tool: ``output-path-not-allowed``. Any two paths the profile names (or that
 migbake writes beside them: restore.sh, the reboot marker, the unit files) that are one file, or a file
 where the other needs a folder, are ``output-path-clash``. Paths are normalised first
-(``profile.units.normal_path``), as the kernel reads them.
+(``profile.nodefacts.normal_path``), as the kernel reads them.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _CHECKED_FOR_SYSTEMD = ("/restore/config_path", "/restore/metrics_textfile")  # 
 ALLOWED: dict[str, tuple[str, ...]] = {
     "/restore/config_path": ("/etc/nvidia-mig", "/etc/migbake"),
     "/restore/metrics_textfile": ("/var/lib/node_exporter", "/var/lib/prometheus/node-exporter", "/var/lib/migbake"),
-    # Flatcar's place for binaries (/opt/bin), writable on Fedora CoreOS too (profile.units)
+    # Flatcar's place for binaries (/opt/bin), writable on Fedora CoreOS too (profile.nodefacts)
     "/tools/nvidia_mig_parted": ("/opt",),
 }
 WHAT = {"/restore/config_path": "the mig-parted config", "/restore/metrics_textfile": "the metrics file",

@@ -55,7 +55,7 @@ def cluster_api(plan: RenderPlan, done: Rendered, templates: Templates) -> list[
     files = [file_entry(rel, a.data, a.mode) for rel, a in done.under(ROOTFS)]
     commands = [" ".join(w if _PLAIN.fullmatch(w) else sh_quote(w) for w in argv) for argv in plan.first_boot.runcmd]
     # preKubeadmCommands items: maxLength 10240 in both versions (tests/fixtures/crds). The rule cluster-api-limit
-    # (rules.limits) refuses such a profile, located, before anything is rendered: this stays as a guard
+    # (rules.consumer_limits) refuses such a profile, located, before anything is rendered: this stays as a guard
     for command in commands:
         if len(command) > MAX_CONTENT:
             raise RenderError(f"/consumers: a preKubeadmCommands item of OUT/cluster-api would be {len(command)} "

@@ -1,7 +1,7 @@
 """The user-data's delivery forms (``OUT/cloud-init/user-data.gz``, ``.mime``, ``.mime.gz``): the ``user-data`` target.
 
 It reads the cloud-init target's user-data and writes beside it what ``generate --user-data-gzip /
---user-data-mime`` ask for (``plan.user_data``; the user's part comes read and typed, ``render.userdata``).
+--user-data-mime`` ask for (``plan.user_data``; the user's part comes read and typed, ``render.mime_parts``).
 With gzip the MIME form is gzipped too.
 
 The multi-part form is built as ``cloud-init devel make-mime`` builds it (one ``MIMEText`` attachment
@@ -73,7 +73,7 @@ def mime_user_data(ours: str, theirs: MimePart, nodeconfig: str = "") -> str:
     """A multi-part MIME user-data: the user's part first, then ``nodeconfig`` (migbake's NodeConfig part for
     nodeadm, if any), then migbake's cloud-config (merged onto the user's).
 
-    The part comes checked (``render.userdata.user_part``); its name and type pass the MIME header guard once
+    The part comes checked (``render.mime_parts.user_part``); its name and type pass the MIME header guard once
     more on their way into the headers (a RenderError: never printed unchecked).
     """
     mime_header_value(theirs.name, "the part's file name")
