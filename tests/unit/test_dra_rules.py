@@ -1,4 +1,4 @@
-"""Rules of the DRA allocations , with a table of good and bad inputs each.
+"""Rules of the DRA allocations, with a table of good and bad inputs each.
 
 - ``dra-compute-instance``: under ``dra`` a compute instance smaller than its GPU instance is refused (the DRA
   driver lists only profiles with G == C: kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/
