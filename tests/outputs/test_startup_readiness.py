@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from crdschema import cel_errors, judge
-from realtools import require
+from realtools import require, shellcheck
 from support import IMAGES, generate
 from test_restore_script import H200, make_node
 
@@ -53,6 +53,11 @@ def test_the_nodepools_carry_the_startup_taint(out: Path) -> None:
         assert pool["spec"]["template"]["spec"]["startupTaints"] == [TAINT]
         assert judge(pool, "nodepool-v1") == []
         assert cel_errors(pool, "nodepool-v1")[0] == []
+
+
+def test_the_restore_with_the_condition_update_passes_shellcheck(out: Path) -> None:
+    ran = shellcheck([out / "rootfs/etc/nvidia-mig/restore.sh"])
+    assert ran.rc == 0, ran.text
 
 
 def test_without_the_key_no_taint_and_no_rule(tmp_path: Path) -> None:
