@@ -134,6 +134,7 @@ class Kubernetes:
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
     dra_driver_version: str = ""  # NVIDIA's DRA driver version (its device naming); "": the newest naming
     device_plugin_version: str = ""  # NVIDIA's device plugin version (its resource names); "": the newest
+    startup_taint: bool = False  # new nodes tainted until the restore publishes its node condition
 
 
 GresTypes = Literal["typed", "untyped"]

@@ -53,6 +53,8 @@ from migbake.kubernetes.kubelet import (
 )
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
+from migbake.kubernetes.overlays import NO_OVERLAYS, overlays
+from migbake.kubernetes.readiness import startup_readiness
 from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.drivergates import driver_gate
@@ -306,6 +308,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             bottlerocket=_bottlerocket(p),
             ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
             download_mig_parted=bool(p.tools.nvidia_mig_parted_url),
+            node_overlays=overlays(p) if eks_family(p) == "eks-al2023" else NO_OVERLAYS,
+            startup=startup_readiness(p),
         ),
         restore=RestorePlan(
             config_rel=p.restore.config_path.lstrip("/"),

@@ -100,8 +100,8 @@ TARGETS: tuple[Target, ...] = (
            page="docs/immutable-os.md", tests="tests/outputs/test_bottlerocket.py"),
     Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",),
            applies=lambda plan: plan.platforms.eks == "eks-al2023",
-           doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool per layout name "
-               "(kubelet.layout eks-al2023)",
+           doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool and NodeOverlays "
+               "per layout name (kubelet.layout eks-al2023)",
            page="docs/karpenter.md", tests="tests/outputs/test_karpenter.py"),
     Target("cluster-api", ("cluster-api",), cluster_api, reads=("rootfs",),
            applies=lambda plan: plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm",
