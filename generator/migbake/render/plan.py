@@ -107,6 +107,12 @@ class RenderPlan:
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
 
     @property
+    def gate_enabled(self) -> bool:
+        """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts
+        the driver, so holding kubelet would wait forever)."""
+        return self.profile.driver == "container" or getattr(self.profile.restore, "hold", "") == "gpu-plugins"
+
+    @property
     def dropin_rel(self) -> str:
         """The kubelet drop-in."""
         return self.consumer_dropin_rel(self.profile.drop_in_dir)

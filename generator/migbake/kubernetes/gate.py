@@ -1,0 +1,147 @@
+"""Which GPU plugins' pods wait for the restored MIG layout, and how an admission policy recognises them.
+
+On a node whose NVIDIA driver is a container, migbake cannot restore MIG before kubelet: the driver is a pod.
+So the GPU clients wait instead. An admission policy (``OUT/kubernetes/gate/``) adds to their pods the init
+container ``migbake-wait``, which waits for the node's ``/run/migbake/mig-ready`` (written by migbake's watcher
+once the layout is restored) and passes at once on a node without ``/etc/migbake/managed`` (not migbake's).
+
+A plugin is known by the labels its pods carry, in the GPU Operator's operands and in the standalone charts.
+Every gated pod is also a DaemonSet's pod: the DaemonSet controller creates each pod with a controller
+reference to its DaemonSet (kubernetes/kubernetes@v1.36.0:pkg/controller/daemon/daemon_controller.go,
+``metav1.NewControllerRef``), so a user's pod that copies a plugin's labels is not held.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from migbake.profile.nodeprofile import NodeProfile
+
+WAIT_CONTAINER = "migbake-wait"
+# docker-library/repo-info@01a70542:repos/busybox/remote/1.37.0.md: the index digest of busybox:1.37.0 (all
+# platforms); the init container needs only sh, [ and sleep
+WAIT_IMAGE = ("docker.io/library/busybox:1.37.0"
+              "@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0")
+READY_FILE = "/run/migbake/mig-ready"  # written by the node's watcher once the layout is restored
+MANAGED_FILE = "/etc/migbake/managed"  # written on the nodes whose MIG migbake restores
+# where the init container sees the two host folders (read-only hostPath volumes)
+MOUNT_ROOT = "/host"
+VOLUMES = (("migbake-run", "/run/migbake"), ("migbake-etc", "/etc/migbake"))
+
+GO = "NVIDIA/gpu-operator@v26.7.0"
+DP = "NVIDIA/k8s-device-plugin@v0.20.0:deployments/helm/nvidia-device-plugin"
+DRA = "kubernetes-sigs/dra-driver-nvidia-gpu"
+
+
+@dataclass(frozen=True)
+class PodMatch:
+    """A plugin's pods: those with the label ``key=value`` (and, where ``container`` is set, a container of that
+    name, which tells apart the DaemonSets of one chart that give their pods the same labels)."""
+
+    key: str
+    value: str
+    container: str = ""
+    source: str = ""  # where the label (and container name) is set: repo@tag:path
+
+
+# gate.plugins -> its pods. The GPU Operator labels each operand's pods app=<name>; NVIDIA's device plugin chart
+# gives its three DaemonSets' pods one label, app.kubernetes.io/name=<chart name> (``templateLabels``,
+# templates/_helpers.tpl), and fixed container names; the DRA driver chart labels its kubelet plugin's pods
+# <chart name>-component=kubelet-plugin (``selectorLabels``, templates/_helpers.tpl).
+PLUGINS: dict[str, tuple[PodMatch, ...]] = {
+    "device-plugin": (
+        PodMatch("app", "nvidia-device-plugin-daemonset",
+                 source=f"{GO}:assets/state-device-plugin/0500_daemonset.yaml"),
+        PodMatch("app.kubernetes.io/name", "nvidia-device-plugin", "nvidia-device-plugin-ctr",
+                 f"{DP}/templates/daemonset-device-plugin.yml"),
+    ),
+    "gpu-feature-discovery": (
+        PodMatch("app", "gpu-feature-discovery", source=f"{GO}:assets/gpu-feature-discovery/0500_daemonset.yaml"),
+        PodMatch("app.kubernetes.io/name", "nvidia-device-plugin", "gpu-feature-discovery-ctr",
+                 f"{DP}/templates/daemonset-gfd.yml"),
+    ),
+    "dcgm": (
+        PodMatch("app", "nvidia-dcgm", source=f"{GO}:assets/state-dcgm/0400_dcgm.yml"),
+        PodMatch("app", "nvidia-dcgm-dra", source=f"{GO}:manifests/state-dcgm/0500_daemonset.yaml"),
+    ),
+    "dcgm-exporter": (
+        PodMatch("app", "nvidia-dcgm-exporter", source=f"{GO}:assets/state-dcgm-exporter/0800_daemonset.yaml"),
+        PodMatch("app", "nvidia-dcgm-exporter-dra", source=f"{GO}:manifests/state-dcgm-exporter/0700_daemonset.yaml"),
+    ),
+    "mps-control-daemon": (
+        PodMatch("app", "nvidia-device-plugin-mps-control-daemon",
+                 source=f"{GO}:assets/state-mps-control-daemon/0400_daemonset.yaml"),
+        PodMatch("app.kubernetes.io/name", "nvidia-device-plugin", "mps-control-daemon-ctr",
+                 f"{DP}/templates/daemonset-mps-control-daemon.yml"),
+    ),
+    "validator": (
+        PodMatch("app", "nvidia-operator-validator",
+                 source=f"{GO}:assets/state-operator-validation/0500_daemonset.yaml"),
+        PodMatch("app", "nvidia-dra-validator", source=f"{GO}:manifests/state-dra-validation/0500_daemonset.yaml"),
+    ),
+    "dra-kubelet-plugin": (
+        PodMatch("app", "nvidia-dra-driver-kubelet-plugin",
+                 source=f"{GO}:manifests/state-dra-driver/0500_daemonset.yaml"),
+        PodMatch("dra-driver-nvidia-gpu-component", "kubelet-plugin",
+                 source=f"{DRA}@v0.4.1:deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml"),
+        # the same chart before it moved to kubernetes-sigs, named nvidia-dra-driver-gpu (NVIDIA/k8s-dra-driver-gpu)
+        PodMatch("nvidia-dra-driver-gpu-component", "kubelet-plugin",
+                 source=f"{DRA}@v25.12.0:deployments/helm/nvidia-dra-driver-gpu/templates/kubeletplugin.yaml"),
+    ),
+}
+ALWAYS = ("device-plugin", "gpu-feature-discovery", "dcgm", "dcgm-exporter", "mps-control-daemon", "validator")
+
+
+def gate_plugins(profile: NodeProfile) -> tuple[str, ...]:
+    """The plugins whose pods wait: ``gate.plugins``, else every one that opens the GPU (and the DRA kubelet
+    plugin when the DRA driver allocates the GPUs), in PLUGINS' order."""
+    chosen = profile.gate.plugins or ALWAYS + (("dra-kubelet-plugin",) if profile.dra else ())
+    return tuple(p for p in PLUGINS if p in chosen)
+
+
+def wait_image(profile: NodeProfile) -> str:
+    """The init container's image."""
+    return profile.gate.wait_image or WAIT_IMAGE
+
+
+def matches(plugins: tuple[str, ...]) -> tuple[PodMatch, ...]:
+    """The pod matches of ``plugins``, each once."""
+    return tuple(dict.fromkeys(m for p in plugins for m in PLUGINS[p]))
+
+
+def cel_string(text: str) -> str:
+    """``text`` as a CEL string literal: a JSON string is one (CEL's double-quoted strings take the same escapes,
+    \\uXXXX included)."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def cel_selects(plugins: tuple[str, ...]) -> str:
+    """A CEL expression over ``object`` (a Pod) true for the pods of ``plugins`` and false for any other pod,
+    never an error: every field it reads may be absent from a pod."""
+    labels = "object.metadata.labels"
+    clauses = []
+    plain: dict[str, list[str]] = {}
+    for m in matches(plugins):
+        if not m.container:
+            plain.setdefault(m.key, []).append(m.value)
+    for key, values in plain.items():
+        k = cel_string(key)
+        one = (f"{labels}[{k}] == {cel_string(values[0])}" if len(values) == 1
+               else f"{labels}[{k}] in [{', '.join(map(cel_string, values))}]")
+        clauses.append(f"({k} in {labels} && {one})")
+    by_label: dict[tuple[str, str], list[str]] = {}
+    for m in matches(plugins):
+        if m.container:
+            by_label.setdefault((m.key, m.value), []).append(m.container)
+    for (key, value), names in by_label.items():
+        k = cel_string(key)
+        clauses.append(f"({k} in {labels} && {labels}[{k}] == {cel_string(value)} && object.spec.containers.exists("
+                       f"c, c.name in [{', '.join(map(cel_string, names))}]))")
+    return f"has(object.metadata.labels) && ({' || '.join(clauses)})"
+
+
+CEL_DAEMONSET_POD = ("has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
+                     "r.apiVersion == 'apps/v1' && r.kind == 'DaemonSet')")
+CEL_NOT_GATED = (f"!has(object.spec.initContainers) || "
+                 f"!object.spec.initContainers.exists(c, c.name == {cel_string(WAIT_CONTAINER)})")
