@@ -110,9 +110,9 @@ def matches(plugins: tuple[str, ...]) -> tuple[PodMatch, ...]:
     return tuple(dict.fromkeys(m for p in plugins for m in PLUGINS[p]))
 
 
-def cel_string(text: str) -> str:
-    """``text`` as a CEL string literal: a JSON string is one (CEL's double-quoted strings take the same escapes,
-    \\uXXXX included)."""
+def cel_text(text: str) -> str:
+    """``text`` as a CEL string literal, several lines too (the init container's script): a JSON string is one, as
+    CEL's double-quoted strings take the same escapes, \\n and \\uXXXX included (``dra.cel_string`` is for one line)."""
     return json.dumps(text, ensure_ascii=True)
 
 
@@ -126,22 +126,22 @@ def cel_selects(plugins: tuple[str, ...]) -> str:
         if not m.container:
             plain.setdefault(m.key, []).append(m.value)
     for key, values in plain.items():
-        k = cel_string(key)
-        one = (f"{labels}[{k}] == {cel_string(values[0])}" if len(values) == 1
-               else f"{labels}[{k}] in [{', '.join(map(cel_string, values))}]")
+        k = cel_text(key)
+        one = (f"{labels}[{k}] == {cel_text(values[0])}" if len(values) == 1
+               else f"{labels}[{k}] in [{', '.join(map(cel_text, values))}]")
         clauses.append(f"({k} in {labels} && {one})")
     by_label: dict[tuple[str, str], list[str]] = {}
     for m in matches(plugins):
         if m.container:
             by_label.setdefault((m.key, m.value), []).append(m.container)
     for (key, value), names in by_label.items():
-        k = cel_string(key)
-        clauses.append(f"({k} in {labels} && {labels}[{k}] == {cel_string(value)} && object.spec.containers.exists("
-                       f"c, c.name in [{', '.join(map(cel_string, names))}]))")
+        k = cel_text(key)
+        clauses.append(f"({k} in {labels} && {labels}[{k}] == {cel_text(value)} && object.spec.containers.exists("
+                       f"c, c.name in [{', '.join(map(cel_text, names))}]))")
     return f"has(object.metadata.labels) && ({' || '.join(clauses)})"
 
 
 CEL_DAEMONSET_POD = ("has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
                      "r.apiVersion == 'apps/v1' && r.kind == 'DaemonSet')")
 CEL_NOT_GATED = (f"!has(object.spec.initContainers) || "
-                 f"!object.spec.initContainers.exists(c, c.name == {cel_string(WAIT_CONTAINER)})")
+                 f"!object.spec.initContainers.exists(c, c.name == {cel_text(WAIT_CONTAINER)})")

@@ -21,7 +21,7 @@ from migbake.kubernetes.gate import (
     WAIT_CONTAINER,
     PodMatch,
     cel_selects,
-    cel_string,
+    cel_text,
     gate_plugins,
     matches,
     wait_image,
@@ -119,12 +119,12 @@ def cel_object(value: object, type_path: str, indent: int = 0) -> str:
         return type_path + "{\n" + ",\n".join(fields) + "\n" + "  " * indent + "}"
     if isinstance(value, list):
         if all(isinstance(v, str) for v in value) and len(value) < 4:
-            return "[" + ", ".join(cel_string(v) for v in value) + "]"
+            return "[" + ", ".join(cel_text(v) for v in value) + "]"
         items = [pad + cel_object(v, type_path, indent + 1) for v in value]
         return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return cel_string(str(value))
+    return cel_text(str(value))
 
 
 def kyverno_rules(plugins: tuple[str, ...]) -> list[dict[str, object]]:
