@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import REPO
 from test_dra_claims import judge
 
 from migbake.profile.nodeprofile import Gate, build_profile
@@ -24,8 +25,6 @@ from migbake.render.environment import Templates
 from migbake.render.plan import make_plan
 from migbake.render.targets.kubernetes import wait_script
 from migbake.render.tree import render_plan
-
-from support import REPO
 
 IMAGE = REPO / "images/h200-inference/node-profile.yaml"
 
@@ -158,8 +157,7 @@ def test_no_gate_for_a_host_driver() -> None:
 def test_the_injected_script_is_the_template_and_the_image_is_set() -> None:
     files = gate_files(gated_profile(wait_image="registry.example/tools/busybox:1.37.0"))
     script = wait_script(Templates({}))
-    policy = files["kubernetes/gate/mutating-admission-policy.yaml"]
-    kyverno = [d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d][0]
+    kyverno = next(d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d)
     assert files["kubernetes/gate/migbake-wait.sh"] == script
     for rule in kyverno["spec"]["rules"]:
         (container,) = rule["mutate"]["patchStrategicMerge"]["spec"]["initContainers"]
