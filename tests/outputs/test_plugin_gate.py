@@ -156,7 +156,7 @@ def test_no_gate_for_a_host_driver() -> None:
 
 def test_the_injected_script_is_the_template_and_the_image_is_set() -> None:
     files = gate_files(gated_profile(wait_image="registry.example/tools/busybox:1.37.0"))
-    script = wait_script(Templates({}))
+    script = wait_script(Templates({}), "/host/etc/migbake/managed", "/host/run/migbake/mig-ready")
     kyverno = next(d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d)
     assert files["kubernetes/gate/migbake-wait.sh"] == script
     for rule in kyverno["spec"]["rules"]:

@@ -93,6 +93,12 @@ PLUGINS: dict[str, tuple[PodMatch, ...]] = {
 ALWAYS = ("device-plugin", "gpu-feature-discovery", "dcgm", "dcgm-exporter", "mps-control-daemon", "validator")
 
 
+def plugins_wait(profile: NodeProfile) -> bool:
+    """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts the
+    driver, so holding kubelet would wait forever)."""
+    return profile.driver == "container" or getattr(profile.restore, "hold", "") == "gpu-plugins"
+
+
 def gate_plugins(profile: NodeProfile) -> tuple[str, ...]:
     """The plugins whose pods wait: ``gate.plugins``, else every one that opens the GPU (and the DRA kubelet
     plugin when the DRA driver allocates the GPUs), in PLUGINS' order."""
@@ -145,3 +151,100 @@ CEL_DAEMONSET_POD = ("has(object.metadata.ownerReferences) && object.metadata.ow
                      "r.apiVersion == 'apps/v1' && r.kind == 'DaemonSet')")
 CEL_NOT_GATED = (f"!has(object.spec.initContainers) || "
                  f"!object.spec.initContainers.exists(c, c.name == {cel_text(WAIT_CONTAINER)})")
+
+
+_ROOT = "Object"
+
+
+def pod_patch(image: str, script: str) -> dict[str, object]:
+    """What the policies add to a pod's spec: the init container and the two read-only host folders.
+
+    The folders are hostPath DirectoryOrCreate: on a node where one is missing (a node that is not migbake's,
+    or before the watcher first ran) kubelet creates it empty, so the pod still starts and the script sees no
+    file (kubernetes/kubernetes@v1.36.0:staging/src/k8s.io/api/core/v1/types.go, HostPathDirectoryOrCreate).
+    """
+    return {
+        "initContainers": [{
+            "name": WAIT_CONTAINER,
+            "image": image,
+            "command": ["sh", "-c", script],
+            "volumeMounts": [{"name": name, "mountPath": MOUNT_ROOT + path, "readOnly": True}
+                             for name, path in VOLUMES],
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+        }],
+        "volumes": [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}} for name, path in VOLUMES],
+    }
+
+
+def cel_object(value: object, type_path: str, indent: int = 0) -> str:
+    """``value`` as a CEL value for an ApplyConfiguration: a mapping is an object of the type ``type_path`` (its
+    fields' types are the path and the field name), a list's items are of the list's type."""
+    pad = "  " * (indent + 1)
+    if isinstance(value, dict):
+        fields = [f"{pad}{k}: {cel_object(v, f'{type_path}.{k}', indent + 1)}" for k, v in value.items()]
+        return type_path + "{\n" + ",\n".join(fields) + "\n" + "  " * indent + "}"
+    if isinstance(value, list):
+        if all(isinstance(v, str) for v in value) and len(value) < 4:
+            return "[" + ", ".join(cel_text(v) for v in value) + "]"
+        items = [pad + cel_object(v, type_path, indent + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return cel_text(str(value))
+
+
+def kyverno_rules(plugins: tuple[str, ...]) -> list[dict[str, object]]:
+    """One Kyverno rule for the plugins known by a label alone, one per label a chart gives several DaemonSets'
+    pods (its container names tell them apart): each holds only pods a DaemonSet created."""
+    daemonset = {"key": "{{ request.object.metadata.ownerReferences[?kind == 'DaemonSet'] || `[]` | length(@) }}",
+                 "operator": "GreaterThan", "value": 0}
+    chosen = matches(plugins)
+    rules: list[dict[str, object]] = []
+    plain = [m for m in chosen if not m.container]
+    if plain:
+        rules.append({"name": WAIT_CONTAINER, "matches": plain, "preconditions": [daemonset]})
+    shared: dict[tuple[str, str], list[PodMatch]] = {}
+    for m in chosen:
+        if m.container:
+            shared.setdefault((m.key, m.value), []).append(m)
+    for (_key, value), ms in shared.items():
+        names = {"key": "{{ request.object.spec.containers[].name }}", "operator": "AnyIn",
+                 "value": [m.container for m in ms]}
+        rules.append({"name": f"{WAIT_CONTAINER}-{value}", "matches": ms[:1],
+                      "preconditions": [daemonset, names]})
+    return rules
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """What the gate's files say for one profile (the render plan's ``gate``)."""
+
+    plugins: tuple[str, ...]
+    image: str
+    selects: str = ""
+    daemonset_pod: str = CEL_DAEMONSET_POD
+    not_gated: str = CEL_NOT_GATED
+    container: str = WAIT_CONTAINER
+    ready: str = READY_FILE
+    managed: str = MANAGED_FILE
+    ready_mount: str = MOUNT_ROOT + READY_FILE
+    managed_mount: str = MOUNT_ROOT + MANAGED_FILE
+
+    def apply_configuration(self, script: str) -> str:
+        """The policy's ApplyConfiguration expression."""
+        return cel_object({"spec": pod_patch(self.image, script)}, _ROOT) + "\n"
+
+    def kyverno_rules(self) -> list[dict[str, object]]:
+        """The Kyverno rules (their preconditions as data)."""
+        return kyverno_rules(self.plugins)
+
+    def pod_patch(self, script: str) -> dict[str, object]:
+        """What the policies add to a pod's spec."""
+        return pod_patch(self.image, script)
+
+
+def gate_spec(profile: NodeProfile) -> GateSpec:
+    """The gate of ``profile``."""
+    plugins = gate_plugins(profile)
+    return GateSpec(plugins, wait_image(profile), cel_selects(plugins))

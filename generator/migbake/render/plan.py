@@ -33,6 +33,7 @@ from migbake.kubernetes.dra import (
     naming,
     placements,
 )
+from migbake.kubernetes.gate import GateSpec, gate_spec, plugins_wait
 from migbake.kubernetes.kubelet import (
     LAYOUT_LABELS_ENV,
     NODEADM_DROPIN,
@@ -110,7 +111,12 @@ class RenderPlan:
     def gate_enabled(self) -> bool:
         """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts
         the driver, so holding kubelet would wait forever)."""
-        return self.profile.driver == "container" or getattr(self.profile.restore, "hold", "") == "gpu-plugins"
+        return plugins_wait(self.profile)
+
+    @property
+    def gate(self) -> GateSpec:
+        """What OUT/kubernetes/gate/ says (read where ``gate_enabled``)."""
+        return gate_spec(self.profile)
 
     @property
     def dropin_rel(self) -> str:

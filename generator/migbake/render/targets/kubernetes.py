@@ -11,21 +11,6 @@ docs/dra.md shows the ``resource.k8s.io/v1beta2`` form for Kubernetes 1.32/1.33.
 
 from __future__ import annotations
 
-from migbake.kubernetes.gate import (
-    CEL_DAEMONSET_POD,
-    CEL_NOT_GATED,
-    MANAGED_FILE,
-    MOUNT_ROOT,
-    READY_FILE,
-    VOLUMES,
-    WAIT_CONTAINER,
-    PodMatch,
-    cel_selects,
-    cel_text,
-    gate_plugins,
-    matches,
-    wait_image,
-)
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, guard
@@ -51,99 +36,27 @@ def kubernetes(plan: RenderPlan, done: Rendered, templates: Templates) -> list[A
 
 
 GATE = "kubernetes/gate"
-# the API server merges an ApplyConfiguration into the pod as server-side apply does; each nested object is
-# constructed by its field path (Object.spec.initContainers{...}), as in the example of
-# https://kubernetes.io/docs/reference/access-authn-authz/mutating-admission-policy/ (its init container example)
-_ROOT = "Object"
 
 
 def kubernetes_gate(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """``kubernetes/gate/``: the admission policies that hold the GPU plugins' pods until the node's layout is
     restored (declared to apply where the plugins, not kubelet, wait: ``plan.gate_enabled``)."""
-    plugins = gate_plugins(plan.profile)
-    step = wait_script(templates)
-    patch = pod_patch(wait_image(plan.profile), step)
-    shared = {"plugins": plugins, "container": WAIT_CONTAINER, "ready": READY_FILE, "managed": MANAGED_FILE,
+    gate = plan.gate
+    step = wait_script(templates, gate.managed_mount, gate.ready_mount)
+    shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready, "managed": gate.managed,
               "name": "migbake-wait-for-mig"}
+    rules = [{**r, "preconditions": yaml_block(r["preconditions"], 10)} for r in gate.kyverno_rules()]
     return [
         templates.file(f"{GATE}/mutating-admission-policy.yaml.j2", f"{GATE}/mutating-admission-policy.yaml", 0o644, {
-            **shared,
-            "selects": cel_selects(plugins),
-            "daemonset_pod": CEL_DAEMONSET_POD,
-            "not_gated": CEL_NOT_GATED,
-            "apply_configuration": yaml_text(cel_object({"spec": patch}, _ROOT) + "\n", 10),
-        }),
+            **shared, "selects": gate.selects, "daemonset_pod": gate.daemonset_pod, "not_gated": gate.not_gated,
+            "apply_configuration": yaml_text(gate.apply_configuration(step), 10)}),
         templates.file(f"{GATE}/kyverno-clusterpolicy.yaml.j2", f"{GATE}/kyverno-clusterpolicy.yaml", 0o644, {
-            **shared,
-            "rules": kyverno_rules(plugins),
-            "pod_patch": yaml_block(patch, 12),
-        }),
+            **shared, "rules": rules, "pod_patch": yaml_block(gate.pod_patch(step), 12)}),
         Artifact(f"{GATE}/migbake-wait.sh", step, 0o644),
     ]
 
 
-def wait_script(templates: Templates, managed: str = MOUNT_ROOT + MANAGED_FILE,
-                ready: str = MOUNT_ROOT + READY_FILE) -> str:
+def wait_script(templates: Templates, managed: str, ready: str) -> str:
     """The init container's script (templates/kubernetes/gate/migbake-wait.sh.j2): the one text of the step,
     which the policies inject and the boot test runs, with the paths where it sees the two host files."""
     return templates.text(f"{GATE}/migbake-wait.sh.j2", {"managed": managed, "ready": ready})
-
-
-def pod_patch(image: str, script: str) -> dict[str, object]:
-    """What the policies add to a pod's spec: the init container and the two read-only host folders.
-
-    The folders are hostPath DirectoryOrCreate: on a node where one is missing (a node that is not migbake's,
-    or before the watcher first ran) kubelet creates it empty, so the pod still starts and the script sees no
-    file (kubernetes/kubernetes@v1.36.0:staging/src/k8s.io/api/core/v1/types.go, HostPathDirectoryOrCreate).
-    """
-    return {
-        "initContainers": [{
-            "name": WAIT_CONTAINER,
-            "image": image,
-            "command": ["sh", "-c", script],
-            "volumeMounts": [{"name": name, "mountPath": MOUNT_ROOT + path, "readOnly": True}
-                             for name, path in VOLUMES],
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
-        }],
-        "volumes": [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}} for name, path in VOLUMES],
-    }
-
-
-def cel_object(value: object, type_path: str, indent: int = 0) -> str:
-    """``value`` as a CEL value for an ApplyConfiguration: a mapping is an object of the type ``type_path`` (its
-    fields' types are the path and the field name), a list's items are of the list's type."""
-    pad = "  " * (indent + 1)
-    if isinstance(value, dict):
-        fields = [f"{pad}{k}: {cel_object(v, f'{type_path}.{k}', indent + 1)}" for k, v in value.items()]
-        return type_path + "{\n" + ",\n".join(fields) + "\n" + "  " * indent + "}"
-    if isinstance(value, list):
-        if all(isinstance(v, str) for v in value) and len(value) < 4:
-            return "[" + ", ".join(cel_text(v) for v in value) + "]"
-        items = [pad + cel_object(v, type_path, indent + 1) for v in value]
-        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return cel_text(str(value))
-
-
-def kyverno_rules(plugins: tuple[str, ...]) -> list[dict[str, object]]:
-    """One Kyverno rule for the plugins known by a label alone, one per label a chart gives several DaemonSets'
-    pods (its container names tell them apart): each holds only pods a DaemonSet created."""
-    daemonset = {"key": "{{ request.object.metadata.ownerReferences[?kind == 'DaemonSet'] || `[]` | length(@) }}",
-                 "operator": "GreaterThan", "value": 0}
-    chosen = matches(plugins)
-    rules: list[dict[str, object]] = []
-    plain = [m for m in chosen if not m.container]
-    if plain:
-        rules.append({"name": WAIT_CONTAINER, "matches": plain, "preconditions": yaml_block([daemonset], 10)})
-    shared: dict[tuple[str, str], list[PodMatch]] = {}
-    for m in chosen:
-        if m.container:
-            shared.setdefault((m.key, m.value), []).append(m)
-    for (_key, value), ms in shared.items():
-        names = {"key": "{{ request.object.spec.containers[].name }}", "operator": "AnyIn",
-                 "value": [m.container for m in ms]}
-        rules.append({"name": f"{WAIT_CONTAINER}-{value}", "matches": ms[:1],
-                      "preconditions": yaml_block([daemonset, names], 10)})
-    return rules
