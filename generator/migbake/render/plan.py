@@ -106,17 +106,13 @@ class RenderPlan:
     consumers: ConsumerPlan
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
+    gate: GateSpec | None = None  # what OUT/kubernetes/gate/ says, where the GPU plugins wait (not kubelet)
 
     @property
     def gate_enabled(self) -> bool:
         """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts
-        the driver, so holding kubelet would wait forever)."""
-        return plugins_wait(self.profile)
-
-    @property
-    def gate(self) -> GateSpec:
-        """What OUT/kubernetes/gate/ says (read where ``gate_enabled``)."""
-        return gate_spec(self.profile)
+        the driver, so holding kubelet would wait forever): OUT/kubernetes/gate/ is written."""
+        return self.gate is not None
 
     @property
     def dropin_rel(self) -> str:
@@ -279,6 +275,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     return RenderPlan(
         profile=p,
         header=head,
+        gate=gate_spec(p) if plugins_wait(p) else None,
         mig=MigPlan(
             config=config,
             config_text=config_yaml(config),

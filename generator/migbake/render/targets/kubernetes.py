@@ -42,6 +42,8 @@ def kubernetes_gate(plan: RenderPlan, done: Rendered, templates: Templates) -> l
     """``kubernetes/gate/``: the admission policies that hold the GPU plugins' pods until the node's layout is
     restored (declared to apply where the plugins, not kubelet, wait: ``plan.gate_enabled``)."""
     gate = plan.gate
+    if gate is None:
+        return []
     step = wait_script(templates, gate.managed_mount, gate.ready_mount)
     shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready, "managed": gate.managed,
               "name": "migbake-wait-for-mig"}
