@@ -50,10 +50,10 @@ def _export(tmp_path: Path) -> dict[str, Any]:
     return {name: yaml.safe_load((tmp_path / "values" / name).read_text()) for name in FILES}
 
 
-def _strict(schema: Any) -> Any:
+def strict(schema: Any) -> Any:
     """``schema`` with no key beyond those it names (an unknown field of a CRD is pruned, not refused)."""
     if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
+        out = {k: strict(v) for k, v in schema.items()}
         if "properties" in schema:
             out["additionalProperties"] = False
         return out
@@ -63,7 +63,7 @@ def _strict(schema: Any) -> Any:
 def test_gpu_operator_values_turn_its_mig_manager_off(container_driver: None, tmp_path: Path) -> None:
     files = _export(tmp_path)
     crd = json.loads((CHARTS / "gpu-operator-v26.7.0-clusterpolicy-mig.json").read_text())
-    spec = _strict({"type": "object", "properties": crd["properties"]})
+    spec = strict({"type": "object", "properties": crd["properties"]})
     strategy = yaml.safe_load(IMAGE.read_text())["kubernetes"].get("mig_strategy", "mixed")
     want = {"mig": {"strategy": strategy}, "migManager": {"enabled": False}}
     # the chart passes mig.strategy and migManager.enabled to the ClusterPolicy's fields of the same names
@@ -78,7 +78,8 @@ def test_gpu_operator_values_turn_its_mig_manager_off(container_driver: None, tm
 
 @pytest.mark.parametrize(("name", "path", "default"), [
     ("nvidia-device-plugin-values.yaml", ("affinity",), "nvidia-device-plugin-v0.20.0-affinity.yaml"),
-    ("dra-driver-values.yaml", ("kubeletPlugin", "affinity"), "dra-driver-nvidia-gpu-v0.4.1-kubeletplugin-affinity.yaml"),
+    ("dra-driver-values.yaml", ("kubeletPlugin", "affinity"),
+     "dra-driver-nvidia-gpu-v0.4.1-kubeletplugin-affinity.yaml"),
 ], ids=["device-plugin", "dra-driver"])
 def test_the_charts_also_require_the_ready_label(container_driver: None, tmp_path: Path, name: str,
                                                  path: tuple[str, ...], default: str) -> None:

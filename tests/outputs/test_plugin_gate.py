@@ -9,6 +9,7 @@ ready file on one that is.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from dataclasses import replace
@@ -147,6 +148,53 @@ def test_the_policy_selects_exactly_the_gated_plugins_pods(pod: dict[str, Any], 
         assert _selected(gate_files(gated_profile(plugins=(plugin,))), pod)
         gated = {**pod, "spec": {**pod["spec"], "initContainers": [{"name": "migbake-wait", "image": "i"}]}}
         assert not _selected(dra, gated)  # once
+
+
+KYVERNO = REPO / "tests/fixtures/kyverno/kyverno-v1.19.0-clusterpolicy-rule.json"
+
+
+def _kyverno(files: dict[str, str]) -> dict[str, Any]:
+    return next(d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d)
+
+
+def _kyverno_selects(policy: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """Whether a rule of the Kyverno policy mutates ``pod`` on its creation: a match entry's labels all on the pod,
+    and every precondition true (its key a JMESPath expression over the request, as Kyverno substitutes it)."""
+    jmespath = judge("jmespath")
+    labels = pod["metadata"].get("labels", {})
+    ops = {"GreaterThan": lambda a, b: a > b, "AnyIn": lambda a, b: any(x in b for x in a)}
+    for rule in policy["spec"]["rules"]:
+        if not any(all(labels.get(k) == v for k, v in m["resources"]["selector"]["matchLabels"].items())
+                   for m in rule["match"]["any"]):
+            continue
+        if all(ops[c["operator"]](jmespath.search(c["key"].strip("{} "), {"request": {"object": pod}}), c["value"])
+               for c in rule["preconditions"]["all"]):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(("pod", "plugin"), [(p, g) for _, p, g in PODS], ids=[i for i, _, _ in PODS])
+def test_the_kyverno_policy_selects_the_same_pods(pod: dict[str, Any], plugin: str | None) -> None:
+    default = _kyverno(gate_files(gated_profile()))
+    assert _kyverno_selects(default, pod) is (plugin is not None and plugin != "dra-kubelet-plugin")
+    if plugin is not None:
+        assert _kyverno_selects(_kyverno(gate_files(gated_profile(plugins=(plugin,)))), pod)
+
+
+def test_the_kyverno_policy_passes_its_crd_schema() -> None:
+    import jsonschema
+    from test_export_gate_values import strict
+
+    fixture = json.loads(KYVERNO.read_text())
+    fixture["rule"] = strict(fixture["rule"])
+    policy = _kyverno(gate_files(gated_profile()))
+    assert policy["apiVersion"] == "kyverno.io/v1" and set(policy["spec"]) <= set(fixture["spec_fields"])
+    for rule in policy["spec"]["rules"]:
+        jsonschema.validate(rule, fixture["rule"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "x"}, fixture["rule"])  # no match
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**policy["spec"]["rules"][0], "mutate": {"patchStrategicMerj": {}}}, fixture["rule"])
 
 
 def test_no_gate_for_a_host_driver() -> None:
