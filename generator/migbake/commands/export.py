@@ -74,6 +74,11 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
     all-disabled; two configs of one name are refused (exit 1), and so is a config name no label value can
     carry (restore.config_name ending in -, . or _): nothing is written.
 
+    A profile whose GPU plugins wait for the layout (driver: container) gets no ConfigMap: the operator's
+    MIG manager must be off there, and --gpu-operator writes to -o DIR (required) the GPU Operator's Helm
+    values saying so, the OpenShift ClusterPolicy patch, and the node affinity values of the device plugin
+    and DRA driver charts (docs/driver-containers.md).
+
     With --ansible, -o DIR gets one role, roles/mig_restore, whose tasks name no profile: each profile's
     files (the bytes of its OUT/rootfs and its preflight and verify scripts, as `generate` renders them)
     are in roles/mig_restore/files/<profile name>/, and their modes, the checks and the settings are the
