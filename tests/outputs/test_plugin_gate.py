@@ -10,6 +10,7 @@ ready file on one that is.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from dataclasses import replace
@@ -217,6 +218,32 @@ def test_the_injected_script_is_the_template_and_the_image_is_set() -> None:
     env.compile(expression)  # CEL that parses
     literal = expression.split('command: ["sh", "-c", ', 1)[1].split("],\n", 1)[0]
     assert env.program(env.compile(literal)).evaluate({}) == script
+
+
+def _cel_as_json(expression: str) -> Any:
+    """The ApplyConfiguration's object as data: each ``Object.path{`` an object, each field name at the start of
+    its line a JSON key (the values are JSON already: strings, lists, true and false)."""
+    text = re.sub(r"Object(?:\.\w+)*\{", "{", expression)
+    return json.loads(re.sub(r"^(\s*)(\w+): ", r'\1"\2": ', text, flags=re.M))
+
+
+def test_both_policies_add_the_same_valid_init_container() -> None:
+    kv = judge("kubernetes_validate")
+    files = gate_files(gated_profile())
+    expression = policy_docs(files)[0]["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    patch = _cel_as_json(expression)["spec"]
+    for rule in _kyverno(files)["spec"]["rules"]:
+        assert rule["mutate"]["patchStrategicMerge"]["spec"] == patch
+    (container,) = patch["initContainers"]
+    assert {m["mountPath"]: m["readOnly"] for m in container["volumeMounts"]} == {
+        "/host/run/migbake": True, "/host/etc/migbake": True}
+    assert {v["hostPath"]["path"]: v["hostPath"]["type"] for v in patch["volumes"]} == {
+        "/run/migbake": "DirectoryOrCreate", "/etc/migbake": "DirectoryOrCreate"}
+    pod = PODS[0][1]  # the GPU Operator's device plugin, gated
+    gated = {**pod, "metadata": {**pod["metadata"], "name": "p"},
+             "spec": {**pod["spec"], "initContainers": [*pod["spec"]["initContainers"], container],
+                      "volumes": patch["volumes"]}}
+    kv.validate(gated, "1.36.0", strict=True)
 
 
 def _run(script: str, timeout: float) -> subprocess.Popen[str]:
