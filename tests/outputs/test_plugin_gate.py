@@ -42,15 +42,20 @@ def gate_files(profile: Any) -> dict[str, str]:
     return {a.path: a.content for a in render_plan(make_plan(profile)) if a.path.startswith("kubernetes/gate/")}
 
 
-def ds_pod(labels: dict[str, str], containers: list[str], owner: str = "DaemonSet") -> dict[str, Any]:
-    """A pod as the API server receives it on creation (no name yet, the controller's reference)."""
+def ds_pod(labels: dict[str, str], containers: list[str], owner: str = "DaemonSet", *, init: bool = True,
+           volumes: bool = False) -> dict[str, Any]:
+    """A pod as the API server receives it on creation (no name yet, the controller's reference), with an init
+    container of its own and a volume where asked."""
     meta: dict[str, Any] = {"generateName": "x-", "namespace": "gpu-operator", "labels": labels}
     if owner:
         meta["ownerReferences"] = [{"apiVersion": "apps/v1" if owner == "DaemonSet" else "batch/v1", "kind": owner,
                                     "name": "x", "uid": "1", "controller": True}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"initContainers": [{"name": "toolkit-validation", "image": "i"}],
-                     "containers": [{"name": c, "image": "i"} for c in containers]}}
+    spec: dict[str, Any] = {"containers": [{"name": c, "image": "i"} for c in containers]}
+    if init:
+        spec["initContainers"] = [{"name": "toolkit-validation", "image": "i"}]
+    if volumes:
+        spec["volumes"] = [{"name": "run-nvidia", "hostPath": {"path": "/run/nvidia", "type": "Directory"}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 GO = "NVIDIA/gpu-operator@v26.7.0"
@@ -58,7 +63,8 @@ GO = "NVIDIA/gpu-operator@v26.7.0"
 # cited template gives its pods.
 PODS: list[tuple[str, dict[str, Any], str | None]] = [
     # GO:assets/state-device-plugin/0500_daemonset.yaml
-    ("go-device-plugin", ds_pod({"app": "nvidia-device-plugin-daemonset"}, ["nvidia-device-plugin"]), "device-plugin"),
+    ("go-device-plugin", ds_pod({"app": "nvidia-device-plugin-daemonset"}, ["nvidia-device-plugin"], volumes=True),
+     "device-plugin"),
     # GO:assets/gpu-feature-discovery/0500_daemonset.yaml
     ("go-gfd", ds_pod({"app": "gpu-feature-discovery"}, ["gpu-feature-discovery"]), "gpu-feature-discovery"),
     # GO:assets/state-dcgm/0400_dcgm.yml, manifests/state-dcgm/0500_daemonset.yaml
@@ -78,7 +84,8 @@ PODS: list[tuple[str, dict[str, Any], str | None]] = [
     # NVIDIA/k8s-device-plugin@v0.20.0:deployments/helm/nvidia-device-plugin/templates/daemonset-*.yml (one label
     # for the three DaemonSets, templates/_helpers.tpl templateLabels)
     ("chart-device-plugin", ds_pod({"app.kubernetes.io/name": "nvidia-device-plugin",
-                                    "app.kubernetes.io/instance": "nvdp"}, ["nvidia-device-plugin-ctr"]),
+                                    "app.kubernetes.io/instance": "nvdp"}, ["nvidia-device-plugin-ctr"],
+                                   init=False),
      "device-plugin"),
     ("chart-gfd", ds_pod({"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"},
                          ["gpu-feature-discovery-ctr"]), "gpu-feature-discovery"),
@@ -158,20 +165,29 @@ def _kyverno(files: dict[str, str]) -> dict[str, Any]:
     return next(d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d)
 
 
-def _kyverno_selects(policy: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Whether a rule of the Kyverno policy mutates ``pod`` on its creation: a match entry's labels all on the pod,
-    and every precondition true (its key a JMESPath expression over the request, as Kyverno substitutes it)."""
+def _selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector of the policy (matchLabels, or matchExpressions with In) on a pod's labels."""
+    if not all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    return all(e["operator"] == "In" and labels.get(e["key"]) in e["values"]
+               for e in selector.get("matchExpressions", []))
+
+
+def _kyverno_applies(rule: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """Whether a Kyverno rule acts on ``pod``: a match entry's selector, and every precondition true (its key a
+    JMESPath expression over the request, as Kyverno substitutes it)."""
     jmespath = judge("jmespath")
     labels = pod["metadata"].get("labels", {})
-    ops = {"GreaterThan": lambda a, b: a > b, "AnyIn": lambda a, b: any(x in b for x in a)}
-    for rule in policy["spec"]["rules"]:
-        if not any(all(labels.get(k) == v for k, v in m["resources"]["selector"]["matchLabels"].items())
-                   for m in rule["match"]["any"]):
-            continue
-        if all(ops[c["operator"]](jmespath.search(c["key"].strip("{} "), {"request": {"object": pod}}), c["value"])
-               for c in rule["preconditions"]["all"]):
-            return True
-    return False
+    ops = {"GreaterThan": lambda a, b: a > b, "Equals": lambda a, b: a == b,
+           "AnyIn": lambda a, b: any(x in b for x in a)}
+    if not any(_selector_matches(m["resources"]["selector"], labels) for m in rule["match"]["any"]):
+        return False
+    return all(ops[c["operator"]](jmespath.search(c["key"].strip("{} "), {"request": {"object": pod}}), c["value"])
+               for c in rule["preconditions"]["all"])
+
+
+def _kyverno_selects(policy: dict[str, Any], pod: dict[str, Any]) -> bool:
+    return any(_kyverno_applies(rule, pod) for rule in policy["spec"]["rules"])
 
 
 @pytest.mark.parametrize(("pod", "plugin"), [(p, g) for _, p, g in PODS], ids=[i for i, _, _ in PODS])
@@ -209,41 +225,114 @@ def test_the_injected_script_is_the_template_and_the_image_is_set() -> None:
     kyverno = next(d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d)
     assert files["kubernetes/gate/migbake-wait.sh"] == script
     for rule in kyverno["spec"]["rules"]:
-        (container,) = rule["mutate"]["patchStrategicMerge"]["spec"]["initContainers"]
+        mutate = rule["mutate"]
+        if "patchesJson6902" in mutate:
+            (op,) = yaml.safe_load(mutate["patchesJson6902"])
+            container = op["value"]
+        elif "initContainers" in mutate["patchStrategicMerge"]["spec"]:
+            (container,) = mutate["patchStrategicMerge"]["spec"]["initContainers"]
+        else:
+            continue
         assert container["command"] == ["sh", "-c", script]
         assert container["image"] == "registry.example/tools/busybox:1.37.0"
     celpy = judge("celpy")
-    expression = policy_docs(files)[0]["spec"]["mutations"][0]["applyConfiguration"]["expression"]
+    expression = policy_docs(files)[0]["spec"]["mutations"][0]["jsonPatch"]["expression"]
     env = celpy.Environment()
     env.compile(expression)  # CEL that parses
     literal = expression.split('command: ["sh", "-c", ', 1)[1].split("],\n", 1)[0]
     assert env.program(env.compile(literal)).evaluate({}) == script
 
 
-def _cel_as_json(expression: str) -> Any:
-    """The ApplyConfiguration's object as data: each ``Object.path{`` an object, each field name at the start of
-    its line a JSON key (the values are JSON already: strings, lists, true and false)."""
-    text = re.sub(r"Object(?:\.\w+)*\{", "{", expression)
-    return json.loads(re.sub(r"^(\s*)(\w+): ", r'\1"\2": ', text, flags=re.M))
+def _cel_data(expression: str) -> str:
+    """The patch expression with each typed object (``Object.spec...{``, ``JSONPatch{``) a CEL map of quoted
+    keys, so that cel-python evaluates it (outside its string literals only)."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', expression)
+    for n in range(0, len(parts), 2):
+        code = re.sub(r"(?:Object(?:\.\w+)*|JSONPatch)\{", "{", parts[n])
+        parts[n] = re.sub(r"(^\s*|\{|, )(\w+): ", r'\1"\2": ', code, flags=re.M)
+    return "".join(parts)
 
 
-def test_both_policies_add_the_same_valid_init_container() -> None:
+def _plain(value: Any) -> Any:
+    """A cel-python value as JSON data."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if type(value).__name__ == "BoolType":
+        return bool(value)
+    return str(value) if isinstance(value, str) else value
+
+
+def _json_patch(pod: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 "add" on the two lists the policies touch."""
+    out = json.loads(json.dumps(pod))
+    for op in ops:
+        assert op["op"] == "add"
+        _, spec, field, *index = op["path"].split("/")
+        if not index:
+            out[spec][field] = op["value"]
+        elif index == ["-"]:
+            out[spec][field].append(op["value"])
+        else:
+            out[spec][field].insert(int(index[0]), op["value"])
+    return out
+
+
+def _merge(pod: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """A strategic merge of lists keyed by name (initContainers, volumes), as Kubernetes merges them."""
+    out = json.loads(json.dumps(pod))
+    for field, items in spec.items():
+        have = out["spec"].setdefault(field, [])
+        for item in items:
+            names = [x["name"] for x in have]
+            if item["name"] in names:
+                have[names.index(item["name"])] = item
+            else:
+                have.append(item)
+    return out
+
+
+def _policy_result(files: dict[str, str], pod: dict[str, Any]) -> dict[str, Any]:
+    celpy = judge("celpy")
+    if not _selected(files, pod):
+        return pod
+    expression = policy_docs(files)[0]["spec"]["mutations"][0]["jsonPatch"]["expression"]
+    env = celpy.Environment()
+    ops = env.program(env.compile(_cel_data(expression))).evaluate({"object": celpy.json_to_cel(pod)})
+    return _json_patch(pod, _plain(ops))
+
+
+def _kyverno_result(files: dict[str, str], pod: dict[str, Any]) -> dict[str, Any]:
+    for rule in _kyverno(files)["spec"]["rules"]:  # in order, each on the result of the one before
+        if _kyverno_applies(rule, pod):
+            mutate = rule["mutate"]
+            pod = (_json_patch(pod, yaml.safe_load(mutate["patchesJson6902"])) if "patchesJson6902" in mutate
+                   else _merge(pod, mutate["patchStrategicMerge"]["spec"]))
+    return pod
+
+
+@pytest.mark.parametrize(("pod", "plugin"), [(p, g) for _, p, g in PODS], ids=[i for i, _, _ in PODS])
+def test_both_policies_insert_the_same_init_container_first(pod: dict[str, Any], plugin: str | None) -> None:
     kv = judge("kubernetes_validate")
-    files = gate_files(gated_profile())
-    expression = policy_docs(files)[0]["spec"]["mutations"][0]["applyConfiguration"]["expression"]
-    patch = _cel_as_json(expression)["spec"]
-    for rule in _kyverno(files)["spec"]["rules"]:
-        assert rule["mutate"]["patchStrategicMerge"]["spec"] == patch
-    (container,) = patch["initContainers"]
-    assert {m["mountPath"]: m["readOnly"] for m in container["volumeMounts"]} == {
+    files = gate_files(gated_profile(plugins=tuple(dict.fromkeys(p for _, _, p in PODS if p))))
+    ours, kyverno = _policy_result(files, pod), _kyverno_result(files, pod)
+    assert ours == kyverno
+    if plugin is None:
+        assert ours == pod
+        return
+    inits = ours["spec"]["initContainers"]
+    assert inits[0]["name"] == "migbake-wait"
+    assert inits[1:] == pod["spec"].get("initContainers", [])  # the pod's own, after it
+    assert [v["name"] for v in ours["spec"]["volumes"]] == [
+        *(v["name"] for v in pod["spec"].get("volumes", [])), "migbake-run", "migbake-etc"]
+    assert {m["mountPath"]: m["readOnly"] for m in inits[0]["volumeMounts"]} == {
         "/host/run/migbake": True, "/host/etc/migbake": True}
-    assert {v["hostPath"]["path"]: v["hostPath"]["type"] for v in patch["volumes"]} == {
+    assert {v["hostPath"]["path"]: v["hostPath"]["type"] for v in ours["spec"]["volumes"][-2:]} == {
         "/run/migbake": "DirectoryOrCreate", "/etc/migbake": "DirectoryOrCreate"}
-    pod = PODS[0][1]  # the GPU Operator's device plugin, gated
-    gated = {**pod, "metadata": {**pod["metadata"], "name": "p"},
-             "spec": {**pod["spec"], "initContainers": [*pod["spec"]["initContainers"], container],
-                      "volumes": patch["volumes"]}}
-    kv.validate(gated, "1.36.0", strict=True)
+    kv.validate({**ours, "metadata": {**ours["metadata"], "name": "p"}}, "1.36.0", strict=True)
+    # once: neither policy adds it again to a pod that has it
+    assert _policy_result(files, ours) == ours and _kyverno_result(files, ours) == ours
 
 
 def _run(script: str, timeout: float) -> subprocess.Popen[str]:

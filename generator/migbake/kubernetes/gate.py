@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from migbake.document.emitter import dump
 from migbake.profile.nodeprofile import NodeProfile
 
 WAIT_CONTAINER = "migbake-wait"
@@ -153,33 +154,52 @@ CEL_NOT_GATED = (f"!has(object.spec.initContainers) || "
                  f"!object.spec.initContainers.exists(c, c.name == {cel_text(WAIT_CONTAINER)})")
 
 
-_ROOT = "Object"
+# The policy inserts the init container first, before the operand's own: the operator's validator runs a CUDA
+# workload from its third init container, cuda-validation (NVIDIA/gpu-operator@v26.7.0:
+# assets/state-operator-validation/0500_daemonset.yaml; cmd/nvidia-validator/main.go ``runWorkload``), which
+# must not hold the GPU while MIG changes. An ApplyConfiguration would merge the container in as server-side apply
+# does, after the others; a JSON patch puts it at index 0 (kubernetes.io/docs/reference/access-authn-authz/
+# mutating-admission-policy/, "JSONPatch"). Each object is constructed by its field path (Object.spec.volumes{...}).
+# The objects are written inside the patch expression, not as the policy's variables: the API server compiles
+# variables without the patch types (Object..., JSONPatch), only the mutations with them
+# (kubernetes/kubernetes@10cd7f60:staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/mutating/compilation.go
+# ``HasPatchTypes``). Each is written once: a one-item list mapped to the patch that fits the pod.
 
 
-def pod_patch(image: str, script: str) -> dict[str, object]:
-    """What the policies add to a pod's spec: the init container and the two read-only host folders.
+def json_patch(container: str, volumes: str) -> str:
+    """The JSON patch expression: ``container`` (CEL) first among the init containers, or the only one; the
+    ``volumes`` (a CEL list) appended, or the only ones."""
+    return (f"[{container}].map(c, has(object.spec.initContainers)\n"
+            '  ? JSONPatch{op: "add", path: "/spec/initContainers/0", value: c}\n'
+            '  : JSONPatch{op: "add", path: "/spec/initContainers", value: [c]})\n'
+            f"+ [{volumes}].map(vs, has(object.spec.volumes)\n"
+            '  ? vs.map(v, JSONPatch{op: "add", path: "/spec/volumes/-", value: v})\n'
+            '  : [JSONPatch{op: "add", path: "/spec/volumes", value: vs}])[0]\n')
 
-    The folders are hostPath DirectoryOrCreate: on a node where one is missing (a node that is not migbake's,
-    or before the watcher first ran) kubelet creates it empty, so the pod still starts and the script sees no
-    file (kubernetes/kubernetes@v1.36.0:staging/src/k8s.io/api/core/v1/types.go, HostPathDirectoryOrCreate).
-    """
+
+def wait_container(image: str, script: str) -> dict[str, object]:
+    """The init container: the script, and the two host folders read-only where it looks for the files."""
     return {
-        "initContainers": [{
-            "name": WAIT_CONTAINER,
-            "image": image,
-            "command": ["sh", "-c", script],
-            "volumeMounts": [{"name": name, "mountPath": MOUNT_ROOT + path, "readOnly": True}
-                             for name, path in VOLUMES],
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
-        }],
-        "volumes": [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}} for name, path in VOLUMES],
+        "name": WAIT_CONTAINER,
+        "image": image,
+        "command": ["sh", "-c", script],
+        "volumeMounts": [{"name": name, "mountPath": MOUNT_ROOT + path, "readOnly": True} for name, path in VOLUMES],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
     }
 
 
+def wait_volumes() -> list[dict[str, object]]:
+    """The two host folders, hostPath DirectoryOrCreate: on a node where one is missing (a node that is not
+    migbake's, or before the watcher first ran) kubelet creates it empty, so the pod still starts and the script
+    sees no file (kubernetes/kubernetes@v1.36.0:staging/src/k8s.io/api/core/v1/types.go
+    ``HostPathDirectoryOrCreate``)."""
+    return [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}} for name, path in VOLUMES]
+
+
 def cel_object(value: object, type_path: str, indent: int = 0) -> str:
-    """``value`` as a CEL value for an ApplyConfiguration: a mapping is an object of the type ``type_path`` (its
-    fields' types are the path and the field name), a list's items are of the list's type."""
+    """``value`` as a CEL value of a mutation: a mapping is an object of the type ``type_path`` (its fields' types
+    are the path and the field name), a list's items are of the list's type."""
     pad = "  " * (indent + 1)
     if isinstance(value, dict):
         fields = [f"{pad}{k}: {cel_object(v, f'{type_path}.{k}', indent + 1)}" for k, v in value.items()]
@@ -194,25 +214,49 @@ def cel_object(value: object, type_path: str, indent: int = 0) -> str:
     return cel_text(str(value))
 
 
-def kyverno_rules(plugins: tuple[str, ...]) -> list[dict[str, object]]:
-    """One Kyverno rule for the plugins known by a label alone, one per label a chart gives several DaemonSets'
-    pods (its container names tell them apart): each holds only pods a DaemonSet created."""
-    daemonset = {"key": "{{ request.object.metadata.ownerReferences[?kind == 'DaemonSet'] || `[]` | length(@) }}",
-                 "operator": "GreaterThan", "value": 0}
+_DAEMONSET = {"key": "{{ request.object.metadata.ownerReferences[?kind == 'DaemonSet'] || `[]` | length(@) }}",
+              "operator": "GreaterThan", "value": 0}
+_INIT_COUNT = "{{ request.object.spec.initContainers || `[]` | length(@) }}"
+_GATED_COUNT = ("{{ request.object.spec.initContainers[?name == '" + WAIT_CONTAINER
+                + "'] || `[]` | length(@) }}")
+
+
+def kyverno_rules(plugins: tuple[str, ...], image: str, script: str) -> list[dict[str, object]]:
+    """The Kyverno rules, three per group of pods (those known by a label alone; each label a chart gives several
+    DaemonSets' pods, told apart by their container names), applied in order: the init container inserted first
+    where the pod has init containers (a JSON patch), else added (a strategic merge), then the volumes (merged
+    by name). Each holds only pods a DaemonSet created."""
     chosen = matches(plugins)
-    rules: list[dict[str, object]] = []
-    plain = [m for m in chosen if not m.container]
+    groups: list[tuple[str, list[dict[str, object]], list[dict[str, object]]]] = []
+    plain: dict[str, list[str]] = {}
+    for m in chosen:
+        if not m.container:
+            plain.setdefault(m.key, []).append(m.value)
     if plain:
-        rules.append({"name": WAIT_CONTAINER, "matches": plain, "preconditions": [daemonset]})
-    shared: dict[tuple[str, str], list[PodMatch]] = {}
+        groups.append((WAIT_CONTAINER, [{"matchExpressions": [{"key": k, "operator": "In", "values": v}]}
+                                        for k, v in plain.items()], [_DAEMONSET]))
+    shared: dict[tuple[str, str], list[str]] = {}
     for m in chosen:
         if m.container:
-            shared.setdefault((m.key, m.value), []).append(m)
-    for (_key, value), ms in shared.items():
-        names = {"key": "{{ request.object.spec.containers[].name }}", "operator": "AnyIn",
-                 "value": [m.container for m in ms]}
-        rules.append({"name": f"{WAIT_CONTAINER}-{value}", "matches": ms[:1],
-                      "preconditions": [daemonset, names]})
+            shared.setdefault((m.key, m.value), []).append(m.container)
+    for (key, value), containers in shared.items():
+        names = {"key": "{{ request.object.spec.containers[].name }}", "operator": "AnyIn", "value": containers}
+        groups.append((f"{WAIT_CONTAINER}-{value}", [{"matchLabels": {key: value}}], [_DAEMONSET, names]))
+    container = wait_container(image, script)
+    first = [{"op": "add", "path": "/spec/initContainers/0", "value": container}]
+    rules: list[dict[str, object]] = []
+    for name, selectors, conditions in groups:
+        rules += [
+            {"name": f"{name}-first", "selectors": selectors, "preconditions": [
+                *conditions, {"key": _INIT_COUNT, "operator": "GreaterThan", "value": 0},
+                {"key": _GATED_COUNT, "operator": "Equals", "value": 0}],
+             "json_patch": dump(first)},
+            {"name": f"{name}-only", "selectors": selectors, "preconditions": [
+                *conditions, {"key": _INIT_COUNT, "operator": "Equals", "value": 0}],
+             "merge": {"initContainers": [container]}},
+            {"name": f"{name}-volumes", "selectors": selectors, "preconditions": conditions,
+             "merge": {"volumes": wait_volumes()}},
+        ]
     return rules
 
 
@@ -231,17 +275,14 @@ class GateSpec:
     ready_mount: str = MOUNT_ROOT + READY_FILE
     managed_mount: str = MOUNT_ROOT + MANAGED_FILE
 
-    def apply_configuration(self, script: str) -> str:
-        """The policy's ApplyConfiguration expression."""
-        return cel_object({"spec": pod_patch(self.image, script)}, _ROOT) + "\n"
+    def json_patch(self, script: str) -> str:
+        """The policy's mutation: a JSON patch expression."""
+        return json_patch(cel_object(wait_container(self.image, script), "Object.spec.initContainers"),
+                          cel_object(wait_volumes(), "Object.spec.volumes"))
 
-    def kyverno_rules(self) -> list[dict[str, object]]:
-        """The Kyverno rules (their preconditions as data)."""
-        return kyverno_rules(self.plugins)
-
-    def pod_patch(self, script: str) -> dict[str, object]:
-        """What the policies add to a pod's spec."""
-        return pod_patch(self.image, script)
+    def kyverno_rules(self, script: str) -> list[dict[str, object]]:
+        """The Kyverno rules."""
+        return kyverno_rules(self.plugins, self.image, script)
 
 
 def gate_spec(profile: NodeProfile) -> GateSpec:
