@@ -221,7 +221,18 @@ _GATED_COUNT = ("{{ request.object.spec.initContainers[?name == '" + WAIT_CONTAI
                 + "'] || `[]` | length(@) }}")
 
 
-def kyverno_rules(plugins: tuple[str, ...], image: str, script: str) -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class KyvernoRule:
+    """One rule of the Kyverno policy: its pods (label selectors and preconditions) and its one patch."""
+
+    name: str
+    selectors: list[dict[str, object]]
+    preconditions: list[dict[str, object]]
+    json_patch: str = ""  # patchesJson6902 (a YAML document of operations), or
+    merge: dict[str, object] | None = None  # patchStrategicMerge's spec
+
+
+def kyverno_rules(plugins: tuple[str, ...], image: str, script: str) -> list[KyvernoRule]:
     """The Kyverno rules, three per group of pods (those known by a label alone; each label a chart gives several
     DaemonSets' pods, told apart by their container names), applied in order: the init container inserted first
     where the pod has init containers (a JSON patch), else added (a strategic merge), then the volumes (merged
@@ -240,22 +251,21 @@ def kyverno_rules(plugins: tuple[str, ...], image: str, script: str) -> list[dic
         if m.container:
             shared.setdefault((m.key, m.value), []).append(m.container)
     for (key, value), containers in shared.items():
-        names = {"key": "{{ request.object.spec.containers[].name }}", "operator": "AnyIn", "value": containers}
+        names: dict[str, object] = {"key": "{{ request.object.spec.containers[].name }}", "operator": "AnyIn",
+                                    "value": containers}
         groups.append((f"{WAIT_CONTAINER}-{value}", [{"matchLabels": {key: value}}], [_DAEMONSET, names]))
     container = wait_container(image, script)
     first = [{"op": "add", "path": "/spec/initContainers/0", "value": container}]
-    rules: list[dict[str, object]] = []
+    rules: list[KyvernoRule] = []
     for name, selectors, conditions in groups:
         rules += [
-            {"name": f"{name}-first", "selectors": selectors, "preconditions": [
+            KyvernoRule(f"{name}-first", selectors, [
                 *conditions, {"key": _INIT_COUNT, "operator": "GreaterThan", "value": 0},
-                {"key": _GATED_COUNT, "operator": "Equals", "value": 0}],
-             "json_patch": dump(first)},
-            {"name": f"{name}-only", "selectors": selectors, "preconditions": [
+                {"key": _GATED_COUNT, "operator": "Equals", "value": 0}], json_patch=dump(first)),
+            KyvernoRule(f"{name}-only", selectors, [
                 *conditions, {"key": _INIT_COUNT, "operator": "Equals", "value": 0}],
-             "merge": {"initContainers": [container]}},
-            {"name": f"{name}-volumes", "selectors": selectors, "preconditions": conditions,
-             "merge": {"volumes": wait_volumes()}},
+                merge={"initContainers": [container]}),
+            KyvernoRule(f"{name}-volumes", selectors, conditions, merge={"volumes": wait_volumes()}),
         ]
     return rules
 
@@ -280,7 +290,7 @@ class GateSpec:
         return json_patch(cel_object(wait_container(self.image, script), "Object.spec.initContainers"),
                           cel_object(wait_volumes(), "Object.spec.volumes"))
 
-    def kyverno_rules(self, script: str) -> list[dict[str, object]]:
+    def kyverno_rules(self, script: str) -> list[KyvernoRule]:
         """The Kyverno rules."""
         return kyverno_rules(self.plugins, self.image, script)
 

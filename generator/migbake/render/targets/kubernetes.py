@@ -47,10 +47,10 @@ def kubernetes_gate(plan: RenderPlan, done: Rendered, templates: Templates) -> l
     step = wait_script(templates, gate.managed_mount, gate.ready_mount)
     shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready, "managed": gate.managed,
               "name": "migbake-wait-for-mig"}
-    rules = [{**r, "preconditions": yaml_block(r["preconditions"], 10),
-              "selectors": [yaml_block(sel, 16) for sel in r["selectors"]],
-              "json_patch": yaml_text(str(r["json_patch"]), 10) if "json_patch" in r else "",
-              "merge": yaml_block(r.get("merge", {}), 12)} for r in gate.kyverno_rules(step)]
+    rules = [{"name": r.name, "preconditions": yaml_block(r.preconditions, 10),
+              "selectors": [yaml_block(sel, 16) for sel in r.selectors],
+              "json_patch": yaml_text(r.json_patch, 10) if r.json_patch else "",
+              "merge": yaml_block(r.merge or {}, 12)} for r in gate.kyverno_rules(step)]
     return [
         templates.file(f"{GATE}/mutating-admission-policy.yaml.j2", f"{GATE}/mutating-admission-policy.yaml", 0o644, {
             **shared, "selects": gate.selects, "daemonset_pod": gate.daemonset_pod, "not_gated": gate.not_gated,
