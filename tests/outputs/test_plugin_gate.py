@@ -3,8 +3,9 @@
 kubernetes-validate (strict) accepts the MutatingAdmissionPolicy and its binding under Kubernetes 1.36; the
 policy's match conditions, evaluated by cel-python, select the pods of the gated plugins (the GPU Operator's
 operands and the pods of NVIDIA's device plugin and DRA driver charts, written below from their templates) and
-no other pod; the init container's script passes at once on a node that is not migbake's, and waits for the
-ready file on one that is.
+no other pod, and the Kyverno policy's selectors and preconditions (JMESPath) select the same pods; applied to
+each pod, both insert the same init container first, before the pod's own, and the pod stays valid. The init
+container's script passes at once on a node that is not migbake's, and waits for the ready file on one that is.
 """
 
 from __future__ import annotations
