@@ -105,6 +105,7 @@ class RenderPlan:
     consumers: ConsumerPlan
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
+    seed_layout: str = ""  # generate --layout: the layout name the user-data and Kickstart write (LAYOUT_FILE)
 
     @property
     def dropin_rel(self) -> str:
