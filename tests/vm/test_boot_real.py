@@ -7,9 +7,10 @@ claim kubelet-labels); a fault (fail-apply or fail-assert) on every image by the
 Ampere image (pending mode change, 8 GPUs) by cloud-init (fail-apply by cloud-init: test_boot_node.py), to keep the
 tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s under TCG). h100-h200-inference chooses its named
 layout at boot: each of its runs says the name from another source (LAYOUTS: kubelet's labels, a system credential,
-the file written by training's own cloud-init seed), and a name it does not have or none at all (its default left out) keeps kubelet down. A layout the GPU
-cannot place fails with mig-parted's own error. `migbake boot-test --mig-parted` runs the full matrix. The binary
-comes from ../shared/tools (skipped locally when absent, a failure in CI).
+the file written by training's own cloud-init seed), and a name it does not have or none at all (its default left
+out) keeps kubelet down. A layout the GPU cannot place fails with mig-parted's own error. `migbake boot-test
+--mig-parted` runs the full matrix. The binary comes from ../shared/tools (skipped locally when absent, a failure in
+CI).
 """
 
 from __future__ import annotations
