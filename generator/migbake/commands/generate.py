@@ -69,8 +69,9 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
               help="For a profile with mig.layouts whose restore.layout.from names file: the cloud-init "
                    "user-data (and its forms) and the Kickstart %post also write NAME to /etc/migbake/layout, "
                    "so a node they provision applies layout NAME from its first boot. OUT/cloud-init/layouts/"
-                   "NAME/ and OUT/kickstart/layouts/NAME.ks hold such a seed for every name without this option: "
-                   "a PXE server hands each pool its own (its PXE entry's ds=nocloud-net;s=URL of the folder, or "
+                   "NAME/ and OUT/kickstart/layouts/NAME.ks hold such a seed for every name, with or without "
+                   "this option: a PXE server hands each pool its own (its PXE entry's ds=nocloud-net;s=URL of the "
+                   "folder, or "
                    "inst.ks= of a kickstart that %includes the .ks). A name the profile does not have is refused.")
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME...]", callback=_outputs,
               help=f"Write only these output folders ({', '.join(OUTPUT_NAMES)}); default: the profile's "
