@@ -109,6 +109,7 @@ class RenderPlan:
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
     gate: GateSpec | None = None  # what OUT/kubernetes/gate/ says, where the GPU plugins wait (not kubelet)
+    seed_layout: str = ""  # generate --layout: the layout name the user-data and Kickstart write (LAYOUT_FILE)
 
     @property
     def gate_enabled(self) -> bool:

@@ -168,9 +168,10 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS) -> list[Artifact]:
-    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path."""
-    return render_plan(replace(make_plan(profile), user_data=user_data))
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, layout: str = "") -> list[Artifact]:
+    """Every file of the output tree for ``profile`` (with the user-data forms asked for; ``layout``: the layout
+    name the top-level seeds write, ``generate --layout``), sorted by path."""
+    return render_plan(replace(make_plan(profile), user_data=user_data, seed_layout=layout))
 
 
 def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:
