@@ -56,8 +56,9 @@ SMI = STUB + r"""case "$*" in
   *) exit 97 ;;
 esac
 """
+# kubectl --kubeconfig=FILE auth whoami: a node's user only for credentials that are a node's
 KUBECTL = STUB + r"""case "$*" in
-  *" auth whoami "*) echo system:node:gpu-1 ;;
+  *" auth whoami "*) grep -q node-credentials "${1#--kubeconfig=}" && echo system:node:gpu-1 || exit 1 ;;
 esac
 """
 
@@ -145,7 +146,7 @@ def sandbox(tmp_path: Path, gpus: str = H100, *, managed: bool = True, kubectl: 
     (root / "usr/bin/nvidia-mig-parted").write_text(MIG_PARTED)
     (root / "usr/bin/nvidia-mig-parted").chmod(0o755)
     (root / "etc/nvidia-mig/config.yaml").write_text("version: v1\n")
-    (root / "etc/kubernetes/kubelet.conf").write_text("apiVersion: v1\n")
+    (root / "etc/kubernetes/kubelet.conf").write_text("apiVersion: v1\n# node-credentials\n")
     (state / "modes").write_text("0, 0x20B510DE, Enabled\n")
     if managed:
         (root / "etc/migbake/managed").write_text("profile=p\n")
@@ -349,3 +350,16 @@ def test_preflight_passes_a_ready_driver_container(tmp_path: Path) -> None:
     ran = run([str(out / "scripts/preflight-mig-restore.sh"), "--json"], env=env)
     status = {c["check"]: c["status"] for c in json.loads(ran.out)["checks"]}
     assert status["driver"] == "PASS" and status["nvidia-smi"] == "PASS", ran.text
+
+
+def test_labels_use_the_kubeconfig_that_is_a_nodes(tmp_path: Path) -> None:
+    """A kubeconfig that is not a node's (another tool's file at that path) is passed over for kubeadm's."""
+    box = sandbox(tmp_path)
+    (box.root / "var/lib/kubelet").mkdir(parents=True)
+    (box.root / "var/lib/kubelet/kubeconfig").write_text("apiVersion: v1\n")
+    box.driver_up()
+    w = box.running()
+    assert wait_for(lambda: any(" label " in c for c in box.calls())), w.stop()
+    w.stop()
+    label = next(c for c in box.calls() if " label " in c)
+    assert label.startswith(f"kubectl --kubeconfig={box.root}/etc/kubernetes/kubelet.conf label --overwrite node gpu-1")

@@ -33,8 +33,8 @@ def watch_paths(plan: RenderPlan, root: str = "") -> dict[str, Any]:
         "managed": root + MANAGED,
         "ready": root + "/run/migbake/mig-ready",
         "cdi_spec": root + "/var/run/cdi/management.nvidia.com-gpu.yaml",
-        # kubelet's kubeconfig: kubeadm's (/etc/kubernetes/kubelet.conf), then OpenShift's and EKS's
-        "kubeconfigs": [root + k for k in ("/etc/kubernetes/kubelet.conf", "/var/lib/kubelet/kubeconfig")],
+        # kubelet's kubeconfig: OpenShift's and EKS AL2023's, then kubeadm's (driver-watch.sh says where from)
+        "kubeconfigs": [root + k for k in ("/var/lib/kubelet/kubeconfig", "/etc/kubernetes/kubelet.conf")],
         "poll": 2,
         "attempts": 3,
     }
