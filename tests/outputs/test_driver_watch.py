@@ -363,3 +363,25 @@ def test_labels_use_the_kubeconfig_that_is_a_nodes(tmp_path: Path) -> None:
     w.stop()
     label = next(c for c in box.calls() if " label " in c)
     assert label.startswith(f"kubectl --kubeconfig={box.root}/etc/kubernetes/kubelet.conf label --overwrite node gpu-1")
+
+
+def test_the_openshift_machineconfig_carries_the_watcher_and_holds_no_kubelet(tmp_path: Path) -> None:
+    """The GPU pool's MachineConfig (made by butane --strict from openshift-<role>.bu): the watcher enabled, its
+    script and the managed file written, NVIDIA's packaged MIG manager masked, no kubelet drop-in."""
+    import yaml
+    from support import generate
+
+    text = ("version: 1\nname: p\ngpus:\n" + H100 + "driver: container\n")
+    out = generate(text, tmp_path / "out")
+    mc = yaml.safe_load((out / "butane/openshift-gpu-mig.yaml").read_text())
+    assert mc["kind"] == "MachineConfig"
+    assert mc["metadata"]["labels"] == {"machineconfiguration.openshift.io/role": "gpu-mig"}
+    config = mc["spec"]["config"]
+    units = {u["name"]: u for u in config["systemd"]["units"]}
+    assert units["migbake-driver-watch.service"]["enabled"] is True
+    assert "Type=simple" in units["migbake-driver-watch.service"]["contents"]
+    assert units["nvidia-mig-manager.service"] == {"name": "nvidia-mig-manager.service", "mask": True}
+    assert "kubelet.service" not in units and "nvidia-mig-restore.service" not in units
+    paths = {f["path"] for f in config["storage"]["files"]}
+    assert {"/etc/nvidia-mig/driver-watch.sh", "/etc/migbake/managed"} <= paths
+    assert "/etc/nvidia-mig/restore.sh" not in paths
