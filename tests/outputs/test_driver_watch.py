@@ -385,3 +385,19 @@ def test_the_openshift_machineconfig_carries_the_watcher_and_holds_no_kubelet(tm
     paths = {f["path"] for f in config["storage"]["files"]}
     assert {"/etc/nvidia-mig/driver-watch.sh", "/etc/migbake/managed"} <= paths
     assert "/etc/nvidia-mig/restore.sh" not in paths
+
+
+def test_an_existing_management_cdi_spec_is_regenerated_with_nvidias_flags(box: Sandbox) -> None:
+    spec = box.root / "var/run/cdi/management.nvidia.com-gpu.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("old spec\n")
+    box.driver_up()
+    w = box.running()
+    assert wait_for(box.ready.exists), w.stop()
+    w.stop()
+    drv = box.root / "run/nvidia/driver"
+    hook = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+    assert (f"nvidia-ctk cdi generate --mode=management --driver-root={drv} --dev-root={drv} "
+            f"--vendor=management.nvidia.com --class=gpu --nvidia-cdi-hook-path={hook}") in box.calls()
+    assert spec.read_text() == ""  # the stub's output replaced it whole
+    assert not list(spec.parent.glob("*.tmp"))
