@@ -41,6 +41,8 @@ def _errors(**changes: object) -> list[tuple[str, str]]:
 def test_restore_after_is_exactly_what_every_generated_restore_unit_orders_after() -> None:
     for image in IMAGES:
         data = yaml.safe_load((image / "node-profile.yaml").read_text())
+        if data.get("driver") == "container":  # a watcher, ordered after nothing: kubelet starts its driver
+            continue
         unit = data.get("restore", {}).get("unit", "nvidia-mig-restore.service")
         text = (image / "generated/rootfs/etc/systemd/system" / unit).read_text()
         after = {u for _, units in ORDERING.findall(text) for u in units.split()}

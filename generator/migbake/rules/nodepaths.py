@@ -106,6 +106,9 @@ def named_paths(d: dict[str, Any]) -> list[tuple[str, str, bool, bool]]:
     if _given(d, "/restore/metrics_textfile"):
         out.append(("/restore/metrics_textfile", restore["metrics_textfile"], True))
     out += [("restore.sh", RESTORE_SCRIPT, True), ("the reboot marker", REBOOT_MARKER, True)]
+    if d.get("driver") == "container":  # the watcher's script and the file that marks the node as migbake's
+        out += [("driver-watch.sh", "/etc/nvidia-mig/driver-watch.sh", True), ("the managed file",
+                                                                            "/etc/migbake/managed", True)]
     out += [(name, path, True) for name, path in _unit_files(d).items()]
     out += [("/tools/nvidia_smi", tools.get("nvidia_smi", "/usr/bin/nvidia-smi"), False),
             ("/tools/nvidia_mig_parted", tools.get("nvidia_mig_parted", "/usr/bin/nvidia-mig-parted"),
