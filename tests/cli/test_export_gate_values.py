@@ -9,7 +9,6 @@ profile with a host driver still gets the mig-manager ConfigMap.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -20,25 +19,12 @@ import yaml
 from support import REPO, cli
 from test_dra_claims import judge
 
-import migbake.commands.export as export_command
-
-IMAGE = REPO / "images/h200-inference/node-profile.yaml"
+IMAGE = REPO / "images/gpu-operator-h100/node-profile.yaml"  # driver: container
+HOST = REPO / "images/h200-inference/node-profile.yaml"  # a host driver
 CHARTS = REPO / "tests/fixtures/helm-charts"
 FILES = ["dra-driver-values.yaml", "gpu-operator-values.yaml", "nvidia-device-plugin-values.yaml",
          "openshift-clusterpolicy-patch.yaml"]
 READY = {"key": "migbake.io/mig-ready", "operator": "Exists"}
-
-
-@pytest.fixture
-def container_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The example profile as a driver container's: validate refuses driver: container until the node side
-    supports it, so the export sees the validated profile with its driver changed."""
-    valid = export_command.valid_profile
-
-    def changed(path: Path, consequence: str) -> Any:
-        return dataclasses.replace(valid(path, consequence), driver="container")
-
-    monkeypatch.setattr(export_command, "valid_profile", changed)
 
 
 def _export(tmp_path: Path) -> dict[str, Any]:
@@ -60,7 +46,7 @@ def strict(schema: Any) -> Any:
     return schema
 
 
-def test_gpu_operator_values_turn_its_mig_manager_off(container_driver: None, tmp_path: Path) -> None:
+def test_gpu_operator_values_turn_its_mig_manager_off(tmp_path: Path) -> None:
     files = _export(tmp_path)
     crd = json.loads((CHARTS / "gpu-operator-v26.7.0-clusterpolicy-mig.json").read_text())
     spec = strict({"type": "object", "properties": crd["properties"]})
@@ -81,7 +67,7 @@ def test_gpu_operator_values_turn_its_mig_manager_off(container_driver: None, tm
     ("dra-driver-values.yaml", ("kubeletPlugin", "affinity"),
      "dra-driver-nvidia-gpu-v0.4.1-kubeletplugin-affinity.yaml"),
 ], ids=["device-plugin", "dra-driver"])
-def test_the_charts_also_require_the_ready_label(container_driver: None, tmp_path: Path, name: str,
+def test_the_charts_also_require_the_ready_label(tmp_path: Path, name: str,
                                                  path: tuple[str, ...], default: str) -> None:
     kv = judge("kubernetes_validate")
     value: Any = _export(tmp_path)[name]
@@ -97,12 +83,12 @@ def test_the_charts_also_require_the_ready_label(container_driver: None, tmp_pat
     assert ours == [{"matchExpressions": [*t["matchExpressions"], READY]} for t in terms]
 
 
-def test_export_needs_a_directory_for_a_driver_container(container_driver: None) -> None:
+def test_export_needs_a_directory_for_a_driver_container() -> None:
     code, _, err = cli("export", "--gpu-operator", str(IMAGE))
     assert code == 2 and "give it with -o DIR" in err
 
 
 def test_a_host_driver_still_gets_the_configmap() -> None:
-    code, out, err = cli("export", "--gpu-operator", str(IMAGE))
+    code, out, err = cli("export", "--gpu-operator", str(HOST))
     assert code == 0, err
     assert yaml.safe_load(out)["kind"] == "ConfigMap"

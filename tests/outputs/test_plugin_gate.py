@@ -29,14 +29,14 @@ from migbake.render.plan import make_plan
 from migbake.render.targets.kubernetes import wait_script
 from migbake.render.tree import render_plan
 
-IMAGE = REPO / "images/h200-inference/node-profile.yaml"
+IMAGE = REPO / "images/gpu-operator-h100/node-profile.yaml"  # driver: container
 
 
 def gated_profile(**gate: Any) -> Any:
-    """The example profile with a driver container (and ``gate`` settings)."""
+    """The driver-container example profile (with ``gate`` settings)."""
     text = IMAGE.read_text()
     profile = build_profile(yaml.safe_load(text), text)
-    return replace(profile, driver="container", gate=Gate(**gate))
+    return replace(profile, gate=Gate(**gate))
 
 
 def gate_files(profile: Any) -> dict[str, str]:
@@ -216,7 +216,7 @@ def test_the_kyverno_policy_passes_its_crd_schema() -> None:
 
 
 def test_no_gate_for_a_host_driver() -> None:
-    text = IMAGE.read_text()
+    text = (REPO / "images/h200-inference/node-profile.yaml").read_text()
     assert gate_files(build_profile(yaml.safe_load(text), text)) == {}
 
 

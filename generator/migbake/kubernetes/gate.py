@@ -97,7 +97,7 @@ ALWAYS = ("device-plugin", "gpu-feature-discovery", "dcgm", "dcgm-exporter", "mp
 def plugins_wait(profile: NodeProfile) -> bool:
     """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts the
     driver, so holding kubelet would wait forever)."""
-    return profile.driver == "container" or getattr(profile.restore, "hold", "") == "gpu-plugins"
+    return profile.restore.hold == "gpu-plugins"
 
 
 def gate_plugins(profile: NodeProfile) -> tuple[str, ...]:
