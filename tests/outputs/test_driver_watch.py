@@ -282,3 +282,34 @@ def test_the_module_not_live_is_no_driver(box: Sandbox) -> None:
     time.sleep(1)
     w.stop()
     assert box.calls() == [] and not box.ready.exists()
+
+
+def _verify(box: Sandbox, tmp_path: Path) -> tuple[int, str]:
+    """The generated verify of the same profile, its paths under the sandbox too, with a stub systemctl."""
+    import yaml
+
+    profile_text = (f"version: 1\nname: p\ngpus:\n{H100}driver: container\nrestore:\n"
+                    f"  config_path: {box.root}/etc/nvidia-mig/config.yaml\n")
+    plan = make_plan(build_profile(yaml.safe_load(profile_text), profile_text))
+    script = tmp_path / "verify.sh"
+    script.write_text(Templates(shared_variables(plan)).text(
+        "scripts/verify-driver-watch.sh.j2", {"watch": watch_paths(plan, str(box.root))}))
+    systemctl = Path(box.env["PATH"].split(":")[0]) / "systemctl"
+    systemctl.write_text("#!/bin/sh\necho active\n")
+    systemctl.chmod(0o755)
+    ran = run(["bash", str(script)], env=box.env)
+    return ran.rc, ran.out
+
+
+def test_verify_passes_for_the_running_drivers_generation_and_fails_for_a_stale_one(box: Sandbox,
+                                                                                    tmp_path: Path) -> None:
+    box.driver_up()
+    w = box.running()
+    assert wait_for(box.ready.exists), w.stop()
+    w.stop()
+    rc, out = _verify(box, tmp_path)
+    assert rc == 0, out
+    assert "PASS  assert" in out and "FAIL" not in out
+    box.driver_up(pid=5151)  # a new driver the watcher has not seen
+    rc, out = _verify(box, tmp_path)
+    assert rc == 1 and "is of driver PID 4242, the driver now runs as PID 5151" in out, out
