@@ -313,3 +313,39 @@ def test_verify_passes_for_the_running_drivers_generation_and_fails_for_a_stale_
     box.driver_up(pid=5151)  # a new driver the watcher has not seen
     rc, out = _verify(box, tmp_path)
     assert rc == 1 and "is of driver PID 4242, the driver now runs as PID 5151" in out, out
+
+
+def test_preflight_fails_without_a_driver_container(tmp_path: Path) -> None:
+    """driver: container: no driver container running fails the driver and nvidia-smi rows (no host nvidia-smi)."""
+    from test_preflight import SimNode
+    from test_preflight_script import preflight_node
+
+    ran = preflight_node(tmp_path, SimNode(driver="none"), extra="driver: container\n")
+    assert ran.status["driver"] == "FAIL" and ran.status["nvidia-smi"] == "FAIL", ran.report
+    assert "no driver container runs" in ran.detail["nvidia-smi"]
+    assert not any(c.startswith("nvidia-smi") for c in ran.calls)
+
+
+def test_preflight_passes_a_ready_driver_container(tmp_path: Path) -> None:
+    """A ready driver container passes; nvidia-smi runs in its namespace (nsenter, a stub here)."""
+    import json
+
+    from support import generate
+    from test_preflight import SimNode, install, profile_yaml
+
+    root = tmp_path / "node"
+    root.mkdir()
+    node = SimNode(driver="none", files={"sbin/nsenter": '#!/bin/sh\nshift 4\nexec "$(dirname "$0")/../usr/bin/$@"\n'})
+    env = install(node, root)
+    (root / "run/nvidia/validations").mkdir(parents=True)
+    (root / "run/nvidia/validations/.driver-ctr-ready").write_text("")
+    (root / "run/nvidia/nvidia-driver.pid").write_text("4242\n")
+    (root / "proc/4242").mkdir(parents=True)
+    (root / "proc/4242/comm").write_text("nvidia-driver\n")
+    sysfs = Path(os.environ["MIGBAKE_SYSFS"])
+    (sysfs / "module/nvidia").mkdir(parents=True, exist_ok=True)
+    (sysfs / "module/nvidia/initstate").write_text("live\n")
+    out = generate(profile_yaml(root, extra="driver: container\n"), tmp_path / "out")
+    ran = run([str(out / "scripts/preflight-mig-restore.sh"), "--json"], env=env)
+    status = {c["check"]: c["status"] for c in json.loads(ran.out)["checks"]}
+    assert status["driver"] == "PASS" and status["nvidia-smi"] == "PASS", ran.text
