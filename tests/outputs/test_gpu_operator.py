@@ -313,7 +313,7 @@ def test_the_images_export_into_one_configmap_nvidia_accepts(tmp_path: Path) -> 
     assert not out.exists()  # nothing half-written
     r = CliRunner().invoke(main, ["export", "--gpu-operator", *map(str, IMAGES), "-o", str(out)])
     assert r.exit_code == 0, r.stderr
-    assert len(IMAGES) == 3
+    assert len(IMAGES) == 4
     doc = yaml.safe_load(out.read_text())
     assert doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "migbake-mig-parted-config"
     config = tmp_path / "config.yaml"

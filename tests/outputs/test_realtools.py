@@ -99,7 +99,9 @@ def _settings(text: str) -> dict[str, object]:
     return {
         "kubelet_present": kub.get("present", True),
         "kubelet": kub.get("unit", "kubelet.service"),
-        "restore": res.get("unit", "nvidia-mig-restore.service"),
+        "restore": res.get("unit", "migbake-driver-watch.service" if data.get("driver") == "container"
+                           else "nvidia-mig-restore.service"),
+        "watcher": data.get("driver") == "container",
         "on_failure": res.get("on_failure", "block-kubelet"),
         "manager": mgr.get("unit", "nvidia-mig-manager.service"),
         "action": mgr.get("action", "mask"),
@@ -165,15 +167,16 @@ def test_cloud_init_rejects_broken_user_data(tmp_path: Path) -> None:
 
 def test_scripts_pass_shellcheck_and_bash_n(out: tuple[Path, dict[str, object]]) -> None:
     scripts = _scripts(out[0])
+    node_script = "driver-watch.sh" if out[1]["watcher"] else "restore.sh"  # driver: container: the watcher
     assert {s.name for s in scripts} == {
         "install-mig-restore.sh", "disable-mig-manager.sh", "verify-mig-restore.sh",
-        "uninstall-mig-restore.sh", "capture-mig-config.sh", "preflight-mig-restore.sh", "restore.sh"}
+        "uninstall-mig-restore.sh", "capture-mig-config.sh", "preflight-mig-restore.sh", node_script}
     ran = shellcheck(scripts)
     assert ran.rc == 0, ran.text
     for s in scripts:
         assert bash_n(s).rc == 0, s
-        # restore.sh is installed 0644 and run as /bin/bash restore.sh by the unit
-        assert os.access(s, os.X_OK) is (s.name != "restore.sh"), s
+        # restore.sh (driver-watch.sh) is installed 0644 and run as /bin/bash restore.sh by the unit
+        assert os.access(s, os.X_OK) is (s.name != node_script), s
         assert s.read_text().startswith("#!/usr/bin/env bash\n")
 
 
@@ -303,6 +306,14 @@ def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, o
         jobs = boot_jobs(graph.out)
         assert restore in jobs and manager not in jobs
         kub = unit_section(graph.out, kubelet)
+        if s["watcher"]:  # driver: container: kubelet starts the driver pod, so nothing holds it
+            assert restore not in kub and "20-mig-restore.conf" not in kub
+            res = unit_section(graph.out, restore)
+            assert "Type: simple" in res and "Restart: always" in res
+            assert "Command Line: /bin/bash /etc/nvidia-mig/driver-watch.sh" in res
+            assert kubelet not in re.findall(r"^Before: (\S+) \(origin-file", res, re.M)
+            assert (tree.root / "etc/migbake/managed").is_file()
+            return
         if s["kubelet_present"]:
             dep = "Requires" if s["on_failure"] == "block-kubelet" else "Wants"
             assert re.search(rf"^{dep}: {re.escape(restore)} \(origin-file\)$", kub, re.M), kub

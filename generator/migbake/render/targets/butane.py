@@ -96,7 +96,7 @@ def butane_config(plan: RenderPlan, rootfs: list[tuple[str, str, int]], variant:
                                    "verification": {"hash": f"sha256-{p.tools.nvidia_mig_parted_sha256}"}}})
     restore = units.setdefault(p.restore.unit, {"name": p.restore.unit})
     restore["enabled"] = True
-    if variant == "flatcar":
+    if variant == "flatcar" and not p.watches_driver:  # a driver container is no nvidia.service to wait for
         restore.setdefault("dropins", []).append({"name": FLATCAR_DROPIN, "contents": _flatcar_dropin(plan)})
     manager = p.conflicting_manager
     units[manager.unit] = {"name": manager.unit, **({"mask": True} if manager.action == "mask" else {"enabled": False})}

@@ -7,14 +7,19 @@ from typing import Any
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import DROPIN_NAME, DraDevice, RenderPlan
+from migbake.render.targets.rootfs import watch_paths
 
 
 def scripts(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """The four scripts a person runs on a node."""
     unit = {"restore_dropin_name": DROPIN_NAME}  # kubelet's unit is read without the restore's drop-in
-    out = [templates.file("scripts/verify-mig-restore.sh.j2", "scripts/verify-mig-restore.sh", 0o755,
-                          {**_verify(plan), **unit})]
-    out += [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755, unit)
+    if plan.profile.watches_driver:  # driver: container: the watcher's ready file, asserted in the driver's namespace
+        out = [templates.file("scripts/verify-driver-watch.sh.j2", "scripts/verify-mig-restore.sh", 0o755,
+                              {"watch": watch_paths(plan)})]
+    else:
+        out = [templates.file("scripts/verify-mig-restore.sh.j2", "scripts/verify-mig-restore.sh", 0o755,
+                              {**_verify(plan), **unit})]
+    out += [templates.file(f"scripts/{name}.sh.j2", f"scripts/{name}.sh", 0o755, {**unit, "watch": watch_paths(plan)})
             for name in ("uninstall-mig-restore", "capture-mig-config")]
     out.append(templates.file("scripts/preflight-mig-restore.sh.j2", "scripts/preflight-mig-restore.sh", 0o755,
                               {**_preflight(plan), **unit}))
