@@ -3,8 +3,8 @@
 On a node whose NVIDIA driver is a container, migbake cannot restore MIG before kubelet: the driver is a pod.
 So the GPU clients wait instead. An admission policy (``OUT/kubernetes/gate/``) adds to their pods the init
 container ``migbake-wait``, which waits for the node's ``/run/migbake/mig-ready`` (written by migbake's watcher
-once the layout is restored) and passes at once on a node with neither ``/etc/migbake/managed`` nor ``/var/lib/migbake/managed`` (not
-migbake's; Talos writes the second).
+once the layout is restored) and passes at once on a node with neither ``/etc/migbake/managed`` nor
+``/var/lib/migbake/managed`` (not migbake's; Talos writes the second).
 
 A plugin is known by the labels its pods carry, in the GPU Operator's operands and in the standalone charts.
 Every gated pod is also a DaemonSet's pod: the DaemonSet controller creates each pod with a controller

@@ -45,7 +45,8 @@ def kubernetes_gate(plan: RenderPlan, done: Rendered, templates: Templates) -> l
     if gate is None:
         return []
     step = wait_script(templates, gate.managed_mounts, gate.ready_mount)
-    shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready, "managed": " nor ".join(gate.managed),
+    shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready,
+              "managed": " nor ".join(gate.managed),
               "name": "migbake-wait-for-mig"}
     rules = [{"name": r.name, "preconditions": yaml_block(r.preconditions, 10),
               "selectors": [yaml_block(sel, 16) for sel in r.selectors],
