@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from realtools import require, run
-from support import REPO
+from support import REPO, cli
 from test_dra_claims import judge
 
 from migbake.kubernetes.gate import READY_FILE, TALOS_MANAGED_FILE, VOLUMES
@@ -26,7 +26,8 @@ from migbake.render.plan import make_plan
 from migbake.render.tree import render_plan
 
 SCHEMA = REPO / "tests" / "fixtures" / "talos" / "config.schema.json"
-NAMED = REPO / "images" / "h100-h200-inference" / "node-profile.yaml"  # two layout names
+NAMED = REPO / "images" / "h100-h200-inference" / "node-profile.yaml"  # two layout names, two GPU models
+CASE = REPO / "tests" / "cases" / "valid" / "talos-named-layouts" / "node-profile.yaml"
 SINGLE = REPO / "images" / "gpu-operator-h100" / "node-profile.yaml"
 
 
@@ -76,6 +77,23 @@ def test_one_patch_per_layout_name_with_its_label_and_config_name() -> None:
         assert machine["nodeLabels"] == {"nvidia.com/mig.config": name}
         script = machine["pods"][0]["spec"]["containers"][0]["command"][2]
         assert f"name='{name}'" in script.splitlines()
+
+
+def test_a_talos_profile_chooses_its_layout_by_patch_and_writes_what_talos_needs(tmp_path: Path) -> None:
+    # named layouts without restore.layout: each patch names its layout; outputs: the patches and the gate
+    code, _, err = cli("generate", str(CASE), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert written == [
+        ".migbake-output",
+        "kubernetes/gate/kyverno-clusterpolicy.yaml",
+        "kubernetes/gate/migbake-wait.sh",
+        "kubernetes/gate/mutating-admission-policy.yaml",
+        "talos/mig-restore-inference.yaml",
+        "talos/mig-restore-training.yaml",
+    ]
+    gate = (tmp_path / "out/kubernetes/gate/migbake-wait.sh").read_text()
+    assert TALOS_MANAGED_FILE in gate
 
 
 def test_no_talos_folder_without_talos() -> None:
