@@ -110,6 +110,12 @@ def test_the_static_pod_is_a_valid_pod_through_the_nvidia_runtime_and_sees_the_f
     machine = patch["machine"]
     (pod,) = machine["pods"]
     kv.validate(pod, "1.36.0", strict=True)
+    from kubernetes_validate.utils import ValidationError
+
+    typo = copy.deepcopy(pod)
+    typo["spec"]["runtimeClass"] = typo["spec"].pop("runtimeClassName")
+    with pytest.raises(ValidationError):
+        kv.validate(typo, "1.36.0", strict=True)
     spec = pod["spec"]
     (ctr,) = spec["containers"]
     assert spec["runtimeClassName"] == "nvidia" and spec["restartPolicy"] == "OnFailure"
