@@ -56,3 +56,17 @@ def rule_driver_container_ampere(loaded: LoadedProfile, data: object, catalog: C
                              "prevents; the mode survives reboots, so enable MIG mode once, out of band (nvidia-smi "
                              "-mig 1 with the GPU idle, then a reboot); at boot a GPU whose MIG mode is off fails "
                              "closed, never reset", "driver-container-ampere")
+
+
+@rule("talos-driver", "error", "talos with driver: container: Talos's NVIDIA driver is a host driver from its system "
+      "extensions")
+def rule_talos_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Talos loads the NVIDIA driver from its system extensions; OUT/talos/ reaches it through the nvidia runtime."""
+    doc = as_mapping(data)
+    if "talos" in doc and doc.get("driver") == "container":
+        # siderolabs/extensions@v1.14.0-rc.1:nvidia-gpu/nvidia-container-toolkit/README.md: the modules are loaded
+        # by the machine config, the userspace comes with the extension
+        yield loaded.problem("/driver", "driver: container with talos: Talos's NVIDIA driver comes from its system "
+                             "extensions (nvidia-open-gpu-kernel-modules or nonfree-kmod-nvidia with "
+                             "nvidia-container-toolkit), a host driver that OUT/talos/ reaches through the nvidia "
+                             "runtime; allowed: driver: host", "talos-driver")
