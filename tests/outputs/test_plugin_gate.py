@@ -222,7 +222,8 @@ def test_no_gate_for_a_host_driver() -> None:
 
 def test_the_injected_script_is_the_template_and_the_image_is_set() -> None:
     files = gate_files(gated_profile(wait_image="registry.example/tools/busybox:1.37.0"))
-    script = wait_script(Templates({}), "/host/etc/migbake/managed", "/host/run/migbake/mig-ready")
+    script = wait_script(Templates({}), ("/host/etc/migbake/managed", "/host/var/lib/migbake/managed"),
+                         "/host/run/migbake/mig-ready")
     kyverno = next(d for d in yaml.safe_load_all(files["kubernetes/gate/kyverno-clusterpolicy.yaml"]) if d)
     assert files["kubernetes/gate/migbake-wait.sh"] == script
     for rule in kyverno["spec"]["rules"]:
@@ -326,11 +327,12 @@ def test_both_policies_insert_the_same_init_container_first(pod: dict[str, Any],
     assert inits[0]["name"] == "migbake-wait"
     assert inits[1:] == pod["spec"].get("initContainers", [])  # the pod's own, after it
     assert [v["name"] for v in ours["spec"]["volumes"]] == [
-        *(v["name"] for v in pod["spec"].get("volumes", [])), "migbake-run", "migbake-etc"]
+        *(v["name"] for v in pod["spec"].get("volumes", [])), "migbake-run", "migbake-etc", "migbake-var"]
     assert {m["mountPath"]: m["readOnly"] for m in inits[0]["volumeMounts"]} == {
-        "/host/run/migbake": True, "/host/etc/migbake": True}
-    assert {v["hostPath"]["path"]: v["hostPath"]["type"] for v in ours["spec"]["volumes"][-2:]} == {
-        "/run/migbake": "DirectoryOrCreate", "/etc/migbake": "DirectoryOrCreate"}
+        "/host/run/migbake": True, "/host/etc": True, "/host/var/lib/migbake": True}
+    # nothing to create under /etc, which is read-only on Talos: the host's /etc itself, which always exists
+    assert {v["hostPath"]["path"]: v["hostPath"]["type"] for v in ours["spec"]["volumes"][-3:]} == {
+        "/run/migbake": "DirectoryOrCreate", "/etc": "Directory", "/var/lib/migbake": "DirectoryOrCreate"}
     kv.validate({**ours, "metadata": {**ours["metadata"], "name": "p"}}, "1.36.0", strict=True)
     # once: neither policy adds it again to a pod that has it
     assert _policy_result(files, ours) == ours and _kyverno_result(files, ours) == ours
@@ -340,9 +342,11 @@ def _run(script: str, timeout: float) -> subprocess.Popen[str]:
     return subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_the_wait_step_passes_on_a_node_that_is_not_ours_and_waits_on_ours(tmp_path: Path) -> None:
-    managed, ready = tmp_path / "etc/managed", tmp_path / "run/mig-ready"
-    script = wait_script(Templates({}), str(managed), str(ready)).replace("sleep 5", "sleep 0.2")
+@pytest.mark.parametrize("marker", ["etc/managed", "var/managed"], ids=["etc-marker", "talos-var-marker"])
+def test_the_wait_step_passes_on_a_node_that_is_not_ours_and_waits_on_ours(tmp_path: Path, marker: str) -> None:
+    managed, ready = tmp_path / marker, tmp_path / "run/mig-ready"
+    markers = (str(tmp_path / "etc/managed"), str(tmp_path / "var/managed"))
+    script = wait_script(Templates({}), markers, str(ready)).replace("sleep 5", "sleep 0.2")
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=10)
     assert done.returncode == 0 and "does not restore MIG on this node" in done.stdout
     managed.parent.mkdir()

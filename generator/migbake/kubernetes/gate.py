@@ -3,7 +3,8 @@
 On a node whose NVIDIA driver is a container, migbake cannot restore MIG before kubelet: the driver is a pod.
 So the GPU clients wait instead. An admission policy (``OUT/kubernetes/gate/``) adds to their pods the init
 container ``migbake-wait``, which waits for the node's ``/run/migbake/mig-ready`` (written by migbake's watcher
-once the layout is restored) and passes at once on a node without ``/etc/migbake/managed`` (not migbake's).
+once the layout is restored) and passes at once on a node with neither ``/etc/migbake/managed`` nor
+``/var/lib/migbake/managed`` (not migbake's; Talos writes the second).
 
 A plugin is known by the labels its pods carry, in the GPU Operator's operands and in the standalone charts.
 Every gated pod is also a DaemonSet's pod: the DaemonSet controller creates each pod with a controller
@@ -26,9 +27,18 @@ WAIT_IMAGE = ("docker.io/library/busybox:1.37.0"
               "@sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0")
 READY_FILE = "/run/migbake/mig-ready"  # written by the node's watcher once the layout is restored
 MANAGED_FILE = "/etc/migbake/managed"  # written on the nodes whose MIG migbake restores
-# where the init container sees the two host folders (read-only hostPath volumes)
+# ... and on Talos, whose machine config creates files under /var only ("create operation not allowed outside of
+# /var": siderolabs/talos@v1.13.9:internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go,
+# WriteUserFiles)
+TALOS_MANAGED_FILE = "/var/lib/migbake/managed"
+MANAGED_FILES = (MANAGED_FILE, TALOS_MANAGED_FILE)
+# where the init container sees the host folders (read-only hostPath volumes)
 MOUNT_ROOT = "/host"
-VOLUMES = (("migbake-run", "/run/migbake"), ("migbake-etc", "/etc/migbake"))
+# (name, host folder, hostPath type). The host's /etc, not /etc/migbake: Talos's root file system (and its /etc)
+# is a read-only squashfs (siderolabs/talos@v1.13.9:internal/app/init/main.go), where kubelet cannot create
+# /etc/migbake for a DirectoryOrCreate volume and the pod would never start; /etc exists on every node.
+VOLUMES = (("migbake-run", "/run/migbake", "DirectoryOrCreate"), ("migbake-etc", "/etc", "Directory"),
+           ("migbake-var", "/var/lib/migbake", "DirectoryOrCreate"))
 
 GO = "NVIDIA/gpu-operator@v26.7.0"
 DP = "NVIDIA/k8s-device-plugin@v0.20.0:deployments/helm/nvidia-device-plugin"
@@ -183,18 +193,19 @@ def wait_container(image: str, script: str) -> dict[str, object]:
         "name": WAIT_CONTAINER,
         "image": image,
         "command": ["sh", "-c", script],
-        "volumeMounts": [{"name": name, "mountPath": MOUNT_ROOT + path, "readOnly": True} for name, path in VOLUMES],
+        "volumeMounts": [{"name": name, "mountPath": MOUNT_ROOT + path, "readOnly": True}
+                         for name, path, _ in VOLUMES],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
 
 
 def wait_volumes() -> list[dict[str, object]]:
-    """The two host folders, hostPath DirectoryOrCreate: on a node where one is missing (a node that is not
-    migbake's, or before the watcher first ran) kubelet creates it empty, so the pod still starts and the script
-    sees no file (kubernetes/kubernetes@v1.36.0:staging/src/k8s.io/api/core/v1/types.go
-    ``HostPathDirectoryOrCreate``)."""
-    return [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}} for name, path in VOLUMES]
+    """The host folders: migbake's own are hostPath DirectoryOrCreate, so on a node where one is missing (a node
+    that is not migbake's, or before the watcher first ran) kubelet creates it empty, the pod still starts and the
+    script sees no file (kubernetes/kubernetes@v1.36.0:staging/src/k8s.io/api/core/v1/types.go
+    ``HostPathDirectoryOrCreate``); the host's /etc is a Directory (it always exists)."""
+    return [{"name": name, "hostPath": {"path": path, "type": kind}} for name, path, kind in VOLUMES]
 
 
 def cel_object(value: object, type_path: str, indent: int = 0) -> str:
@@ -281,9 +292,9 @@ class GateSpec:
     not_gated: str = CEL_NOT_GATED
     container: str = WAIT_CONTAINER
     ready: str = READY_FILE
-    managed: str = MANAGED_FILE
+    managed: tuple[str, ...] = MANAGED_FILES
     ready_mount: str = MOUNT_ROOT + READY_FILE
-    managed_mount: str = MOUNT_ROOT + MANAGED_FILE
+    managed_mounts: tuple[str, ...] = tuple(MOUNT_ROOT + m for m in MANAGED_FILES)
 
     def json_patch(self, script: str) -> str:
         """The policy's mutation: a JSON patch expression."""

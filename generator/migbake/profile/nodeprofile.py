@@ -176,6 +176,18 @@ class Bottlerocket:
     required: bool = False
 
 
+# NVIDIA's MIG manager image: busybox sh at /bin/sh and nvidia-mig-parted at /usr/bin
+# (NVIDIA/mig-parted@v0.15.0:deployments/container/Dockerfile; the registry path from its image.url label)
+TALOS_RESTORE_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"
+
+
+@dataclass(frozen=True)
+class Talos:
+    """The ``talos`` section: the node is Talos Linux; OUT/talos/ restores the layout from a static pod."""
+
+    restore_image: str = TALOS_RESTORE_IMAGE
+
+
 @dataclass(frozen=True)
 class Gate:
     """The ``gate`` section: which GPU plugins' pods wait for the restored layout, and the image that waits."""
@@ -217,6 +229,7 @@ class NodeProfile:
     slurm: Slurm = Slurm()
     openshift: OpenShift = OpenShift()
     bottlerocket: Bottlerocket = Bottlerocket()
+    talos: Talos | None = None  # a Talos node (``talos:``): OUT/talos/ instead of a host unit
     gate: Gate = Gate()
     outputs: tuple[str, ...] = ()  # the output folders to write (``outputs:``); empty: all of them
     source_sha256: str = ""
@@ -360,6 +373,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         slurm=_slurm(data["slurm"]) if "slurm" in data else Slurm(),
         openshift=OpenShift(**data.get("openshift", {})),
         bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
+        talos=Talos(**data["talos"]) if "talos" in data else None,
         gate=Gate(tuple(str(p) for p in data.get("gate", {}).get("plugins", ())),
                   str(data.get("gate", {}).get("wait_image", ""))),
         outputs=tuple(str(o) for o in data.get("outputs", ())),

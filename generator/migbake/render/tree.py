@@ -20,6 +20,7 @@ from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.plan import NO_FORMS, RenderPlan, UserDataForms, make_plan
+from migbake.render.talos.patch import talos
 from migbake.render.targets.ansible import ansible
 from migbake.render.targets.bottlerocket import bottlerocket
 from migbake.render.targets.butane import butane
@@ -103,6 +104,9 @@ TARGETS: tuple[Target, ...] = (
     Target("bottlerocket", ("bottlerocket",), bottlerocket, applies=lambda plan: bool(plan.platforms.bottlerocket),
            doc="Bottlerocket settings, when it can say the layout (one profile per GPU model)",
            page="docs/immutable-os.md", tests="tests/outputs/test_bottlerocket.py"),
+    Target("talos", ("talos",), talos, applies=lambda plan: plan.profile.talos is not None,
+           doc="Talos machine-config patches whose static pod restores the layout, one per layout name (talos:)",
+           page="docs/immutable-os.md", tests="tests/outputs/test_talos.py"),
     Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",),
            applies=lambda plan: plan.platforms.eks == "eks-al2023",
            doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool and NodeOverlays "

@@ -106,7 +106,8 @@ def rule_layout_choice(loaded: LoadedProfile, data: object, catalog: Catalog) ->
     restore = as_mapping(d.get("restore"))
     choice = restore.get("layout")
     names = layout_names(data)
-    if names and choice is None:
+    # on Talos each layout name has a machine-config patch of its own (OUT/talos/): the patch chooses
+    if names and choice is None and "talos" not in d:
         ptr = next(f"{p}/mig/layouts" for p, g in gpu_entries(data) if "layouts" in as_mapping(g.get("mig")))
         yield loaded.problem(ptr, "named layouts without restore.layout: the node cannot tell which to apply; "
                              "add restore: {layout: {from: [file], default: NAME}} (docs/layouts-at-boot.md)",

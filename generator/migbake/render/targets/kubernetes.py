@@ -44,8 +44,9 @@ def kubernetes_gate(plan: RenderPlan, done: Rendered, templates: Templates) -> l
     gate = plan.gate
     if gate is None:
         return []
-    step = wait_script(templates, gate.managed_mount, gate.ready_mount)
-    shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready, "managed": gate.managed,
+    step = wait_script(templates, gate.managed_mounts, gate.ready_mount)
+    shared = {"plugins": gate.plugins, "container": gate.container, "ready": gate.ready,
+              "managed": " nor ".join(gate.managed),
               "name": "migbake-wait-for-mig"}
     rules = [{"name": r.name, "preconditions": yaml_block(r.preconditions, 10),
               "selectors": [yaml_block(sel, 16) for sel in r.selectors],
@@ -61,7 +62,8 @@ def kubernetes_gate(plan: RenderPlan, done: Rendered, templates: Templates) -> l
     ]
 
 
-def wait_script(templates: Templates, managed: str, ready: str) -> str:
+def wait_script(templates: Templates, managed: tuple[str, ...], ready: str) -> str:
     """The init container's script (templates/kubernetes/gate/migbake-wait.sh.j2): the one text of the step,
-    which the policies inject and the boot test runs, with the paths where it sees the two host files."""
+    which the policies inject and the boot test runs, with the paths where it sees the host files (the node is
+    migbake's where any of ``managed`` exists)."""
     return templates.text(f"{GATE}/migbake-wait.sh.j2", {"managed": managed, "ready": ready})

@@ -11,10 +11,11 @@ from migbake.rules.declare import rule
 from migbake.rules.layouts import model_of
 
 
-@rule("restore-hold", "error", "restore.hold does not fit the driver: kubelet with a driver container, or "
-      "gpu-plugins with a host driver")
+@rule("restore-hold", "error", "restore.hold does not fit the driver: kubelet with a driver container or on "
+      "Talos, or gpu-plugins with a host driver elsewhere")
 def rule_restore_hold(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """A driver container is a pod that kubelet starts: holding kubelet until MIG is restored would wait forever."""
+    """A driver container is a pod that kubelet starts, and Talos's kubelet waits for nothing of ours: only the GPU
+    plugins can wait there."""
     doc = as_mapping(data)
     driver = doc.get("driver", "host")
     restore = as_mapping(doc.get("restore"))
@@ -24,7 +25,12 @@ def rule_restore_hold(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
                              "is a pod that kubelet starts, so kubelet held until MIG is restored would never "
                              "start; allowed: gpu-plugins (the GPU plugins wait for /run/migbake/mig-ready)",
                              "restore-hold")
-    elif driver != "container" and hold == "gpu-plugins":
+    elif "talos" in doc and hold != "gpu-plugins":
+        # siderolabs/talos@v1.13.9:internal/app/machined/pkg/system/services/kubelet.go: kubelet DependsOn "cri" only
+        yield loaded.problem("/restore/hold" if hold else "/talos", "talos: Talos starts kubelet once the container "
+                             "runtime is up and nothing can hold it, so the GPU plugins must wait instead; "
+                             "allowed: restore.hold: gpu-plugins (OUT/kubernetes/gate/)", "restore-hold")
+    elif driver != "container" and hold == "gpu-plugins" and "talos" not in doc:
         yield loaded.problem("/restore/hold", "restore.hold: gpu-plugins with a host driver: the watcher that "
                              "holds the GPU plugins serves a driver container only; allowed: kubelet (the restore "
                              "runs before kubelet), or driver: container", "restore-hold")
@@ -50,3 +56,17 @@ def rule_driver_container_ampere(loaded: LoadedProfile, data: object, catalog: C
                              "prevents; the mode survives reboots, so enable MIG mode once, out of band (nvidia-smi "
                              "-mig 1 with the GPU idle, then a reboot); at boot a GPU whose MIG mode is off fails "
                              "closed, never reset", "driver-container-ampere")
+
+
+@rule("talos-driver", "error", "talos with driver: container: Talos's NVIDIA driver is a host driver from its system "
+      "extensions")
+def rule_talos_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Talos loads the NVIDIA driver from its system extensions; OUT/talos/ reaches it through the nvidia runtime."""
+    doc = as_mapping(data)
+    if "talos" in doc and doc.get("driver") == "container":
+        # siderolabs/extensions@v1.14.0-rc.1:nvidia-gpu/nvidia-container-toolkit/README.md: the modules are loaded
+        # by the machine config, the userspace comes with the extension
+        yield loaded.problem("/driver", "driver: container with talos: Talos's NVIDIA driver comes from its system "
+                             "extensions (nvidia-open-gpu-kernel-modules or nonfree-kmod-nvidia with "
+                             "nvidia-container-toolkit), a host driver that OUT/talos/ reaches through the nvidia "
+                             "runtime; allowed: driver: host", "talos-driver")

@@ -1,0 +1,1 @@
+"""Talos Linux (``OUT/talos/``): machine-config patches whose static pod restores the MIG layout."""
