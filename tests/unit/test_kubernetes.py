@@ -142,7 +142,11 @@ def _strip_comments(text: str) -> str:
     return "".join(line + "\n" for line in text.splitlines() if not line.startswith("#"))
 
 
-@pytest.mark.parametrize("image", IMAGES, ids=[p.name for p in IMAGES])
+# the images whose kubelet waits for the restore (a driver container's export writes Helm values instead)
+HELD_KUBELET = [p for p in IMAGES if "driver: container" not in (p / "node-profile.yaml").read_text()]
+
+
+@pytest.mark.parametrize("image", HELD_KUBELET, ids=[p.name for p in HELD_KUBELET])
 def test_gpu_operator_configmap_matches_the_baked_config(image: Path) -> None:
     code, out, err = cli("export", "--gpu-operator", str(image / "node-profile.yaml"))
     assert code == 0, err
