@@ -18,7 +18,7 @@ from migbake.commands.common import (
     say,
     valid_checked,
 )
-from migbake.commands.generate import artifacts_for, warn_rendered, warn_sizes
+from migbake.commands.generate import artifacts_for, mime_refusal, warn_rendered, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
@@ -134,8 +134,10 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
                          "from: add packer to the profile's outputs", usage=True)
     origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256, outputs=in_order(prof.outputs))
     recorded = read_origin(out_dir)
+    if recorded is not None and recorded.user_data_mime:
+        raise UsageError(mime_refusal(out_dir, "bake"), usage=True)
     if recorded is not None:
-        origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with
+        origin = origin.same_options(recorded)  # keep the user-data gzip form OUT was generated with
     artifacts = artifacts_for(prof, origin, out_dir)
     warn_rendered(profile, checked, artifacts, "nothing baked")
     _check_vars(artifacts, only, variables, var_files)

@@ -23,7 +23,7 @@ from migbake.render.artifact import Artifact
 from migbake.render.plan import MimePart, UserDataForms
 from migbake.render.rendered_limits import ec2_user_data_problem, render_problems
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
-from migbake.render.write import Origin, diff_tree, read_origin, write_tree
+from migbake.render.write import OUTPUT_MARKER, Origin, diff_tree, read_origin, write_tree
 from migbake.rules.validate import ValidationResult
 from migbake.wording import plural
 
@@ -51,7 +51,8 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
                    "directory: choose an empty one.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
-                   "the --user-data-* options OUT was generated with, unless given).")
+                   "the --user-data-gzip OUT was generated with, unless given; a --user-data-mime part is "
+                   "given again: no file OUT's marker names is read).")
 @click.option("--user-data-gzip", is_flag=True,
               help="Also write cloud-init/user-data.gz, and with --user-data-mime user-data.mime.gz (cloud-init "
                    "inflates them; for EC2's 16 KB limit).")
@@ -84,7 +85,14 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
                        outputs_option=bool(outputs))
     recorded = read_origin(out) if check else None
     if recorded is not None and not (user_data_gzip or mime_part):
+        if recorded.user_data_mime:
+            raise UsageError(mime_refusal(out, "generate --check"), usage=True)
         origin = origin.same_options(recorded)  # compare with the options OUT was generated with
+    unknown = recorded.unknown_outputs(OUTPUT_NAMES) if recorded is not None else []
+    if unknown:  # an edited marker: nothing of such a folder is written, so "up to date" would be a lie
+        say(f"migbake: {out / OUTPUT_MARKER} names outputs migbake does not write ({', '.join(unknown)}); run "
+            f"`migbake generate {shlex.join([str(profile), '-o', str(out)])}`", err=True)
+        return EXIT_INVALID
     if recorded is not None and recorded.outputs_option and not outputs:
         origin = origin.same_outputs(recorded)  # and the folders --outputs chose then
     artifacts = artifacts_for(prof, origin, out)
@@ -111,6 +119,14 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
                          f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
     forms = UserDataForms(origin.user_data_gzip, _mime_part(origin.mime_argument(out) or None))
     return only_outputs(render(prof, forms), origin.outputs)
+
+
+def mime_refusal(out: Path, command: str) -> str:
+    """Why ``command`` cannot reuse OUT's ``--user-data-mime``: the marker records which file it was, but a marker
+    is output (edited as easily as any file of a pull request), so migbake never reads a file it names."""
+    return (f"{out} was generated with --user-data-mime, and migbake never reads the file its marker names "
+            f"({OUTPUT_MARKER} is output, not input): run `migbake generate PROFILE -o {shlex.quote(str(out))} "
+            f"--user-data-mime FILE[:TYPE]` (with --check to compare) instead of `migbake {command}`")
 
 
 def warn_rendered(profile: Path, checked: ValidationResult, artifacts: list[Artifact], consequence: str, *,
