@@ -41,14 +41,17 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     return in_order(tuple(names))
 
 
+# what --force replaces, said once for every command that writes an output tree (``render.write._refusal``)
+FORCE_HELP = ("Replace OUT even if migbake generated it from another profile. Never a folder migbake did not create, "
+              "one holding files its marker does not list (they are named), or a system directory: choose an empty "
+              "one.")
+
+
 @click.command()
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("-o", "--output", "out", required=True, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
-@click.option("--force", is_flag=True,
-              help="Replace OUT even if migbake generated it from another profile. Never a folder migbake did "
-                   "not create, one holding files its marker does not list (they are named), or a system "
-                   "directory: choose an empty one.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
                    "the --user-data-gzip OUT was generated with, unless given; a --user-data-mime part is "
