@@ -54,6 +54,6 @@ def test_an_unreadable_catalog_exits_as_the_docs_say(tmp_path: Path, form: str) 
     rows = [ln for ln in FAILURES.read_text().splitlines() if ln.startswith("|") and "--catalog" in ln]
     assert rows
     for row in rows:
-        documented = re.findall(r"exit (\d)", row) + [row.split("|")[2].strip()]
+        documented = [*re.findall(r"exit (\d)", row), row.split("|")[2].strip()]
         assert {int(c) for c in documented if c.isdigit()} == {code}, row
     assert code == 2
