@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-
 from urllib.parse import quote
 
 from migbake import __version__
