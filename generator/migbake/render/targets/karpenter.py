@@ -36,21 +36,17 @@ from __future__ import annotations
 
 import email
 import hashlib
-import re
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, guard, mime_header_value
-from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan
+from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan, nodepool_name
 from migbake.render.quoting import yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
 EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
 NODEPOOLS = "karpenter/nodepools.yaml"
-# A NodePool's name is an object name (a DNS subdomain) and also the value of the label karpenter.sh/nodepool
-# Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
-_POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
 KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
 # The root EBS volume of a GPU node. Without blockDeviceMappings Karpenter gives an AL2023 node /dev/xvda of 20Gi
 # gp3, encrypted (aws/karpenter-provider-aws:pkg/providers/amifamily/resolver.go ``DefaultEBS`` and al2023.go
@@ -122,21 +118,10 @@ def nodeclass_name(plan: RenderPlan) -> str:
     return "migbake-" + plan.profile.name
 
 
-def nodepool_name(profile: str, layout: str) -> str:
-    """``PROFILE-LAYOUT`` when that is a NodePool name Karpenter can put in its label ``karpenter.sh/nodepool``;
-    else its lower-cased letters, digits, '-' and '.', cut, then 8 hex digits of the layout name's sha256 (a
-    layout name is a label value: it may hold upper case and '_', which an object name may not)."""
-    want = f"{profile}-{layout}"
-    if _POOL_NAME.fullmatch(want):
-        return want
-    stem = re.sub(r"[^a-z0-9.-]+", "-", want.lower())[:54].rstrip("-.")
-    return f"{stem}-{hashlib.sha256(layout.encode('utf-8')).hexdigest()[:8]}"
-
-
 def nodepools(plan: RenderPlan, templates: Templates) -> str:
     """One NodePool (karpenter.sh/v1) per layout name, each labelling its nodes ``nvidia.com/mig.config=NAME``."""
     names = [nodepool_name(plan.profile.name, n) for n in plan.mig.layout_names]
-    if len(set(names)) < len(names):
+    if len(set(names)) < len(names):  # the rule layout-object-name refuses it, located: this stays as a guard
         raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
     return templates.text(NODEPOOLS + ".j2", {
         "nodeclass_name": nodeclass_name(plan),
