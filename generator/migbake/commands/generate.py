@@ -22,7 +22,7 @@ from migbake.render import mime_parts
 from migbake.render.artifact import Artifact
 from migbake.render.plan import MimePart, UserDataForms
 from migbake.render.rendered_limits import ec2_user_data_problem, render_problems
-from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
+from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render, with_needed
 from migbake.render.write import OUTPUT_MARKER, Origin, diff_tree, read_origin, write_tree
 from migbake.rules.validate import ValidationResult
 from migbake.wording import plural
@@ -107,6 +107,9 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
         return 0
     write_tree(artifacts, out, force=force, origin=origin)
     say(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
+    extra = [o for o in with_needed(origin.outputs) if o not in origin.outputs]
+    if extra:  # Packer's template uploads ../rootfs/: a packer folder alone could not be built
+        say(f"migbake: note: wrote {', '.join(extra)} too: {', '.join(origin.outputs)} uses it on disk", err=True)
     empty = [o for o in origin.outputs if not any(a.path.startswith(o + "/") for a in artifacts)]
     if empty:  # e.g. slurm for a profile without a slurm: section
         say(f"migbake: note: nothing to write in {', '.join(empty)} for this profile", err=True)
