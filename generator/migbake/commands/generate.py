@@ -124,7 +124,7 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
         raise UsageError("--user-data-gzip and --user-data-mime write into cloud-init/, which the outputs leave out "
                          f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
     forms = UserDataForms(origin.user_data_gzip, _mime_part(origin.mime_argument(out) or None))
-    return only_outputs(render(prof, forms), origin.outputs)
+    return only_outputs(render(prof, forms, origin.outputs), origin.outputs)
 
 
 def mime_refusal(out: Path, command: str) -> str:

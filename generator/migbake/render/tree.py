@@ -171,9 +171,22 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS) -> list[Artifact]:
-    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path."""
-    return render_plan(replace(make_plan(profile), user_data=user_data))
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, outputs: tuple[str, ...] = ()) -> list[Artifact]:
+    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path; with
+    ``outputs``, of the targets that write those folders and those they read or need (``targets_for``): a folder
+    not asked for is never rendered, so its own limits cannot refuse the profile."""
+    return render_plan(replace(make_plan(profile), user_data=user_data), targets_for(outputs))
+
+
+def targets_for(outputs: tuple[str, ...]) -> tuple[Target, ...]:
+    """The targets that write ``outputs`` (empty: all), what they need on disk, and what those read, in order."""
+    if not outputs:
+        return TARGETS
+    wanted = {t.name for t in TARGETS if set(t.folders) & set(with_needed(outputs))}
+    for t in reversed(TARGETS):  # a target runs after those it reads: one pass from the end takes them all
+        if t.name in wanted:
+            wanted.update(t.reads)
+    return tuple(t for t in TARGETS if t.name in wanted)
 
 
 def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:

@@ -226,3 +226,29 @@ def rule_layout_object_name(loaded: LoadedProfile, data: object, catalog: Catalo
             yield loaded.problem(where[layout], f"layout names {earlier!r} and {layout!r} give one {kind} name "
                                  f"{name!r} (an object name is lower case, without '_'): rename one of them",
                                  "layout-object-name", key=True)
+
+
+# the layout sources that read the network at boot: their code in restore.sh makes it larger than a Cluster API
+# KubeadmConfigTemplate file takes even gzipped (files[].content maxLength 10240, tests/fixtures/crds; render.targets
+# .clusterapi keeps the measure as a guard)
+NETWORK_SOURCES = ("gce-metadata", "ec2-tag")
+
+
+@rule("cluster-api-network-source", "error", "a network layout source with Cluster API among the outputs: restore.sh "
+      "no longer fits a KubeadmConfigTemplate file")
+def rule_cluster_api_network_source(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """OUT/cluster-api carries restore.sh as a KubeadmConfigTemplate file; with a network source it is too large."""
+    d = as_mapping(data)
+    kubelet = as_mapping(d.get("kubelet"))
+    asked = asked_outputs(data)
+    if kubelet.get("layout") != "kubeadm" or kubelet.get("present", True) is not True or (
+            asked is not None and "cluster-api" not in asked):
+        return
+    sources = as_mapping(as_mapping(as_mapping(d.get("restore")).get("layout"))).get("from")
+    for i, source in enumerate(sources if isinstance(sources, list) else []):
+        if source in NETWORK_SOURCES:
+            yield loaded.problem(f"/restore/layout/from/{i}", f"{source} reads the network at boot, and its code makes "
+                                 "restore.sh larger than a Cluster API KubeadmConfigTemplate file takes even gzipped "
+                                 "(10240 characters of base64), so OUT/cluster-api cannot carry it: read the layout "
+                                 "name from file, kubelet-labels or credential, or leave cluster-api out of outputs:",
+                                 "cluster-api-network-source")
