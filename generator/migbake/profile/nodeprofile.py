@@ -169,6 +169,13 @@ class Bottlerocket:
 
 
 @dataclass(frozen=True)
+class Karpenter:
+    """The ``karpenter`` section: what the EC2NodeClass's userData carries (nodeconfig: the baked AMI's form)."""
+
+    user_data: str = "nodeconfig"
+
+
+@dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
 
@@ -201,6 +208,7 @@ class NodeProfile:
     slurm: Slurm = Slurm()
     openshift: OpenShift = OpenShift()
     bottlerocket: Bottlerocket = Bottlerocket()
+    karpenter: Karpenter = Karpenter()
     outputs: tuple[str, ...] = ()  # the output folders to write (``outputs:``); empty: all of them
     source_sha256: str = ""
 
@@ -331,6 +339,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         slurm=_slurm(data["slurm"]) if "slurm" in data else Slurm(),
         openshift=OpenShift(**data.get("openshift", {})),
         bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
+        karpenter=Karpenter(**data.get("karpenter", {})),
         outputs=tuple(str(o) for o in data.get("outputs", ())),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

@@ -59,13 +59,16 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     """The EC2NodeClass (declared to apply for a kubelet started by nodeadm: eks-al2023)."""
     # each file gzipped in the cloud-config: Karpenter's parts cannot be compressed as a whole, and EC2 takes
     # at most 16 KB of user data
-    parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]
+    # nodeconfig: the baked AMI holds the restore's files and units, userData only the labels (none: the full form)
+    full = plan.profile.karpenter.user_data == "full" or not plan.kubelet.nodeconfig_part
+    parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))] if full else []
     if plan.kubelet.nodeconfig_part:
         parts.append((NODECONFIG_MEDIA_TYPE, plan.kubelet.nodeconfig_part))
     files = [templates.file(EC2NODECLASS + ".j2", EC2NODECLASS, 0o644, {
         "nodeclass_name": nodeclass_name(plan),
         "root_volume_size": ROOT_VOLUME_SIZE,
         "user_data": yaml_text(user_data(parts), 4),
+        "full": full,
     })]
     if plan.mig.layout_names:
         files.append(Artifact(NODEPOOLS, nodepools(plan, templates), 0o644))
