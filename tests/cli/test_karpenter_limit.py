@@ -17,6 +17,8 @@ def test_asked_for_by_name_it_is_an_error(tmp_path: Path) -> None:
     code, _, err = cli("generate", str(profile), "-o", str(out))
     assert code == 1 and ": error: /consumers: " in err and "[karpenter-user-data-limit]" in err, err
     assert not out.exists()
+    code, report, _ = cli("validate", str(profile))  # validate refuses it first, located
+    assert code == 1 and ": error: /consumers: " in report and "[karpenter-user-data-limit]" in report, report
 
 
 def test_otherwise_a_warning(tmp_path: Path) -> None:
@@ -24,3 +26,4 @@ def test_otherwise_a_warning(tmp_path: Path) -> None:
     profile.write_text(BIG)
     code, _, err = cli("generate", str(profile), "-o", str(tmp_path / "out"))
     assert code == 0 and "[karpenter-user-data-size]" in err and "karpenter-user-data-limit" not in err, err
+    assert cli("validate", str(profile))[0] == 0
