@@ -9,8 +9,10 @@ JUnit a skipped test case.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from migbake import __version__
 from migbake.exits import EXIT_INVALID, EXIT_USAGE
@@ -129,8 +131,15 @@ def github_report(results: Sequence[FileResult]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def sarif_uri(path: str) -> str:
+    """A file name as SARIF's ``artifactLocation.uri`` wants it: a URI reference (SARIF 2.1.0 §3.4.3, RFC 3986), every
+    byte outside the unreserved set and ``/`` percent-encoded (a space, ``#``, ``?``, ``%``, ``:``; the bytes of a
+    file name that are not UTF-8 as they were on disk)."""
+    return quote(path, safe="/", errors="surrogateescape")
+
+
 def _sarif_location(p: Problem, index: int, line: int, col: int) -> dict[str, object]:
-    return {"physicalLocation": {"artifactLocation": {"uri": p.file, "index": index},
+    return {"physicalLocation": {"artifactLocation": {"uri": sarif_uri(p.file), "index": index},
                                  "region": {"startLine": line, "startColumn": col}}}
 
 
@@ -166,7 +175,7 @@ def sarif_report(results: Sequence[FileResult], summaries: Mapping[str, str] | N
                            "shortDescription": {"text": said.get(rule, f"migbake rule {rule}")},
                            "helpUri": f"{INFO_URI}#validation-output"} for rule in rules],
             }},
-            "artifacts": [{"location": {"uri": r.file}} for r in results],
+            "artifacts": [{"location": {"uri": sarif_uri(r.file)}} for r in results],
             "results": [_sarif_result(p, i, index[p.rule]) for i, r in enumerate(results) for p in r.problems]
                        + [{**_sarif_result(g.problem, i, index[g.problem.rule]),
                            "suppressions": [_sarif_suppression(g, i)]} for i, r in enumerate(results)
@@ -174,6 +183,17 @@ def sarif_report(results: Sequence[FileResult], summaries: Mapping[str, str] | N
         }],
     }
     return json.dumps(sarif, indent=2, ensure_ascii=False) + "\n"
+
+
+# characters XML 1.0 allows in no form, not even as a character reference (XML 1.0 §2.2 Char): C0 but tab,
+# LF and CR; lone surrogates (a file name's undecodable bytes); U+FFFE and U+FFFF
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    r"""``text`` as XML can carry it: ElementTree escapes markup (``<``, ``&``, quotes); a character no XML
+    document may hold is written as its escape (``\x01``), as migbake's messages write it."""
+    return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def junit_report(results: Sequence[FileResult]) -> str:
@@ -186,22 +206,22 @@ def junit_report(results: Sequence[FileResult]) -> str:
     suite = ET.SubElement(suites, "testsuite", name="migbake validate", tests=str(len(results) + ignored),
                           failures=str(sum(r.errors > 0 for r in results)), errors="0", skipped=str(ignored))
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname="migbake.validate", name=r.file)
+        case = ET.SubElement(suite, "testcase", classname="migbake.validate", name=_xml(r.file))
         errors = [p for p in r.problems if p.severity == "error"]
         if errors:
-            failure = ET.SubElement(case, "failure", type=errors[0].rule,
-                                    message=f"{plural(len(errors), 'problem')}: {errors[0].message}")
-            failure.text = "\n".join(p.format() for p in r.problems)
+            failure = ET.SubElement(case, "failure", type=_xml(errors[0].rule),
+                                    message=_xml(f"{plural(len(errors), 'problem')}: {errors[0].message}"))
+            failure.text = _xml("\n".join(p.format() for p in r.problems))
         elif r.problems:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(p.format() for p in r.problems)
+            out.text = _xml("\n".join(p.format() for p in r.problems))
     for r in results:
         for g in r.ignored:
             p = g.problem
             case = ET.SubElement(suite, "testcase", classname="migbake.validate.ignored",
-                                 name=f"{r.file}:{p.line}:{p.col} [{p.rule}]")
-            skipped = ET.SubElement(case, "skipped", message=f"ignored ({g.suppression.why()})")
-            skipped.text = g.format()
+                                 name=_xml(f"{r.file}:{p.line}:{p.col} [{p.rule}]"))
+            skipped = ET.SubElement(case, "skipped", message=_xml(f"ignored ({g.suppression.why()})"))
+            skipped.text = _xml(g.format())
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

@@ -221,10 +221,13 @@ def test_marker_records_profile_and_options_and_check_uses_them(tmp_path: Path) 
     assert f"profile: {os.path.relpath(PROFILE, out)}\n" in marker and "name: h200-inference\n" in marker
     assert "user-data-gzip: yes\n" in marker and "user-data-mime: ../setup.sh\n" in marker
     assert "sha256: " in marker
-    code, stdout, err = cli("generate", str(PROFILE), "-o", str(out), "--check")  # the recorded options
+    code, stdout, err = cli("generate", str(PROFILE), "-o", str(out), "--check")  # the marker names no file to read
+    assert code == 2 and "never reads the file its marker names" in err, stdout + err
+    again = ("generate", str(PROFILE), "-o", str(out), "--check", "--user-data-gzip", "--user-data-mime", str(part))
+    code, stdout, err = cli(*again)
     assert code == 0, stdout + err
     part.write_text("#!/bin/sh\necho changed\n")
-    code, stdout, err = cli("generate", str(PROFILE), "-o", str(out), "--check")
+    code, stdout, err = cli(*again)
     assert code == 1 and "user-data.mime" in stdout
     assert "--user-data-gzip --user-data-mime" in err  # the fix keeps the variants
 

@@ -146,7 +146,7 @@ def test_the_size_warning_only_follows_a_write(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, _, err = cli("generate", profile, "-o", str(out), "--user-data-mime", str(big))
     assert code == 0 and "warning: /kubelet/layout: cloud-init/user-data.mime is " in err
-    code, _, err = cli("generate", profile, "-o", str(out), "--check")
+    code, _, err = cli("generate", profile, "-o", str(out), "--check", "--user-data-mime", str(big))
     assert code == 0 and "[ec2-user-data-size]" not in err
 
 

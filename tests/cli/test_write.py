@@ -463,16 +463,28 @@ def _recompressed(text: str, change: tuple[str, str] | None = None) -> str:
     return GZIP_BASE64.sub(again, text)
 
 
-PAYLOADS = [("h200-inference", "karpenter/ec2nodeclass.yaml", ()),
-            ("a100-80gb-mixed", "cluster-api/kubeadm-config-template.yaml", ()),
-            ("h200-inference", "cloud-init/user-data.gz", ("--user-data-gzip",))]
+FULL_USER_DATA = "karpenter: {user_data: full}\n"  # the EC2NodeClass carries the restore's files, gzipped
+PAYLOADS = [("h200-inference", "karpenter/ec2nodeclass.yaml", (), FULL_USER_DATA),
+            ("a100-80gb-mixed", "cluster-api/kubeadm-config-template.yaml", (), ""),
+            ("h200-inference", "cloud-init/user-data.gz", ("--user-data-gzip",), "")]
 
 
-@pytest.mark.parametrize(("image", "rel", "options"), PAYLOADS, ids=[p[1].split("/")[0] for p in PAYLOADS])
-def test_check_compares_payloads_decoded(tmp_path: Path, image: str, rel: str, options: tuple[str, ...]) -> None:
+def _profile(tmp_path: Path, image: str, extra: str) -> str:
+    """The image's profile, or a copy of it with ``extra`` keys."""
+    source = IMAGES_BY_NAME[image] / "node-profile.yaml"
+    if not extra:
+        return str(source)
+    copy = tmp_path / "node-profile.yaml"
+    copy.write_text(source.read_text() + extra)
+    return str(copy)
+
+
+@pytest.mark.parametrize(("image", "rel", "options", "extra"), PAYLOADS, ids=[p[1].split("/")[0] for p in PAYLOADS])
+def test_check_compares_payloads_decoded(tmp_path: Path, image: str, rel: str, options: tuple[str, ...],
+                                         extra: str) -> None:
     """gzip output differs between zlib builds (zlib-ng's is not zlib's): a payload compressed at another level is
     the same file for --check; a changed content inside one is a difference, shown decoded."""
-    profile, out = str(IMAGES_BY_NAME[image] / "node-profile.yaml"), tmp_path / "out"
+    profile, out = _profile(tmp_path, image, extra), tmp_path / "out"
     assert cli("generate", profile, "-o", str(out), *options).exit_code == 0
     path = out / rel
     before = path.read_bytes()
@@ -501,10 +513,12 @@ def test_check_compares_payloads_decoded(tmp_path: Path, image: str, rel: str, o
     assert added[0].endswith("# Do not edit: change the profile and run `migbake generate`.")
 
 
-def test_readable_decodes_every_payload_in_place() -> None:
+def test_readable_decodes_every_payload_in_place(tmp_path: Path) -> None:
     """Each kind of payload a generated file carries reads decoded; a file without one reads as it is."""
     generated = IMAGES_BY_NAME["h200-inference"] / "generated"
-    nodeclass = (generated / "karpenter/ec2nodeclass.yaml").read_bytes()
+    full = tmp_path / "full"
+    assert cli("generate", _profile(tmp_path, "h200-inference", FULL_USER_DATA), "-o", str(full)).exit_code == 0
+    nodeclass = (full / "karpenter/ec2nodeclass.yaml").read_bytes()
     karpenter = payloads.readable("karpenter/ec2nodeclass.yaml", nodeclass)
     assert karpenter is not None and "H4sI" not in karpenter and "boundary=(not compared)" in karpenter
     assert "| mig-devices:" in karpenter.replace("|     ", "| ")

@@ -16,13 +16,14 @@ import pytest
 import yaml
 from crdschema import judge
 from realtools import NODECONFIG_CLUSTER, cloud_init_schema, cloud_init_unknown_keys, nodeadm, nodeadm_merged
-from support import IMAGES, generate
+from support import IMAGES, REPO, generate
 
 from migbake.problems import RenderError
 from migbake.render.targets.karpenter import user_data
 
 EKS = next(i for i in IMAGES if i.name == "h200-inference")
 OUR_FLAG = "--node-labels=nvidia.com/gpu.deploy.mig-manager=false"
+IMAGES_DIR = REPO / "images"
 KARPENTER_FLAG = '--node-labels="karpenter.sh/nodepool=default"'  # bootstrap.go's form (Go %q)
 KARPENTER_PART = "# Karpenter Generated NodeConfig\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + \
     NODECONFIG_CLUSTER + f"""  kubelet:
@@ -166,3 +167,32 @@ def test_a_part_the_guard_refuses_stops_the_userdata(part: tuple[str, str]) -> N
     """The MIME document is written by hand (Karpenter's merge rules): each part's type and text pass the guard."""
     with pytest.raises(RenderError, match=r"cannot be printed in|cannot hold a quote"):
         user_data([part])
+
+
+def _parts(folder: Path) -> list[str]:
+    doc = yaml.safe_load((folder / "karpenter/ec2nodeclass.yaml").read_text())
+    return [p.get_content_type() for p in email.message_from_string(doc["spec"]["userData"]).walk()
+            if not p.is_multipart()]
+
+
+@pytest.mark.parametrize("form", ["", "karpenter: {user_data: nodeconfig}\n"], ids=["default", "nodeconfig"])
+def test_the_baked_ami_form_carries_only_the_labels_and_fits(tmp_path: Path, form: str) -> None:
+    """images/h100-h200-inference as an EKS AL2023 node (two models, two layouts): the EC2NodeClass that launches the
+    AMI baked from it needs only the NodeConfig part (the files are in the image), far below EC2's 16 KB."""
+    from migbake.render.rendered_limits import user_data_bytes
+    from migbake.render.write import Artifact
+
+    text = (IMAGES_DIR / "h100-h200-inference/node-profile.yaml").read_text().replace(
+        "layout: kubeadm", "layout: eks-al2023") + form
+    out = generate(text, tmp_path / "out")
+    assert _parts(out) == ["application/node.eks.aws"]
+    data = (out / "karpenter/ec2nodeclass.yaml").read_bytes()
+    size = user_data_bytes([Artifact("karpenter/ec2nodeclass.yaml", data, 0o644)])
+    assert size is not None and size < 16384 * 9 // 10, size
+
+
+def test_the_full_form_carries_the_restore_too(tmp_path: Path) -> None:
+    text = (IMAGES_DIR / "h200-inference/node-profile.yaml").read_text().replace(
+        "layout: kubeadm", "layout: eks-al2023") + "karpenter: {user_data: full}\n"
+    out = generate(text, tmp_path / "out")
+    assert _parts(out) == ["text/cloud-config", "application/node.eks.aws"]

@@ -63,7 +63,10 @@ def _tree(out: Path) -> dict[str, str]:
 
 def test_the_carried_files_read_decoded(tmp_path: Path) -> None:
     # the rootfs config's layout line shows through every encoding a target carries the config in
-    out = _generate(IMAGES_BY_NAME["h200-inference"] / "node-profile.yaml", tmp_path / "out", tmp_path)
+    full = tmp_path / "node-profile.yaml"  # Karpenter's full form: its userData carries the config too
+    full.write_text((IMAGES_BY_NAME["h200-inference"] / "node-profile.yaml").read_text()
+                    + "karpenter: {user_data: full}\n")
+    out = _generate(full, tmp_path / "out", tmp_path)
     def flat(text: str) -> str:  # each carrier indents the config its own way (a decoded payload's lines: "  | ")
         return " ".join(re.sub(r"(?m)^(?:[ ]*\|)+", "", text).split())
 

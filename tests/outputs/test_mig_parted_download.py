@@ -52,7 +52,8 @@ def _profile(url: str, sha256: str) -> str:
     text = (EKS / "node-profile.yaml").read_text()
     tools = f"  nvidia_mig_parted: {DEST}\n  nvidia_mig_parted_url: {url}\n  nvidia_mig_parted_sha256: {sha256}\n"
     assert "  nvidia_mig_parted: /usr/bin/nvidia-mig-parted\n" in text
-    return text.replace("  nvidia_mig_parted: /usr/bin/nvidia-mig-parted\n", tools)
+    # Karpenter's full form: its userData installs the tool at first boot as cloud-init's does
+    return text.replace("  nvidia_mig_parted: /usr/bin/nvidia-mig-parted\n", tools) + "karpenter: {user_data: full}\n"
 
 
 @pytest.fixture(scope="module")

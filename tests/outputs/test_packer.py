@@ -141,3 +141,15 @@ def test_qemu_needs_a_base_image(tmp_path: Path) -> None:
     assert code == 2 and "--var qemu_base_image=..." in err and "qemu_base_image_checksum" in err, err
     ran = packer_validate(IMAGES[0] / "generated/packer", "qemu.image")
     assert ran.rc == 0, ran.text
+
+
+def test_outputs_packer_writes_the_rootfs_it_uploads(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, _, err = cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(out), "--outputs", "packer")
+    assert code == 0, err
+    assert "wrote rootfs too" in err
+    assert sorted(p.name for p in out.iterdir()) == [".migbake-output", "packer", "rootfs"]
+    assert any((out / "rootfs").rglob("restore.sh"))
+    ran = packer_validate(out / "packer", "qemu.image")
+    assert ran.rc == 0, ran.text
+    assert cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(out), "--check")[0] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -481,3 +482,25 @@ def test_a_layout_file_and_kubelets_label_that_disagree_are_flagged(
             in ran.detail["layout"]
     if status == "FAIL":
         assert ran.rc == 1 and ran.report["ready"] is False
+
+
+@pytest.mark.parametrize("printed", [b"NVIDIA H100 \xff\xfe 80GB", b"NVIDIA \xc2\x9b31mH100\xc2\x85 80GB",
+                                     b"NVIDIA \xe2\x80\xae H100 \xc3"], ids=["not-utf8", "c1-controls", "cut-utf8"])
+@pytest.mark.parametrize("fails", [False, True], ids=["answers", "fails"])
+def test_script_escapes_bytes_nvidia_smi_prints_that_are_not_text(tmp_path: Path, printed: bytes, fails: bool) -> None:
+    root = tmp_path / "node"
+    root.mkdir()
+    env = install(SimNode(gpus=[SimGpu(("NVIDIA H100 80GB HBM3", "0x233010de"))]), root)
+    (root / "query.csv").write_bytes(b"0, " + printed + b", 0x233010de, Disabled\n")  # the stub nvidia-smi prints it
+    if fails:  # a driver that cannot answer says why in bytes of its own (its first line is the detail)
+        smi = root / "usr/bin/nvidia-smi"
+        smi.write_text(f"#!/bin/sh\ncat '{root}/query.csv'\nexit 9\n")
+    out = generate(profile_yaml(root), tmp_path / "out")
+    for args in (["--json"], []):
+        p = subprocess.run([str(out / SCRIPT), *args], env={**os.environ, **env}, capture_output=True, timeout=120,
+                           stdin=subprocess.DEVNULL, check=False)
+        text = p.stdout.decode("utf-8")  # strict: a byte that is not UTF-8 fails here
+        assert not any("\x80" <= ch <= "\x9f" for ch in text), text
+        if args:
+            detail = {c["check"]: c["detail"] for c in json.loads(text)["checks"]}["nvidia-smi" if fails else "gpus/0"]
+            assert "\\x" in detail, detail  # what was not text is shown as its bytes

@@ -206,7 +206,8 @@ def test_a_pre_kubeadm_command_over_the_crds_limit_is_refused_located(tmp_path: 
 
 
 def _eks(**extra: Any) -> dict[str, Any]:
-    return _profile(kubelet={"layout": "eks-al2023"}, **extra)
+    # the EC2NodeClass's full form (karpenter.user_data full: the restore's files in userData) is the one measured
+    return _profile(kubelet={"layout": "eks-al2023"}, karpenter={"user_data": "full"}, **extra)
 
 
 def _labels_of(count: int) -> dict[str, str]:

@@ -169,3 +169,5 @@ def test_the_guest_content_builds_and_the_restore_reads_it(tmp_path: Path) -> No
     subprocess.run(["sh", "-c", local], check=True)  # the second boot's fixture run
     assert sorted(p.name for p in bus.iterdir()) == ["0000:18:00.0", "0000:3b:00.0"]
     assert (rootfs / "etc/mig-stub/fail-smi").exists()
+    # NVIDIA's tools over the simulated NVML library see no driver either (--mig-parted BIN)
+    assert (rootfs / "etc/simgpu/driver-delay").read_text() == "never\n"

@@ -18,7 +18,7 @@ from migbake.commands.common import (
     say,
     valid_checked,
 )
-from migbake.commands.generate import artifacts_for, warn_rendered, warn_sizes
+from migbake.commands.generate import FORCE_HELP, artifacts_for, mime_refusal, warn_rendered, warn_sizes
 from migbake.kubernetes.kubelet import eks_family
 from migbake.problems import PackerError, UsageError
 from migbake.render.artifact import Artifact
@@ -106,8 +106,7 @@ def _dry_validate(artifacts: list[Artifact], origin: Origin, packer_bin: str | N
               type=click.Path(exists=True, dir_okay=False, readable=True, path_type=Path),
               help="A Packer variables file (repeatable).")
 @click.option("--packer", "packer_bin", metavar="PATH", help="The Packer binary (default: $MIGBAKE_PACKER or packer).")
-@click.option("--force", is_flag=True, help="Replace the output directory even if migbake did not create it "
-                                            "or another profile did.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Write nothing; say what would be written where, print the Packer commands and run "
                    "`packer validate` with them (on the templates in a temporary folder).")
@@ -134,8 +133,10 @@ def bake(target: Path, out: Path | None, only: tuple[str, ...], variables: tuple
                          "from: add packer to the profile's outputs", usage=True)
     origin = Origin.of(str(profile), out_dir, prof.name, prof.source_sha256, outputs=in_order(prof.outputs))
     recorded = read_origin(out_dir)
+    if recorded is not None and recorded.user_data_mime:
+        raise UsageError(mime_refusal(out_dir, "bake"), usage=True)
     if recorded is not None:
-        origin = origin.same_options(recorded)  # keep the user-data forms OUT was generated with
+        origin = origin.same_options(recorded)  # keep the user-data gzip form OUT was generated with
     artifacts = artifacts_for(prof, origin, out_dir)
     warn_rendered(profile, checked, artifacts, "nothing baked")
     _check_vars(artifacts, only, variables, var_files)

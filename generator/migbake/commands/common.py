@@ -102,11 +102,11 @@ def valid_checked(profile: Path, consequence: str = "", *, strict: bool = False)
 def later_problems(profile: Path, checked: ValidationResult, found: list[Problem], consequence: str, *,
                    strict: bool = False) -> None:
     """Print the warnings found after validation (``render.rendered_limits``: once rendered) as validation prints
-    its own, less those the profile's ``validation.ignore`` sets aside; ``strict``: they refuse the profile
-    (ProfileError)."""
+    its own, less those the profile's ``validation.ignore`` sets aside; an error among them, or any with ``strict``,
+    refuses the profile (ProfileError)."""
     assert checked.loaded is not None
     kept, ignored = set_aside(found, profile_suppressions(checked.loaded, checked.problems))
-    if strict and kept:
+    if (strict and kept) or any(p.severity == "error" for p in kept):  # an error once rendered: nothing written
         raise ProfileError(profile_name(profile), [*checked.problems, *kept], consequence)
     for line in [p.format() for p in kept] + [i.format() for i in ignored]:
         click.echo(line, err=True)

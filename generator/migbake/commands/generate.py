@@ -24,8 +24,8 @@ from migbake.render import mime_parts
 from migbake.render.artifact import Artifact
 from migbake.render.plan import LAYOUT_FILE, MimePart, UserDataForms
 from migbake.render.rendered_limits import ec2_user_data_problem, render_problems
-from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
-from migbake.render.write import Origin, diff_tree, read_origin, write_tree
+from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render, with_needed
+from migbake.render.write import OUTPUT_MARKER, Origin, diff_tree, read_origin, write_tree
 from migbake.rules.validate import ValidationResult
 from migbake.wording import plural
 
@@ -43,17 +43,21 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
     return in_order(tuple(names))
 
 
+# what --force replaces, said once for every command that writes an output tree (``render.write._refusal``)
+FORCE_HELP = ("Replace OUT even if migbake generated it from another profile. Never a folder migbake did not create, "
+              "one holding files its marker does not list (they are named), or a system directory: choose an empty "
+              "one.")
+
+
 @click.command()
 @click.argument("profile", type=PROFILE_PATH)
 @click.option("-o", "--output", "out", required=True, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="Output directory (created, or replaced as a whole if migbake made it).")
-@click.option("--force", is_flag=True,
-              help="Replace OUT even if migbake generated it from another profile. Never a folder migbake did "
-                   "not create, one holding files its marker does not list (they are named), or a system "
-                   "directory: choose an empty one.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 and show a diff if OUT differs from what would be generated (with "
-                   "the --user-data-* options OUT was generated with, unless given).")
+                   "the --user-data-gzip OUT was generated with, unless given; a --user-data-mime part is "
+                   "given again: no file OUT's marker names is read).")
 @click.option("--user-data-gzip", is_flag=True,
               help="Also write cloud-init/user-data.gz, and with --user-data-mime user-data.mime.gz (cloud-init "
                    "inflates them; for EC2's 16 KB limit).")
@@ -96,9 +100,16 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
                        outputs_option=bool(outputs), layout=layout or "")
     recorded = read_origin(out) if check else None
     if recorded is not None and not (user_data_gzip or mime_part):
+        if recorded.user_data_mime:
+            raise UsageError(mime_refusal(out, "generate --check"), usage=True)
         origin = origin.same_options(recorded)  # compare with the options OUT was generated with
     if recorded is not None and layout is None and recorded.layout in prof.layout_names:
         origin = replace(origin, layout=recorded.layout)  # and the --layout it was generated with
+    unknown = recorded.unknown_outputs(OUTPUT_NAMES) if recorded is not None else []
+    if unknown:  # an edited marker: nothing of such a folder is written, so "up to date" would be a lie
+        say(f"migbake: {out / OUTPUT_MARKER} names outputs migbake does not write ({', '.join(unknown)}); run "
+            f"`migbake generate {shlex.join([str(profile), '-o', str(out)])}`", err=True)
+        return EXIT_INVALID
     if recorded is not None and recorded.outputs_option and not outputs:
         origin = origin.same_outputs(recorded)  # and the folders --outputs chose then
     artifacts = artifacts_for(prof, origin, out)
@@ -110,6 +121,9 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
         return 0
     write_tree(artifacts, out, force=force, origin=origin)
     say(f"wrote {plural(len(artifacts), 'file')} to {out} (profile {prof.name} from {profile_name(profile)})")
+    extra = [o for o in with_needed(origin.outputs) if o not in origin.outputs]
+    if extra:  # Packer's template uploads ../rootfs/: a packer folder alone could not be built
+        say(f"migbake: note: wrote {', '.join(extra)} too: {', '.join(origin.outputs)} uses it on disk", err=True)
     empty = [o for o in origin.outputs if not any(a.path.startswith(o + "/") for a in artifacts)]
     if empty:  # e.g. slurm for a profile without a slurm: section
         say(f"migbake: note: nothing to write in {', '.join(empty)} for this profile", err=True)
@@ -124,7 +138,15 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
         raise UsageError("--user-data-gzip and --user-data-mime write into cloud-init/, which the outputs leave out "
                          f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
     forms = UserDataForms(origin.user_data_gzip, _mime_part(origin.mime_argument(out) or None))
-    return only_outputs(render(prof, forms, origin.layout), origin.outputs)
+    return only_outputs(render(prof, forms, origin.outputs, origin.layout), origin.outputs)
+
+
+def mime_refusal(out: Path, command: str) -> str:
+    """Why ``command`` cannot reuse OUT's ``--user-data-mime``: the marker records which file it was, but a marker
+    is output (edited as easily as any file of a pull request), so migbake never reads a file it names."""
+    return (f"{out} was generated with --user-data-mime, and migbake never reads the file its marker names "
+            f"({OUTPUT_MARKER} is output, not input): run `migbake generate PROFILE -o {shlex.quote(str(out))} "
+            f"--user-data-mime FILE[:TYPE]` (with --check to compare) instead of `migbake {command}`")
 
 
 def seed_layout(prof: NodeProfile, loaded: LoadedProfile, name: str) -> None:

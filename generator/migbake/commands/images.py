@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from migbake.commands.common import NonEmptyPath, generated_dir, say
-from migbake.commands.generate import artifacts_for, report_diff, warn_rendered, warn_sizes
+from migbake.commands.generate import artifacts_for, mime_refusal, report_diff, warn_rendered, warn_sizes
 from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
 from migbake.render.tree import in_order
@@ -44,8 +44,12 @@ def images(images_dir: Path, check: bool) -> int:
         origin = Origin.of(str(profile), out, checked.profile.name, checked.profile.source_sha256,
                            outputs=in_order(checked.profile.outputs))
         recorded = read_origin(out)
+        if recorded is not None and recorded.user_data_mime:
+            say(f"migbake: error: {mime_refusal(out, 'images')}", err=True)
+            failed += 1
+            continue
         if recorded is not None:
-            origin = origin.same_options(recorded)  # keep the user-data forms it was generated with
+            origin = origin.same_options(recorded)  # keep the user-data gzip form it was generated with
         artifacts = artifacts_for(checked.profile, origin, out)
         warn_rendered(profile, checked, artifacts, "")
         if check:

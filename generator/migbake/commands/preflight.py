@@ -9,7 +9,7 @@ import click
 
 from migbake.commands.common import PROFILE_PATH, valid_profile
 from migbake.exits import EXIT_INVALID
-from migbake.kubernetes.labels import GPU_CLUSTER_NOTE, read_node_labels, read_node_name, read_operator_cr
+from migbake.kubernetes.labels import GPU_CLUSTER_NOTE, node_name_of, read_node, read_operator_cr
 from migbake.node.draslices import check_node_name, read_resource_slices
 from migbake.node.draverdict import layout_slice_checks
 from migbake.node.driveroffer import read_generate_config
@@ -61,6 +61,10 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     driver offers).
     Checks that need the node itself are SKIP. Exit 0 when no check failed, 1 when one did (or the
     profile or the generate-config capture is invalid), 2 for bad usage or an unreadable capture.
+
+    --node-json, --cluster-policy and --resource-slices take kubectl's output as a file or a pipe
+    (`--node-json <(kubectl get node NAME -o json)`): read once, at most 4 MiB and 120 seconds.
+
     With --resource-slices (a `kubectl get resourceslices -o json` capture) and --node NAME (or --node-json),
     kubernetes.allocation dra is READY when the node publishes exactly the profile's MIG devices (count
     per profile per GPU and the placements, read from names of either DRA driver naming, up to v25.8.1 or
@@ -86,7 +90,7 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
     prof = valid_profile(profile, "nothing checked")
     capture = None if capture_file is None else read_capture(
         capture_file, "nvidia-smi-xml" if xml_file is not None else "nvidia-smi-csv")
-    labels = None if node_file is None else read_node_labels(node_file)
+    labels, name = (None, "") if node_file is None else read_node(node_file)  # once: it may be <(kubectl ...)
     kind, enabled = (None, None) if policy_file is None else read_operator_cr(policy_file)
     offers = None if gc_file is None else read_generate_config(gc_file)
     slices = None
@@ -94,7 +98,7 @@ def preflight(profile: Path, xml_file: Path | None, csv_file: Path | None, node_
         if not prof.dra:
             raise click.UsageError("--resource-slices checks what NVIDIA's DRA driver publishes: the profile's "
                                    "kubernetes.allocation is device-plugin (use dra or dra-dynamic)")
-        node = node_name or read_node_name(node_file)  # type: ignore[arg-type]
+        node = node_name or node_name_of(node_file, name)  # type: ignore[arg-type]
         dra = make_plan(prof).dra  # the plan's placements, as the generated verify has them (per layout name)
         slices = layout_slice_checks(prof, dra.expected, dra.named_devices, labels,
                                      read_resource_slices(slices_file, node), node)

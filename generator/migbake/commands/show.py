@@ -21,9 +21,9 @@ from migbake.kubernetes.kubelet import LAYOUT_LABELS_ENV, eks_family, layout_rep
 from migbake.kubernetes.managed import entries_of, managed_report
 from migbake.kubernetes.resources import resource_report
 from migbake.profile.nodeprofile import NodeProfile
-from migbake.render.plan import gpu_notes, make_plan
+from migbake.render.plan import gpu_notes, make_plan, nodepool_name
 from migbake.render.targets.clusterapi import TEMPLATE_V1BETA2, object_name_of
-from migbake.render.targets.karpenter import NODEPOOLS, nodepool_name
+from migbake.render.targets.karpenter import NODEPOOLS
 from migbake.slurm.gres import show_lines
 from migbake.wording import instances
 

@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from migbake.commands.common import check_profile, is_stdin, profile_name
 from migbake.exits import color_wanted
 from migbake.gpu.catalog import CatalogChoice
-from migbake.problems import Suppression, set_aside
+from migbake.problems import Problem, Suppression, set_aside
+from migbake.render.rendered_limits import render_problems
+from migbake.render.tree import render
 from migbake.report import FORMATS, FileResult, exit_code, render_report, summary
 from migbake.rules.registry import RULES, why_not_ignorable
-from migbake.rules.validate import file_findings, profile_files
+from migbake.rules.validate import ValidationResult, check_file, file_findings, profile_files
+
+
+def asks_rendered(problems: list[Problem], path: Path) -> bool:
+    """Whether a valid profile file may hold an error only rendering shows (``rendered_errors``): it asks for the
+    Karpenter output by name (read again only then: validate does not render otherwise)."""
+    if any(p.severity == "error" for p in problems):
+        return False
+    try:
+        return "karpenter" in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def rendered_errors(checked: ValidationResult, catalog: CatalogChoice) -> list[Problem]:
+    """The errors ``generate`` would find once rendered (``render.rendered_limits``), so that validate refuses first
+    what generate refuses: Karpenter's userData over EC2's 16 KB when outputs: asks for karpenter. Rendered only
+    for such a profile, and only the targets the EC2NodeClass needs."""
+    if checked.profile is None or checked.loaded is None or "karpenter" not in checked.profile.outputs:
+        return []
+    artifacts = render(checked.profile, outputs=("karpenter",))
+    return [p for p in render_problems(checked.loaded, catalog.load(), artifacts) if p.severity == "error"]
 
 
 def _ignored_rules(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -46,10 +71,14 @@ def validate(profiles: tuple[str, ...], fmt: str, quiet: bool, strict: bool, ign
     and does not fail --strict.
     """
     files = list(profile_files(profiles))
+    catalog = click.get_current_context().ensure_object(CatalogChoice)
     if any(is_stdin(f) for f in files):
-        found = [(c.problems, c.ignored) for c in map(check_profile, files)]
+        checks = list(map(check_profile, files))
+        found = [(c.problems + rendered_errors(c, catalog), c.ignored) for c in checks]
     else:  # files only: several CPUs may share the work
-        found = file_findings(files, click.get_current_context().ensure_object(CatalogChoice))
+        found = file_findings(files, catalog)
+        found = [(problems + rendered_errors(check_file(f, catalog=catalog), catalog) if asks_rendered(problems, f)
+                  else problems, ignored) for f, (problems, ignored) in zip(files, found)]
     flag = [Suppression(rule, "flag") for rule in ignore]
     results = []
     for f, (problems, ignored) in zip(files, found):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import stat
 import sys
+import time
 from pathlib import Path
 
 from migbake.problems import MigbakeError, UsageError
@@ -70,3 +72,67 @@ def read_stdin(limit: int) -> bytes:
     except OSError as err:
         raise UsageError(f"cannot read standard input: {err.strerror or err}") from err
     return data if isinstance(data, bytes) else str(data).encode("utf-8")
+
+
+# how long a pipe (``<(kubectl get ... -o json)``, a FIFO) is waited on for the rest of its output: kubectl against a
+# slow API server answers within its own 30 s default request timeout plus the time to print
+PIPE_SECONDS = 120.0
+NOT_READABLE_KIND = "not a regular file or a pipe (a device, a socket); give a file, or <(kubectl ...)"
+
+
+def read_file_or_pipe(path: Path, limit: int, error: type[MigbakeError]) -> bytes:
+    """A user file's bytes, or a pipe's (process substitution ``<(kubectl get ... -o json)``, a FIFO), at most
+    ``limit``: a pipe is read until its writer closes it, for at most ``PIPE_SECONDS``; a bound hit (size or time),
+    an unreadable file, a device or a socket raises ``error`` saying which. Read once, as ``read_bounded``."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise error(f"{path}: {err.strerror or err}") from err
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(limit + 1)
+        elif stat.S_ISFIFO(mode):
+            data = _read_pipe(fd, path, limit, error)
+        else:
+            raise error(f"{path}: {os.strerror(errno.EISDIR) if stat.S_ISDIR(mode) else NOT_READABLE_KIND}")
+    except OSError as err:
+        raise error(f"{path}: {err.strerror or err}") from err
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise error(f"{path}: larger than {_limit_text(limit)}" + (" (read from a pipe: stopped there)"
+                                                                   if stat.S_ISFIFO(mode) else ""))
+    return data
+
+
+def _read_pipe(fd: int, path: Path, limit: int, error: type[MigbakeError]) -> bytes:
+    """At most ``limit + 1`` bytes of the pipe ``fd`` (opened without blocking), until its writer closes it.
+
+    poll() of a FIFO opened for reading reports no hang-up before a writer first opens it (Linux: pipe_poll
+    compares the writer count seen at open), so a named FIFO whose writer starts later is waited for, within the
+    same time bound."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    deadline = time.monotonic() + PIPE_SECONDS
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise error(f"{path}: the pipe did not end within {PIPE_SECONDS:g} seconds ({size} bytes read); "
+                        "save the command's output to a file and give that")
+        if not poller.poll(max(1, int(left * 1000))):
+            continue
+        try:
+            chunk = os.read(fd, min(65536, limit + 1 - size))
+        except BlockingIOError:
+            continue
+        if not chunk:  # the writer closed it: the end
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from migbake.document.files import read_bounded
+from migbake.document.files import read_file_or_pipe
 from migbake.document.patterns import whole
 from migbake.document.shape_limits import json_shape, yaml_shape
 from migbake.exits import EXIT_USAGE
@@ -72,7 +72,7 @@ def _kind(value: object) -> str:
 
 def _text(path: Path, what: str, *, yaml_too: bool) -> str:
     """The file's text (at most MAX_NODE_JSON_BYTES), its nesting and numbers within bounds before it is parsed."""
-    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    data = read_file_or_pipe(path, MAX_NODE_JSON_BYTES, NodeJsonError)  # <(kubectl get ... -o json) too
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -95,18 +95,9 @@ def _member(doc: dict[str, Any], key: str, path: Path, pointer: str) -> dict[str
     return value
 
 
-def read_node_name(path: Path) -> str:
-    """``metadata.name`` of the node in ``kubectl get node NAME -o json`` (read as ``read_node_labels`` reads it)."""
-    read_node_labels(path)  # the same checks, the same errors
-    name = json.loads(read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError).decode("utf-8")).get(
-        "metadata", {}).get("name")
-    if not isinstance(name, str) or not name:
-        raise NodeJsonError(f"{path}: metadata.name is not a node name")
-    return name
-
-
-def read_node_labels(path: Path) -> dict[str, str]:
-    """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB, 64 levels deep)."""
+def read_node(path: Path) -> tuple[dict[str, str], str]:
+    """The labels and ``metadata.name`` ("" when it is no string) of one node from ``kubectl get node NAME -o json``
+    (at most 4 MiB, 64 levels deep), the file read once: a pipe (``<(kubectl ...)``) cannot be read again."""
     text = _text(path, NODE_JSON, yaml_too=False)
     try:
         node = json.loads(text)
@@ -114,12 +105,26 @@ def read_node_labels(path: Path) -> dict[str, str]:
         raise NodeJsonError(f"{path}: not JSON: {err}") from err
     if not isinstance(node, dict) or node.get("kind") != "Node":
         raise NodeJsonError(f"{path}: not one Node ({NODE_JSON}; a NodeList is refused)")
-    labels = _member(_member(node, "metadata", path, "/metadata"), "labels", path, "/metadata/labels")
+    metadata = _member(node, "metadata", path, "/metadata")
+    labels = _member(metadata, "labels", path, "/metadata/labels")
     for key, value in labels.items():
         if not isinstance(value, str):
             pointer = "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
             raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not a string (a label's value)")
-    return dict(labels)
+    name = metadata.get("name")
+    return dict(labels), name if isinstance(name, str) else ""
+
+
+def node_name_of(path: Path, name: str) -> str:
+    """``metadata.name`` as ``read_node`` gave it, refused when it names no node."""
+    if not name:
+        raise NodeJsonError(f"{path}: metadata.name is not a node name")
+    return name
+
+
+def read_node_labels(path: Path) -> dict[str, str]:
+    """The labels of one node from ``kubectl get node NAME -o json`` (at most 4 MiB, 64 levels deep)."""
+    return read_node(path)[0]
 
 
 def label_value_problem(value: str) -> str:

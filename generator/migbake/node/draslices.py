@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from migbake.document.files import read_bounded
+from migbake.document.files import read_file_or_pipe
 from migbake.kubernetes.dra import DNS_LABEL, DRIVER
 from migbake.kubernetes.labels import MAX_NODE_JSON_BYTES, NodeJsonError
 
@@ -112,7 +112,7 @@ def read_resource_slices(path: Path, node: str) -> NodeSlices:
     """The devices driver gpu.nvidia.com publishes for ``node`` in a ``kubectl get resourceslices -o json`` List:
     of each pool, the slices of its newest generation only."""
     check_node_name(node)
-    data = read_bounded(path, MAX_NODE_JSON_BYTES, NodeJsonError)
+    data = read_file_or_pipe(path, MAX_NODE_JSON_BYTES, NodeJsonError)  # <(kubectl get ... -o json) too
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:

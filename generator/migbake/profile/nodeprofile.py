@@ -197,6 +197,13 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class Karpenter:
+    """The ``karpenter`` section: what the EC2NodeClass's userData carries (nodeconfig: the baked AMI's form)."""
+
+    user_data: str = "nodeconfig"
+
+
+@dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
 
@@ -231,6 +238,7 @@ class NodeProfile:
     bottlerocket: Bottlerocket = Bottlerocket()
     talos: Talos | None = None  # a Talos node (``talos:``): OUT/talos/ instead of a host unit
     gate: Gate = Gate()
+    karpenter: Karpenter = Karpenter()
     outputs: tuple[str, ...] = ()  # the output folders to write (``outputs:``); empty: all of them
     source_sha256: str = ""
 
@@ -376,6 +384,7 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         talos=Talos(**data["talos"]) if "talos" in data else None,
         gate=Gate(tuple(str(p) for p in data.get("gate", {}).get("plugins", ())),
                   str(data.get("gate", {}).get("wait_image", ""))),
+        karpenter=Karpenter(**data.get("karpenter", {})),
         outputs=tuple(str(o) for o in data.get("outputs", ())),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

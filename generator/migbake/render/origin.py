@@ -86,8 +86,14 @@ class Origin:
                    () if outputs == "all" else tuple(outputs.split(",")), chosen, fields.get("layout", ""))
 
     def same_options(self, other: Origin) -> Origin:
-        """This origin with ``other``'s user-data options."""
-        return replace(self, user_data_gzip=other.user_data_gzip, user_data_mime=other.user_data_mime)
+        """This origin with ``other``'s user-data gzip option. Never its ``--user-data-mime`` FILE: a marker is
+        output, edited as easily as any file in a pull request, so a path in it is never read (the command line
+        names the part: ``mime_refusal``)."""
+        return replace(self, user_data_gzip=other.user_data_gzip)
+
+    def unknown_outputs(self, known: tuple[str, ...]) -> list[str]:
+        """The output folders the marker names that migbake does not write (an edited marker)."""
+        return [o for o in self.outputs if o not in known]
 
     def same_outputs(self, other: Origin) -> Origin:
         """This origin with ``other``'s output folders (and how they were chosen)."""

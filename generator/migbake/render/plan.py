@@ -54,6 +54,7 @@ from migbake.kubernetes.kubelet import (
 )
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
+from migbake.kubernetes.objectnames import kubeadm_template_name, nodepool_name  # for the targets: re-exported
 from migbake.kubernetes.overlays import NO_OVERLAYS, overlays
 from migbake.kubernetes.readiness import startup_readiness
 from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
@@ -85,7 +86,7 @@ __all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
            "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
            "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
-           "make_plan"]
+           "kubeadm_template_name", "make_plan", "nodepool_name"]
 
 DROPIN_NAME = "20-mig-restore.conf"
 LAYOUT_FILE = "/etc/migbake/layout"  # restore.layout's ``file`` source (templates/scripts/_layout-source.sh.j2)

@@ -37,7 +37,7 @@ from migbake.render.targets.slurm import slurm
 from migbake.render.targets.userdata import user_data_forms
 
 __all__ = ["OUTPUT_NAMES", "TARGETS", "Artifact", "Target", "always", "check_order", "in_order", "only_outputs",
-           "render", "render_plan"]
+           "render", "render_plan", "with_needed"]
 
 _FOLDER = re.compile(r"[a-z][a-z0-9-]*")
 _PAGE = re.compile(r"docs/[a-z0-9-]+\.md")
@@ -57,6 +57,7 @@ class Target:
     folders: tuple[str, ...]  # the folders of OUT it writes (``outputs:`` and ``--outputs`` name them)
     render: Callable[[RenderPlan, Rendered, Templates], list[Artifact]]  # (plan, what it reads, templates)
     reads: tuple[str, ...] = ()  # the targets whose files it carries: it runs after them and sees only theirs
+    needs: tuple[str, ...] = ()  # the folders it uses on disk beside its own: written whenever it is
     applies: Callable[[RenderPlan], bool] = always  # whether the profile gets it at all
     doc: str = ""  # one line: what it is for
     page: str = ""  # the doc page that says more (``docs/NAME.md``; docs/output-tree.md's table links it)
@@ -75,7 +76,8 @@ TARGETS: tuple[Target, ...] = (
            applies=lambda plan: plan.user_data != NO_FORMS,
            doc="the user-data's delivery forms generate's options ask for: gzipped, multi-part MIME",
            page="docs/baking.md", tests="tests/outputs/test_ec2_user_data.py"),
-    Target("packer", ("packer",), packer, reads=("rootfs",),
+    # Packer's file provisioner uploads ../rootfs/ (templates/packer/build.pkr.hcl.j2)
+    Target("packer", ("packer",), packer, reads=("rootfs",), needs=("rootfs",),
            doc="the Packer templates, one plugin folder per builder, and the provisioner scripts",
            page="docs/packer.md", tests="tests/outputs/test_packer.py"),
     Target("scripts", ("scripts",), scripts,
@@ -160,22 +162,42 @@ def in_order(outputs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in OUTPUT_NAMES if n in outputs)
 
 
+def with_needed(outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """``outputs`` and the folders they use on disk (``Target.needs``: Packer uploads ``../rootfs/``), in order."""
+    return in_order(tuple(outputs) + tuple(n for t in TARGETS if set(t.folders) & set(outputs) for n in t.needs))
+
+
 def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Artifact]:
     """The files of ``artifacts`` in the folders ``outputs`` names (empty: all of them).
 
-    Every target is rendered first, so what one folder carries of another (Karpenter's userData the
-    cloud-init user-data, Cluster API the rootfs files) is the same whether or not that folder is written.
+    A folder an output uses on disk is written with it (``with_needed``). Every target is rendered first, so what
+    one folder carries of another (Karpenter's userData the cloud-init user-data, Cluster API the rootfs files) is
+    the same whether or not that folder is written.
     """
     if not outputs:
         return artifacts
-    keep = set(outputs)
+    keep = set(with_needed(outputs))
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, layout: str = "") -> list[Artifact]:
-    """Every file of the output tree for ``profile`` (with the user-data forms asked for; ``layout``: the layout
-    name the top-level seeds write, ``generate --layout``), sorted by path."""
-    return render_plan(replace(make_plan(profile), user_data=user_data, seed_layout=layout))
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, outputs: tuple[str, ...] = (),
+           layout: str = "") -> list[Artifact]:
+    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path; with
+    ``outputs``, of the targets that write those folders and those they read or need (``targets_for``): a folder
+    not asked for is never rendered, so its own limits cannot refuse the profile; ``layout``: the layout name the
+    top-level seeds write (``generate --layout``)."""
+    return render_plan(replace(make_plan(profile), user_data=user_data, seed_layout=layout), targets_for(outputs))
+
+
+def targets_for(outputs: tuple[str, ...]) -> tuple[Target, ...]:
+    """The targets that write ``outputs`` (empty: all), what they need on disk, and what those read, in order."""
+    if not outputs:
+        return TARGETS
+    wanted = {t.name for t in TARGETS if set(t.folders) & set(with_needed(outputs))}
+    for t in reversed(TARGETS):  # a target runs after those it reads: one pass from the end takes them all
+        if t.name in wanted:
+            wanted.update(t.reads)
+    return tuple(t for t in TARGETS if t.name in wanted)
 
 
 def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:

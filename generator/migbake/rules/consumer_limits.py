@@ -59,6 +59,9 @@ KARPENTER_WARN_BYTES = EC2_USER_DATA_MAX * 9 // 10  # Karpenter's own warning (l
 USER_DATA_KEYS = (("consumers",), ("kubernetes", "node_labels"), ("description",), ("tools",))
 KARPENTER_RULE = Rule("karpenter-user-data-size", "render", "Karpenter's userData from this profile leaves too little "
                       "of EC2's 16 KB of user data for Karpenter's own NodeConfig, or is over it", "warning")
+KARPENTER_LIMIT_RULE = Rule("karpenter-user-data-limit", "render", "Karpenter's userData from this profile is over "
+                            "EC2's 16 KB of user data and the profile's outputs: lists karpenter: no node launches",
+                            "error")
 EC2_RULE = Rule("ec2-user-data-size", "render", "the cloud-init user-data that would be sent is above EC2's 16 KB "
                 "of user data, and the profile or the options say EC2 (an EKS kubelet.layout, karpenter in "
                 "outputs, --user-data-gzip)", "warning")
@@ -207,7 +210,11 @@ def karpenter_user_data_problem(loaded: LoadedProfile, size: int, grown: dict[st
                  f"EC2 refuses the launch; Karpenter warns from {KARPENTER_WARN_BYTES} and reports the size as "
                  "karpenter_ec2nodeclasses_userdata_bytes")
     grows = f". Bytes each key adds: {named}" if named else ""
+    outputs = as_mapping(loaded.data).get("outputs")
+    # asked for by name, the EC2NodeClass is meant to be applied: one over EC2's limit launches nothing, an error
+    declared = KARPENTER_LIMIT_RULE if size > EC2_USER_DATA_MAX and isinstance(outputs, list) and \
+        "karpenter" in outputs else KARPENTER_RULE
     line, col = loaded.where(pointer)  # found outside a check: made with the declaration's severity
     return Problem(loaded.file, line, col, pointer, f"{what}{grows}. The AMI baked from this profile already holds the "
                    "restore's files: keep only the NodeConfig part in userData, or use fewer or shorter consumers "
-                   "and node labels", KARPENTER_RULE.id, KARPENTER_RULE.severity)
+                   "and node labels", declared.id, declared.severity)

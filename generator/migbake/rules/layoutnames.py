@@ -9,11 +9,12 @@ instead of silently using one of the layouts. The layouts themselves are judged 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries, join_pointer
 from migbake.gpu.catalog import Catalog
+from migbake.kubernetes.objectnames import collisions, kubeadm_template_name, nodepool_name
 from migbake.problems import Problem
 from migbake.rules.declare import rule
 from migbake.rules.layouts import model_of
@@ -185,3 +186,70 @@ def rule_cluster_api_source(loaded: LoadedProfile, data: object, catalog: Catalo
                              "so a Cluster API node learns its name only from /etc/migbake/layout, which each template "
                              "writes when the sources name file; add file to restore.layout.from "
                              "(docs/cluster-api.md)", "cluster-api-layout-source")
+
+
+def asked_outputs(data: object) -> set[str] | None:
+    """The output folders the profile's ``outputs:`` asks for (None: all of them)."""
+    outputs = as_mapping(data).get("outputs")
+    return {str(o) for o in outputs} if isinstance(outputs, list) else None
+
+
+def _object_kinds(data: object) -> list[tuple[str, Callable[[str, str], str]]]:
+    """The objects written per layout name for this profile, among the outputs it asks for: (kind, naming)."""
+    d = as_mapping(data)
+    kubelet = as_mapping(d.get("kubelet"))
+    asked = asked_outputs(data)
+    present = kubelet.get("present", True) is True
+    kinds: list[tuple[str, Callable[[str, str], str]]] = []
+    if present and kubelet.get("layout") == "eks-al2023" and (asked is None or "karpenter" in asked):
+        kinds.append(("Karpenter NodePool", nodepool_name))
+    if present and kubelet.get("layout") == "kubeadm" and (asked is None or "cluster-api" in asked):
+        kinds.append(("Cluster API KubeadmConfigTemplate", kubeadm_template_name))
+    return kinds
+
+
+@rule("layout-object-name", "error", "two layout names give one Karpenter NodePool or Cluster API "
+      "KubeadmConfigTemplate name")
+def rule_layout_object_name(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """Each layout name's object has a name of its own (``kubernetes.objectnames`` makes each one a name the API
+    server takes), for the outputs the profile asks for; located at the later layout's name in its first entry."""
+    names = layout_names(data)
+    profile = str(as_mapping(data).get("name", ""))
+    if not names or not profile:
+        return
+    where: dict[str, str] = {}
+    for ptr, group in gpu_entries(data):
+        for n in as_mapping(as_mapping(group.get("mig")).get("layouts")):
+            where.setdefault(str(n), join_pointer(f"{ptr}/mig/layouts", str(n)))
+    for kind, naming in _object_kinds(data):
+        made = {n: naming(profile, n) for n in names}  # each one a DNS subdomain of at most 63 characters
+        for layout, earlier, name in collisions(made):
+            yield loaded.problem(where[layout], f"layout names {earlier!r} and {layout!r} give one {kind} name "
+                                 f"{name!r} (an object name is lower case, without '_'): rename one of them",
+                                 "layout-object-name", key=True)
+
+
+# the layout sources that read the network at boot: their code in restore.sh makes it larger than a Cluster API
+# KubeadmConfigTemplate file takes even gzipped (files[].content maxLength 10240, tests/fixtures/crds; render.targets
+# .clusterapi keeps the measure as a guard)
+NETWORK_SOURCES = ("gce-metadata", "ec2-tag")
+
+
+@rule("cluster-api-network-source", "error", "a network layout source with Cluster API among the outputs: restore.sh "
+      "no longer fits a KubeadmConfigTemplate file")
+def rule_cluster_api_network_source(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """OUT/cluster-api carries restore.sh as a KubeadmConfigTemplate file; with a network source it is too large."""
+    d = as_mapping(data)
+    kubelet = as_mapping(d.get("kubelet"))
+    asked = asked_outputs(data)
+    if kubelet.get("layout") != "kubeadm" or kubelet.get("present", True) is not True or (
+            asked is not None and "cluster-api" not in asked):
+        return
+    sources = as_mapping(as_mapping(as_mapping(d.get("restore")).get("layout"))).get("from")
+    for i, source in enumerate(sources if isinstance(sources, list) else []):
+        if source in NETWORK_SOURCES:
+            yield loaded.problem(f"/restore/layout/from/{i}", f"{source} reads the network at boot, and its code makes "
+                                 "restore.sh larger than a Cluster API KubeadmConfigTemplate file takes even gzipped "
+                                 "(10240 characters of base64), so OUT/cluster-api cannot carry it: read the layout "
+                                 "name from file, kubelet-labels or credential, or leave cluster-api out of outputs:",
+                                 "cluster-api-network-source")

@@ -164,7 +164,7 @@ RULES: dict[str, Rule] = rule_table((*_declared("yaml", _YAML), *_declared("sche
                                      *(r for check in CHECKS for r in check.rules),
                                      *_declared("catalog", _CATALOG), *_declared("import", _IMPORT),
                                      *_declared("capture", _CAPTURE), consumer_limits.KARPENTER_RULE,
-                                     consumer_limits.EC2_RULE))
+                                     consumer_limits.KARPENTER_LIMIT_RULE, consumer_limits.EC2_RULE))
 # the rule ids a suppression may name: those that only ever warn
 IGNORABLE = tuple(sorted(r.id for r in RULES.values() if r.severity == "warning"))
 

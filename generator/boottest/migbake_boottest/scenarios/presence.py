@@ -38,12 +38,14 @@ from migbake_boottest.scenarios.scenario import (
     _write,
     simulated_pci_bus,
 )
+from migbake_boottest.simgpu.guest import KNOB_DIR
 
 ARRIVING = "/usr/lib/boottest/second-boot-gpu"  # the GPU the fixture unit puts on the bus at boot 2
 BOOTED_ONCE = "/var/lib/boottest/no-gpu-booted-once"
 UNIT = "boottest-gpu-arrives.service"
 _UNIT_TEXT = f"""# Test fixture for boot tests ONLY: the first boot has no NVIDIA GPU on the simulated PCI bus; from
-# the second on, one NVIDIA 3D controller is there and the driver is not (the simulated nvidia-smi fails).
+# the second on, one NVIDIA 3D controller is there and the driver is not: the shell imitation's nvidia-smi
+# fails (fail-smi), and so does the simulated NVML library under NVIDIA's own tools (driver-delay never).
 [Unit]
 Description=Simulated NVIDIA GPU arriving at the second boot (boot test fixture)
 DefaultDependencies=no
@@ -54,7 +56,9 @@ Before=sysinit.target {RESTORE}
 Type=oneshot
 RemainAfterExit=yes
 ExecStart=/bin/sh -c 'if [ -e {BOOTED_ONCE} ]; then cp -r {ARRIVING}/. {SIMULATED_SYSFS}/bus/pci/devices/ && \
-touch /etc/mig-stub/fail-smi; else mkdir -p {BOOTED_ONCE.rsplit("/", 1)[0]} && touch {BOOTED_ONCE}; fi'
+touch /etc/mig-stub/fail-smi && \
+mkdir -p {KNOB_DIR} && echo never >{KNOB_DIR}/driver-delay; \
+else mkdir -p {BOOTED_ONCE.rsplit("/", 1)[0]} && touch {BOOTED_ONCE}; fi'
 
 [Install]
 WantedBy=sysinit.target

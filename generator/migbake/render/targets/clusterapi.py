@@ -36,9 +36,8 @@ import re
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered, gzip_bytes
 from migbake.render.environment import Templates
-from migbake.render.plan import LAYOUT_FILE, MIG_CONFIG_LABEL, RenderPlan
+from migbake.render.plan import LAYOUT_FILE, MIG_CONFIG_LABEL, RenderPlan, kubeadm_template_name
 from migbake.render.quoting import sh_quote
-from migbake.render.targets.karpenter import nodepool_name
 from migbake.render.targets.rootfs import ROOTFS
 
 TEMPLATE_V1BETA2 = "cluster-api/kubeadm-config-template.yaml"
@@ -91,7 +90,7 @@ def object_name_of(profile: str, layout: str) -> str:
     """``migbake-PROFILE-LAYOUT``, an object name (a layout name may hold upper case and '_', which an object name
     may not: then lower-cased, cut and suffixed with 8 hex digits of the name's sha256, as the Karpenter NodePools
     of the same names are)."""
-    return nodepool_name(f"migbake-{profile}", layout)
+    return kubeadm_template_name(profile, layout)
 
 
 def file_entry(rel: str, data: bytes, mode: int) -> dict[str, str]:

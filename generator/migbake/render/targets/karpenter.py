@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import email
 import hashlib
-import re
 
 from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block, guard, mime_header_value
-from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan
+from migbake.render.plan import NODECONFIG_MEDIA_TYPE, RenderPlan, nodepool_name
 from migbake.render.quoting import yaml_text
 from migbake.render.targets.cloudinit import cloud_config
 
@@ -50,9 +49,6 @@ EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
 NODEPOOLS = "karpenter/nodepools.yaml"
 NODEOVERLAYS = "karpenter/nodeoverlays.yaml"
 READINESS_RULE = "karpenter/nodereadinessrule.yaml"
-# A NodePool's name is an object name (a DNS subdomain) and also the value of the label karpenter.sh/nodepool
-# Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
-_POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
 KARPENTER_BOUNDARY = "//"  # what Karpenter re-writes the document with (bootstrap/mime/mime.go@v1.14.1)
 # The root EBS volume of a GPU node. Without blockDeviceMappings Karpenter gives an AL2023 node /dev/xvda of 20Gi
 # gp3, encrypted (aws/karpenter-provider-aws:pkg/providers/amifamily/resolver.go ``DefaultEBS`` and al2023.go
@@ -65,13 +61,16 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     """The EC2NodeClass (declared to apply for a kubelet started by nodeadm: eks-al2023)."""
     # each file gzipped in the cloud-config: Karpenter's parts cannot be compressed as a whole, and EC2 takes
     # at most 16 KB of user data
-    parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))]
+    # nodeconfig: the baked AMI holds the restore's files and units, userData only the labels (none: the full form)
+    full = plan.profile.karpenter.user_data == "full" or not plan.kubelet.nodeconfig_part
+    parts = [("text/cloud-config", cloud_config(plan, done, templates, gzipped=True))] if full else []
     if plan.kubelet.nodeconfig_part:
         parts.append((NODECONFIG_MEDIA_TYPE, plan.kubelet.nodeconfig_part))
     files = [templates.file(EC2NODECLASS + ".j2", EC2NODECLASS, 0o644, {
         "nodeclass_name": nodeclass_name(plan),
         "root_volume_size": ROOT_VOLUME_SIZE,
         "user_data": yaml_text(user_data(parts), 4),
+        "full": full,
     })]
     if plan.mig.layout_names:
         files.append(Artifact(NODEPOOLS, nodepools(plan, templates), 0o644))
@@ -128,21 +127,10 @@ def nodeclass_name(plan: RenderPlan) -> str:
     return "migbake-" + plan.profile.name
 
 
-def nodepool_name(profile: str, layout: str) -> str:
-    """``PROFILE-LAYOUT`` when that is a NodePool name Karpenter can put in its label ``karpenter.sh/nodepool``;
-    else its lower-cased letters, digits, '-' and '.', cut, then 8 hex digits of the layout name's sha256 (a
-    layout name is a label value: it may hold upper case and '_', which an object name may not)."""
-    want = f"{profile}-{layout}"
-    if _POOL_NAME.fullmatch(want):
-        return want
-    stem = re.sub(r"[^a-z0-9.-]+", "-", want.lower())[:54].rstrip("-.")
-    return f"{stem}-{hashlib.sha256(layout.encode('utf-8')).hexdigest()[:8]}"
-
-
 def nodepools(plan: RenderPlan, templates: Templates) -> str:
     """One NodePool (karpenter.sh/v1) per layout name, each labelling its nodes ``nvidia.com/mig.config=NAME``."""
     names = pool_names(plan)
-    if len(set(names)) < len(names):
+    if len(set(names)) < len(names):  # the rule layout-object-name refuses it, located: this stays as a guard
         raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
     return templates.text(NODEPOOLS + ".j2", {
         "nodeclass_name": nodeclass_name(plan),
