@@ -1,8 +1,12 @@
 # migbake-wait: start this GPU plugin once migbake has restored the node's MIG layout
-managed='/host/etc/migbake/managed'
 ready='/host/run/migbake/mig-ready'
-if [ ! -e "$managed" ]; then
-  echo "migbake-wait: no $managed: migbake does not restore MIG on this node; starting now"
+managed=''
+# the node is migbake's where one of these exists (the second on Talos, whose machine config writes under /var)
+for marker in '/host/etc/migbake/managed' '/host/var/lib/migbake/managed'; do
+  if [ -z "$managed" ] && [ -e "$marker" ]; then managed="$marker"; fi
+done
+if [ -z "$managed" ]; then
+  echo "migbake-wait: no marker file: migbake does not restore MIG on this node; starting now"
   exit 0
 fi
 until [ -e "$ready" ]; do

@@ -55,7 +55,20 @@ esac
 checks=()
 states=()
 details=()
-add() { checks+=("$1"); states+=("$2"); details+=("${3//[[:cntrl:]]/ }"); }
+# a detail quotes what the node printed (nvidia-smi's names, file contents): C0 controls become spaces, and every
+# byte above 0x7f is written \xNN (LC_ALL=C: one byte a character), so neither a C1 control (U+0080-U+009F: a
+# terminal's CSI) reaches the table nor a byte that is not UTF-8 reaches --json
+add() {
+  local s=${3//[[:cntrl:]]/ } out='' c
+  if [[ $s == *[![:print:]]* ]]; then
+    while [ -n "$s" ]; do
+      c=${s:0:1} s=${s:1}
+      if [[ $c == [[:print:]] ]]; then out+=$c; else printf -v c '\\x%02x' "'$c"; out+=$c; fi
+    done
+    s=$out
+  fi
+  checks+=("$1"); states+=("$2"); details+=("$s")
+}
 ids() { local IFS=,; printf '%s' "$*"; }
 joinby() { local sep=$1 out=$2 x; shift 2; for x in "$@"; do out+="$sep$x"; done; printf '%s' "$out"; }
 trim() { local s=$1; s="${s#"${s%%[![:space:]]*}"}"; printf '%s' "${s%"${s##*[![:space:]]}"}"; }
