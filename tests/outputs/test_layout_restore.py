@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from realtools import Ran
-from support import generate
+from support import WORLD, generate
 from test_restore_script import Node, make_node
 
 pytestmark = pytest.mark.realtool
@@ -27,7 +27,7 @@ def _node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str = "file,
           default: str = "") -> Node:
     layout = f"  layout: {{from: [{sources}]{', default: ' + default if default else ''}}}\n"
     node = make_node(tmp_path, GPUS, restore=layout)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     return node
 
@@ -203,7 +203,7 @@ def test_verify_names_the_layout_and_asserts_it(tmp_path: Path, monkeypatch: pyt
     from test_generated_scripts import good_node
 
     node, verify = good_node(tmp_path, restore_extra="  layout: {from: [file, credential]}\n", mig=LAYOUTS_MIG)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     (node.root / "etc/migbake").mkdir(parents=True)
     (node.root / "etc/migbake/layout").write_text("train\n")
@@ -241,7 +241,7 @@ def test_preflight_names_the_layout_or_what_was_tried(tmp_path: Path, monkeypatc
     (layout_root / "etc/migbake").mkdir(parents=True)
     if given:
         (layout_root / "etc/migbake/layout").write_text(given + "\n")
-    monkeypatch.setenv("MIGBAKE_ROOT", str(layout_root))
+    WORLD.point("root", str(layout_root))
     gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
     ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file]}\n")
     assert ran.status["layout"] == status, ran.report
@@ -258,7 +258,7 @@ def test_preflight_cannot_read_the_credential_so_it_warns(tmp_path: Path, monkey
     from test_preflight import SimNode
     from test_preflight_script import preflight_node
 
-    monkeypatch.setenv("MIGBAKE_ROOT", str(tmp_path / "empty-root"))
+    WORLD.point("root", str(tmp_path / "empty-root"))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
     ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file, credential]}\n")
@@ -276,7 +276,7 @@ def _labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str, def
     """A node whose profile also says how kubelet is started (after gpus: make_node puts restore: after it)."""
     layout = f"  layout: {{from: [{sources}]{', default: ' + default if default else ''}}}\n"
     node = make_node(tmp_path, GPUS + kubelet, restore=layout)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     return node
 

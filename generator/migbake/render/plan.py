@@ -64,6 +64,7 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.render.parts import (
     NO_FORMS,
+    NODE_PATHS,
     ConsumerPlan,
     DraPlan,
     ExpectPlan,
@@ -72,6 +73,7 @@ from migbake.render.parts import (
     KubeletPlan,
     MigPlan,
     MimePart,
+    NodePaths,
     PlatformPlan,
     RestorePlan,
     UserDataForms,
@@ -80,7 +82,7 @@ from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
 __all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
            "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
-           "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
+           "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind", "NodePaths",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
            "make_plan"]
 
@@ -105,6 +107,7 @@ class RenderPlan:
     consumers: ConsumerPlan
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
+    node: NodePaths = NODE_PATHS  # where the node scripts read the machine: the real paths but in tests
 
     @property
     def dropin_rel(self) -> str:

@@ -19,7 +19,8 @@ from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import NO_FORMS, RenderPlan, UserDataForms, make_plan
+from migbake.render.plan import NO_FORMS, NodePaths, RenderPlan, UserDataForms, make_plan
+from migbake.render.parts import NODE_PATHS
 from migbake.render.targets.ansible import ansible
 from migbake.render.targets.bottlerocket import bottlerocket
 from migbake.render.targets.butane import butane
@@ -163,9 +164,11 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS) -> list[Artifact]:
-    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path."""
-    return render_plan(replace(make_plan(profile), user_data=user_data))
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, *, node: NodePaths = NODE_PATHS) -> list[Artifact]:
+    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path.
+
+    ``node``: where the node scripts read the machine; only tests pass other paths than the real ones."""
+    return render_plan(replace(make_plan(profile), user_data=user_data, node=node))
 
 
 def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:
