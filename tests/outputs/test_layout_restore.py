@@ -72,11 +72,10 @@ def test_file_source_applies_that_layout(tmp_path: Path, monkeypatch: pytest.Mon
     ("/etc/sysconfig/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/mig.config=train\n"),
     ("/etc/eks/kubelet/environment", "NODEADM_KUBELET_ARGS=--config=/etc/kubernetes/kubelet/config.json "
                                      "--node-labels=karpenter.sh/nodepool=train,nvidia.com/mig.config=train\n"),
-    (KUBELET_DROPIN, '[Service]\nEnvironment="MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train"\n'),
     # as nodeadm writes it: lines joined by "\n", none after the last (environment.go), Karpenter's flag quoted
     ("/etc/eks/kubelet/environment", 'OTHER=1\nNODEADM_KUBELET_ARGS=--node-labels="karpenter.sh/nodepool=p,'
                                      'nvidia.com/mig.config=train"'),
-], ids=["kubeadm-deb", "kubeadm-rpm", "nodeadm", "migbake-dropin", "nodeadm-last-line-without-newline"])
+], ids=["kubeadm-deb", "kubeadm-rpm", "nodeadm", "nodeadm-last-line-without-newline"])
 def test_kubelet_labels_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, text: str) -> None:
     node = _node(tmp_path, monkeypatch, "kubelet-labels")
     _put(node, where, text)

@@ -179,7 +179,8 @@ def test_cdmm_on_a_grace_system_is_named_before_apply_fails(tmp_path: Path, gpus
         (node.proc / "driver/nvidia/params").write_text(PARAMS.format(mode))
     node.set("apply", "fails")
     ran = node.run()
-    line = (f'CDMM is on ({WORLD.path("proc")}/driver/nvidia/params: CoherentGPUMemoryMode: "driver"): MIG does not work '
+    proc = WORLD.path("proc")
+    line = (f'CDMM is on ({proc}/driver/nvidia/params: CoherentGPUMemoryMode: "driver"): MIG does not work '
             "with CDMM on gb200-186gb (GPU Operator release notes 25.3.2); load nvidia with "
             "NVreg_CoherentGPUMemoryMode=numa")
     assert ran.rc == 1 and (line in ran.text) is said, ran.text

@@ -82,7 +82,8 @@ from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
 __all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
            "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
-           "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind", "NodePaths",
+           "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
+           "NodePaths",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
            "make_plan"]
 

@@ -19,8 +19,8 @@ from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import NO_FORMS, NodePaths, RenderPlan, UserDataForms, make_plan
 from migbake.render.parts import NODE_PATHS
+from migbake.render.plan import NO_FORMS, NodePaths, RenderPlan, UserDataForms, make_plan
 from migbake.render.targets.ansible import ansible
 from migbake.render.targets.bottlerocket import bottlerocket
 from migbake.render.targets.butane import butane
@@ -164,7 +164,8 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, *, node: NodePaths = NODE_PATHS) -> list[Artifact]:
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, *,
+           node: NodePaths = NODE_PATHS) -> list[Artifact]:
     """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path.
 
     ``node``: where the node scripts read the machine; only tests pass other paths than the real ones."""

@@ -52,7 +52,7 @@ NO_GPU: Final = "no-gpu"  # scenarios.presence: boot 1 without a GPU on the PCI 
 SIMULATED_SYSFS = "/usr/lib/boottest/sys"
 PCI_BUS = "/sys/bus/pci/devices"
 PCI_BUS_MOUNT = "sys-bus-pci-devices.mount"  # systemd.mount(5): named after its Where= (systemd-escape --path)
-_PCI_BUS_MOUNT_TEXT = f"""# Test fixture for boot tests ONLY: the simulated PCI bus over the guest's own, before any service
+_PCI_BUS_MOUNT_TEXT = f"""# Test fixture for boot tests ONLY: the simulated PCI bus over the guest's own
 [Unit]
 Description=Simulated PCI bus (boot test fixture)
 DefaultDependencies=no
