@@ -2,7 +2,8 @@
 
 Each source (``file``, ``kubelet-labels`` in kubeadm's and nodeadm's files and migbake's drop-in,
 ``credential``), their order, the default, an unknown name and a missing one, run for real with simulated
-nvidia-smi and nvidia-mig-parted (tests/outputs/test_restore_script.py) and the node's files under a test root (support.WORLD).
+nvidia-smi and nvidia-mig-parted (tests/outputs/test_restore_script.py) and the node's files under a test
+root (support.WORLD).
 An unknown or missing name fails closed: no mig-parted call at all, the reason on stderr (the journal) and in
 the metrics file; never all-disabled.
 """
