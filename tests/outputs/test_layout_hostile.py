@@ -203,7 +203,8 @@ def _kubelet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | bytes,
     ("KUBELET_EXTRA_ARGS=--v=2\nKUBELET_EXTRA_ARGS=--node-labels=nvidia.com/mig.config=train\n", "train",
      "kubelet-labels"),
     # a taint keyed nvidia.com/mig.config is no label
-    ("KUBELET_EXTRA_ARGS=--register-with-taints=nvidia.com/mig.config=train:NoSchedule\n", "infer", "default"),
+    ("KUBELET_EXTRA_ARGS=--node-labels=team=a --register-with-taints=nvidia.com/mig.config=train:NoSchedule\n",
+     "infer", "default"),
     # the last --node-labels value of the key wins, the flags merge (kubelet's map flag)
     ("KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/mig.config=infer --node-labels team=a,nvidia.com/mig.config=train\n",
      "train", "kubelet-labels"),
