@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from realtools import Ran, run
 from support import WORLD
-from test_layout_restore import GPUS, KUBELET_DROPIN, _applied, _labelled, _parted, _put
+from test_layout_restore import CREDENTIALS, GPUS, KUBELET_DROPIN, _applied, _labelled, _parted, _put
 from test_restore_script import Node, make_node
 
 pytestmark = pytest.mark.realtool
@@ -169,10 +169,19 @@ def test_a_nul_in_the_layout_file_fails_closed(tmp_path: Path) -> None:
 
 def test_a_nul_in_the_credential_fails_closed(tmp_path: Path) -> None:
     node = _gce(tmp_path, "credential", default="infer")
-    creds = tmp_path / "creds"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_bytes(b"tra\0in")
-    _refused(_run(node, CREDENTIALS_DIRECTORY=str(creds)), node, "has a NUL byte")
+    _refused(node.run(), node, "has a NUL byte")
+
+
+def test_the_environment_names_no_credential_folder(tmp_path: Path) -> None:
+    """A CREDENTIALS_DIRECTORY from the manager's environment (systemd.setenv=) is not where the name is read."""
+    node = _gce(tmp_path, "credential", default="infer")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "migbake.layout").write_text("train\n")
+    _applied(_run(node, CREDENTIALS_DIRECTORY=str(elsewhere)), node, "infer", "default")
 
 
 def test_a_line_longer_than_the_limit_is_no_cut_value(tmp_path: Path) -> None:

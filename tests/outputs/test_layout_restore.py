@@ -22,6 +22,7 @@ pytestmark = pytest.mark.realtool
 GPUS = ("  - model: h200-141gb\n    mig:\n      layouts:\n        infer: {1g.18gb: 7}\n"
         "        train: {7g.141gb: 1}\n")
 KUBELET_DROPIN = "/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+CREDENTIALS = "run/credentials/nvidia-mig-restore.service"  # where the unit's LoadCredential= puts it
 
 
 def _node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str = "file, kubelet-labels, credential",
@@ -100,10 +101,9 @@ def test_a_label_outside_node_labels_is_not_read(tmp_path: Path, monkeypatch: py
 
 def test_credential_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node = _node(tmp_path, monkeypatch, "credential")
-    creds = tmp_path / "credentials"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_text("train")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     _applied(node.run(), node, "train", "credential")
 
 
@@ -136,10 +136,9 @@ def test_systemd_verifies_the_unit_with_its_credential(tmp_path: Path) -> None:
 def test_sources_are_tried_in_the_profile_s_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node = _node(tmp_path, monkeypatch, "credential, file")
     _put(node, "/etc/migbake/layout", "infer\n")
-    creds = tmp_path / "credentials"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_text("train\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     _applied(node.run(), node, "train", "credential")
     (creds / "migbake.layout").write_text("\n")  # an empty credential gives no name: the next source does
     (node.state / "calls").unlink()
@@ -166,10 +165,9 @@ def test_an_unknown_name_fails_closed_even_with_a_default(tmp_path: Path, monkey
                                                           given: str) -> None:
     node = _node(tmp_path, monkeypatch, default="infer")
     _put(node, "/etc/migbake/layout", given + "\n")
-    creds = tmp_path / "credentials"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_text("train\n")  # a later source is not asked after an unknown name
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     ran = node.run()
     assert ran.rc == 1, ran.text
     assert "FAILED: source file gives layout " in ran.err
@@ -293,10 +291,9 @@ def test_the_restore_gives_kubelet_the_name_s_label(tmp_path: Path, monkeypatch:
     if source == "file":
         _put(node, "/etc/migbake/layout", "train\n")
     elif source == "credential":
-        creds = tmp_path / "credentials"
-        creds.mkdir()
+        creds = node.root / CREDENTIALS
+        creds.mkdir(parents=True)
         (creds / "migbake.layout").write_text("train")
-        monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     ran = node.run()
     _applied(ran, node, "train", source)
     # the drop-in's own variable, its labels first (EnvironmentFile= replaces the drop-in's Environment= line)
