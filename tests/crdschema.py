@@ -68,6 +68,14 @@ def _find(text: Any, pattern: Any) -> Any:
     return celpy.celtypes.StringType(found.group(0) if found else "")
 
 
+def _split(text: Any, separator: Any) -> Any:
+    """Kubernetes' CEL ``STRING.split(SEPARATOR)``: the parts, as Go's ``strings.Split`` (cel-go's strings
+    extension, which the API server enables: k8s.io/apiserver/pkg/cel/environment/base.go ``ext.Strings``)."""
+    import celpy
+
+    return celpy.celtypes.ListType([celpy.celtypes.StringType(p) for p in str(text).split(str(separator))])
+
+
 def _rules(doc: object, schema: dict[str, Any], path: str = "") -> list[tuple[str, object, dict[str, str]]]:
     """Every (path, value, rule) of the schema's ``x-kubernetes-validations`` that applies to a value of ``doc``."""
     found = [(path or "/", doc, r) for r in schema.get("x-kubernetes-validations", ())]
@@ -99,7 +107,7 @@ def cel_errors(doc: dict[str, Any], name: str) -> tuple[list[str], int]:
     for path, value, rule in _rules(doc, crd_schema(name)):
         if "oldSelf" in rule["rule"]:
             continue
-        program = env.program(env.compile(rule["rule"]), functions={"find": _find})
+        program = env.program(env.compile(rule["rule"]), functions={"find": _find, "split": _split})
         result = program.evaluate({"self": celpy.json_to_cel(value)})
         if isinstance(result, Exception):
             raise AssertionError(f"{path}: cel-python could not evaluate {rule['rule']!r}: {result}")

@@ -177,8 +177,13 @@ REFUSED = {
     "overlap": (_config(_entry(devices="[0, 1]", **_H200_FILTER), _entry(devices="[1]", **_H200_FILTER)),
                 "device-overlap", 8),
     "no-model": (_config(_entry(**{"device-filter": '""'})), "import-model", 4),
-    "several-configs": ("version: v1\nmig-configs:\n  a:\n" + _entry() + "  b:\n" + _entry(),
-                        "import-config", 3),
+    "several-configs-other-entries": ("version: v1\nmig-configs:\n  a:\n" + _entry(**_H200_FILTER) + "  b:\n"
+                                      + _entry(devices="[0]", **_H200_FILTER), "import-layouts", 8),
+    "several-configs-mig-off-in-one": ("version: v1\nmig-configs:\n  a:\n" + _entry(**_H200_FILTER) + "  b:\n"
+                                       + _entry(**_H200_FILTER, **{"mig-enabled": "false", "mig-devices": "{}"}),
+                                       "import-layouts", 9),
+    "several-configs-name-not-a-label": ("version: v1\nmig-configs:\n  a:\n" + _entry(**_H200_FILTER)
+                                         + "  b-:\n" + _entry(**_H200_FILTER), "import-config-name", 8),
     "profile-unknown-to-model": (_config(_entry(**_H200_FILTER, **{"mig-devices": "{1g.5gb: 7}"})),
                                  "unknown-profile", 4),
     "not-a-config": ("- just\n- a list\n", "import-config", 1),
@@ -246,3 +251,69 @@ def test_cli_import_refusal_and_usage(tmp_path: Path) -> None:
     assert cli("import", str(src), "--model", "h200", "--nvidia-smi-xml", str(fixture_xml()))[0] == 2
     code, _, err = cli("import", str(src), "--model", "h2000")
     assert code == 2 and "unknown GPU model" in err
+
+
+SEVERAL = """\
+version: v1
+mig-configs:
+  inference:
+  - device-filter: "0x233010DE"
+    devices: all
+    mig-enabled: true
+    mig-devices:
+      1g.10gb: 7
+  training:
+  - device-filter: "0x233010DE"
+    devices: all
+    mig-enabled: true
+    mig-devices:
+      3g.40gb: 2
+  "mixed.1":
+  - device-filter: "0x233010DE"
+    devices: all
+    mig-enabled: true
+    mig-devices:
+      1g.10gb: 2
+      2g.20gb: 1
+      3g.40gb: 1
+"""
+
+
+def test_several_configs_become_named_layouts(tmp_path: Path) -> None:
+    """Each config a layout of the same name; generate's mig-parted config holds each, which NVIDIA's parser accepts,
+    with the same MIG devices the file had."""
+    text = _import(SEVERAL)
+    profile = yaml.safe_load(text)
+    (gpu,) = profile["gpus"]
+    assert gpu["model"] == "h100-80gb"
+    assert gpu["mig"] == {"layouts": {"inference": {"1g.10gb": 7}, "training": {"3g.40gb": 2},
+                                      "mixed.1": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}}
+    assert profile["restore"]["layout"] == {"from": ["kubelet-labels", "file"]}
+    assert "configs 'inference', 'training', 'mixed.1' as named layouts" in text
+    out = generate(text, tmp_path / "out")
+    generated = (out / "rootfs/etc/nvidia-mig/config.yaml").read_text()
+    names = ["inference", "training", "mixed.1"]
+    assert_mig_parted_accepts(generated, names, tmp_path / "round-trip.yaml")
+    configs = yaml.safe_load(generated)["mig-configs"]
+    assert sorted(configs) == sorted(names)
+    original = yaml.safe_load(SEVERAL)["mig-configs"]
+    for name in names:
+        assert [e["mig-devices"] for e in configs[name]] == [original[name][0]["mig-devices"]], name
+
+
+def test_several_configs_one_chosen_stays_one_layout() -> None:
+    profile = yaml.safe_load(_import(SEVERAL, config="training"))
+    assert all(g["mig"] == {"layout": {"3g.40gb": 2}} for g in profile["gpus"])
+    assert profile["restore"] == {"config_name": "training"}
+
+
+def test_the_import_command_writes_named_layouts(tmp_path: Path) -> None:
+    src = tmp_path / "gpu-operator.yaml"
+    src.write_text(SEVERAL)
+    rc, out, err = cli("import", str(src))
+    assert rc == 0, err
+    assert set(yaml.safe_load(out)["gpus"][0]["mig"]["layouts"]) == {"inference", "training", "mixed.1"}
+    src.write_text(SEVERAL.replace("    devices: all\n    mig-enabled: true\n    mig-devices:\n      3g.40gb: 2",
+                                   "    devices: [0]\n    mig-enabled: true\n    mig-devices:\n      3g.40gb: 2"))
+    rc, out, err = cli("import", str(src))
+    assert rc == 1 and f"{src}:9:" in err and "import-layouts" in err and "--config training" in err, err

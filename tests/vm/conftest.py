@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from vm_support import SAMPLE_OUT, require_vm_host
+from vm_support import SAMPLE_OUT, live_boot_lines_of, require_vm_host
 
 if TYPE_CHECKING:  # a test module of this folder that needs the boot test imports needs_boottest first
     from migbake_boottest import BootAssets
@@ -39,3 +39,10 @@ def boot_assets() -> Iterator[BootAssets]:
         yield prepare_assets(force_rebuild=os.environ.get("MIGBAKE_FORCE_REBUILD") == "1", log=print)
     except BootTestError as exc:
         pytest.fail(f"cannot prepare the boot assets: {exc}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def live_boot_lines(pytestconfig: pytest.Config) -> Iterator[None]:
+    """One line per boot as it ends, shown at once (vm_support.LiveBootLines), also under pytest-xdist."""
+    with live_boot_lines_of(pytestconfig):
+        yield

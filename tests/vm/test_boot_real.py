@@ -7,9 +7,10 @@ claim kubelet-labels); a fault (fail-apply or fail-assert) on every image by the
 Ampere image (pending mode change, 8 GPUs) by cloud-init (fail-apply by cloud-init: test_boot_node.py), to keep the
 tier's time in bounds (a boot with 8 simulated GPUs takes 35-80 s under TCG). h100-h200-inference chooses its named
 layout at boot: each of its runs says the name from another source (LAYOUTS: kubelet's labels, a system credential,
-the file), and a name it does not have or none at all (its default left out) keeps kubelet down. A layout the GPU
-cannot place fails with mig-parted's own error. `migbake boot-test --mig-parted` runs the full matrix. The binary
-comes from ../shared/tools (skipped locally when absent, a failure in CI).
+the file written by training's own cloud-init seed), and a name it does not have or none at all (its default left
+out) keeps kubelet down. A layout the GPU cannot place fails with mig-parted's own error. `migbake boot-test
+--mig-parted` runs the full matrix. The binary comes from ../shared/tools (skipped locally when absent, a failure in
+CI).
 """
 
 from __future__ import annotations
@@ -68,14 +69,18 @@ OK_BOOTS = {(image.name, "cloud-init"): 1 for image in IMAGES}
 
 # h100-h200-inference has named layouts chosen at boot (restore.layout: kubelet-labels, credential, file; default
 # inference): its boots say "training", each from another source (scenarios.layouts), which adds no boot. The
-# Packer runs also show that a credential the node does not have is skipped (the unit's LoadCredential=)
+# cloud-init run boots training's own seed (`generate --layout training`, the bytes of
+# OUT/cloud-init/layouts/training/user-data: tests/outputs/test_layout_seeds.py), whose write_files give the file
+# source its name with nothing written by hand (seeded). The Packer ok run also shows that a credential the node
+# does not have is skipped (the unit's LoadCredential=)
 LAYOUTS = {("h100-h200-inference", "packer", "ok"): LayoutChoice("kubelet-labels", "training"),
-           ("h100-h200-inference", "cloud-init", "ok"): LayoutChoice("credential", "training"),
-           ("h100-h200-inference", "packer", "fail-apply"): LayoutChoice("file", "training")}
+           ("h100-h200-inference", "cloud-init", "ok"): LayoutChoice("file", "training", seeded=True),
+           ("h100-h200-inference", "packer", "fail-apply"): LayoutChoice("credential", "training")}
 
 
 @pytest.mark.parametrize(("image", "path"), MATRIX, ids=[f"{i.name}-{p}" for i, p in MATRIX])
-def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, boot_assets: BootAssets) -> None:
+def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, boot_assets: BootAssets,
+                                                 tmp_path: Path) -> None:
     mig_parted = shared_file(MIG_PARTED)
     checked = check_bytes((image / "node-profile.yaml").read_bytes(), "node-profile.yaml")
     assert checked.profile is not None
@@ -86,7 +91,13 @@ def test_every_scenario_with_the_real_mig_parted(image: Path, path: BootPath, bo
         # the guest's kubelet as the profile's kubelet.layout starts it (kubeadm: deb, and rpm for the mixed image)
         package = "rpm" if image.name == "h100-h200-inference" else "deb"
         layout = LAYOUTS.get((image.name, path, scenario))
-        result = run_boot_test(image / "generated", path=path, scenario=scenario, boots=boots,  # type: ignore[arg-type]
+        out = image / "generated"
+        if layout is not None and layout.seeded:  # the seed of that layout, as `generate --layout NAME` writes it
+            out = tmp_path / f"{scenario}-{layout.name}"
+            write_tree(render(checked.profile, layout=layout.name), out,
+                       origin=Origin.of("-", out, checked.profile.name, checked.profile.source_sha256,
+                                        layout=layout.name))
+        result = run_boot_test(out, path=path, scenario=scenario, boots=boots,  # type: ignore[arg-type]
                                assets=boot_assets, log=print, mig_parted=mig_parted,
                                node=simulated_node(image, layout), expect=expect,
                                promises=promises_of(checked.profile), kubeadm_package=package, layout=layout)

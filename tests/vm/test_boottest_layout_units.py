@@ -94,6 +94,16 @@ def test_the_name_goes_where_each_source_reads_it(tmp_path: Path) -> None:
             layouts.LayoutChoice("file", bad)
 
 
+
+def test_a_seeded_name_is_left_to_the_output_under_test(tmp_path: Path) -> None:
+    """A per-layout seed writes the file itself: the guest gets nothing by hand (else the boot proves nothing)."""
+    root = tmp_path / "root"
+    layouts.prepare_image(root, layouts.LayoutChoice("file", "training", seeded=True), "kubeadm-rpm")
+    assert not (root / "etc/migbake/layout").exists()
+    with pytest.raises(BootTestError, match="only the file source"):
+        layouts.LayoutChoice("credential", "training", seeded=True)
+
+
 def test_the_harness_reads_the_default_or_the_first_name_from_the_restore(tmp_path: Path) -> None:
     profile = _profile()
     script = (IMAGE / "generated/rootfs/etc/nvidia-mig/restore.sh").read_text()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -72,3 +76,43 @@ def ansible_env(work: Path, **extra: str) -> dict[str, str]:
     """The environment of an ansible-playbook run whose state stays in ``work`` (no colour), plus ``extra``."""
     return {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOME": str(work / "ansible-home"),
             "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"), **extra}
+
+
+class LiveBootLines(logging.Handler):
+    """Writes each boot's line (logger ``migbake_boottest.boots``) to the terminal as the boot ends, named for the test.
+
+    pytest captures a test's output, and pytest-xdist's workers report theirs only with the test's result: a tier of
+    long boots would print nothing for many minutes. ``uncaptured`` (the capture manager's
+    ``global_and_fixture_disabled``, what ``capsys.disabled()`` uses) lets the line through to the process's own
+    standard error, which an xdist worker shares with the controller, so ``nox -s vm`` shows it at once.
+    """
+
+    def __init__(self, uncaptured: Callable[[], AbstractContextManager[None]]) -> None:
+        super().__init__(logging.INFO)
+        self._uncaptured = uncaptured
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = live_line(record.getMessage(), os.environ.get("PYTEST_CURRENT_TEST", ""))
+        with self._uncaptured():
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def live_line(message: str, current_test: str) -> str:
+    """``[vm] TEST: MESSAGE`` on a line of its own; TEST from $PYTEST_CURRENT_TEST (``path::name (call)``)."""
+    test = current_test.rsplit(" (", 1)[0] or "?"
+    return f"\n[vm] {test}: {message}\n"
+
+
+@contextmanager
+def live_boot_lines_of(config: pytest.Config) -> Iterator[None]:
+    """``LiveBootLines`` on the logger ``migbake_boottest.boots`` while the block runs (a session of ``config``)."""
+    capture = config.pluginmanager.getplugin("capturemanager")  # None with -p no:capture: nothing to get past
+    boots = logging.getLogger("migbake_boottest.boots")
+    handler = LiveBootLines(capture.global_and_fixture_disabled if capture is not None else nullcontext)
+    boots.addHandler(handler)
+    boots.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        boots.removeHandler(handler)

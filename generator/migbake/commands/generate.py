@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import difflib
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, later_problems, profile_name, say, valid_checked
 from migbake.document.files import read_bounded
+from migbake.document.loader import LoadedProfile
 from migbake.exits import EXIT_INVALID
 from migbake.gpu.catalog import CatalogChoice
 from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render import mime_parts
 from migbake.render.artifact import Artifact
-from migbake.render.plan import MimePart, UserDataForms
+from migbake.render.plan import LAYOUT_FILE, MimePart, UserDataForms
 from migbake.render.rendered_limits import ec2_user_data_problem, render_problems
 from migbake.render.tree import OUTPUT_NAMES, in_order, only_outputs, render
 from migbake.render.write import Origin, diff_tree, read_origin, write_tree
@@ -63,12 +65,20 @@ def _outputs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
                    "migbake's cloud-config merged onto it.")
 @click.option("--strict", is_flag=True, help="Warnings count as errors: a profile with one is refused (exit 1), "
                                             "unless its validation.ignore sets it aside.")
+@click.option("--layout", "layout", metavar="NAME",
+              help="For a profile with mig.layouts whose restore.layout.from names file: the cloud-init "
+                   "user-data (and its forms) and the Kickstart %post also write NAME to /etc/migbake/layout, "
+                   "so a node they provision applies layout NAME from its first boot. OUT/cloud-init/layouts/"
+                   "NAME/ and OUT/kickstart/layouts/NAME.ks hold such a seed for every name, with or without "
+                   "this option: a PXE server hands each pool its own (its PXE entry's ds=nocloud-net;s=URL of the "
+                   "folder, or "
+                   "inst.ks= of a kickstart that %includes the .ks). A name the profile does not have is refused.")
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME[,NAME...]", callback=_outputs,
               help=f"Write only these output folders ({', '.join(OUTPUT_NAMES)}); default: the profile's "
                    "outputs:, else all. What a folder carries of another is rendered all the same. With --check: "
                    "the folders OUT was generated with, unless given.")
 def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip: bool,
-             mime_part: str | None, strict: bool, outputs: tuple[str, ...]) -> int:
+             mime_part: str | None, strict: bool, layout: str | None, outputs: tuple[str, ...]) -> int:
     """Generate the restore artifacts, cloud-init user-data and Packer templates for PROFILE.
 
     PROFILE may be `-` (standard input). Nothing is written when the profile is invalid (exit 1). The
@@ -79,12 +89,16 @@ def generate(profile: Path, out: Path, force: bool, check: bool, user_data_gzip:
     checked = valid_checked(profile, "nothing written", strict=strict)
     prof = checked.profile
     assert prof is not None and checked.loaded is not None  # valid_checked raises for an invalid profile
+    if layout is not None:
+        seed_layout(prof, checked.loaded, layout)
     origin = Origin.of(str(profile), out, prof.name, prof.source_sha256, user_data_gzip=user_data_gzip,
                        user_data_mime=mime_part or "", outputs=outputs or in_order(prof.outputs),
-                       outputs_option=bool(outputs))
+                       outputs_option=bool(outputs), layout=layout or "")
     recorded = read_origin(out) if check else None
     if recorded is not None and not (user_data_gzip or mime_part):
         origin = origin.same_options(recorded)  # compare with the options OUT was generated with
+    if recorded is not None and layout is None and recorded.layout in prof.layout_names:
+        origin = replace(origin, layout=recorded.layout)  # and the --layout it was generated with
     if recorded is not None and recorded.outputs_option and not outputs:
         origin = origin.same_outputs(recorded)  # and the folders --outputs chose then
     artifacts = artifacts_for(prof, origin, out)
@@ -110,7 +124,29 @@ def artifacts_for(prof: NodeProfile, origin: Origin, out: Path) -> list[Artifact
         raise UsageError("--user-data-gzip and --user-data-mime write into cloud-init/, which the outputs leave out "
                          f"({', '.join(origin.outputs)}): add cloud-init to them", usage=True)
     forms = UserDataForms(origin.user_data_gzip, _mime_part(origin.mime_argument(out) or None))
-    return only_outputs(render(prof, forms), origin.outputs)
+    return only_outputs(render(prof, forms, origin.layout), origin.outputs)
+
+
+def seed_layout(prof: NodeProfile, loaded: LoadedProfile, name: str) -> None:
+    """A UsageError (``--layout``) unless ``name`` is one of the profile's layout names and its restore reads the
+    file the seeds write; located in the profile, with the closest name."""
+    names = prof.layout_names
+    if not names:
+        line, _ = loaded.where("/gpus/0/mig", key=True)
+        raise UsageError(f"{name!r}: {loaded.file}:{line}: profile {prof.name} has one unnamed layout (mig.layout); "
+                         "--layout chooses one of mig.layouts' names", option="--layout")
+    if name not in names:
+        at = next(f"/gpus/{i}/mig/layouts" for i, g in enumerate(prof.gpus) if g.layouts)
+        line, _ = loaded.where(at, key=True)
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"{name!r}: {loaded.file}:{line}: {at} has no such layout (allowed: {', '.join(names)})"
+                         f"{hint}", option="--layout")
+    if "file" not in prof.restore.layout_from:
+        line, _ = loaded.where("/restore/layout/from", key=True)
+        raise UsageError(f"{name!r}: {loaded.file}:{line}: /restore/layout/from ({', '.join(prof.restore.layout_from)})"
+                         f" does not name file, so the node would not read {LAYOUT_FILE}, which the seed writes: "
+                         "add file to restore.layout.from", option="--layout")
 
 
 def warn_rendered(profile: Path, checked: ValidationResult, artifacts: list[Artifact], consequence: str, *,
@@ -140,6 +176,8 @@ def _fix_args(profile: Path | str, out: Path, origin: Origin) -> str:
         args += ["--user-data-mime", origin.mime_argument(out)]
     if origin.outputs_option:
         args += ["--outputs", ",".join(origin.outputs)]
+    if origin.layout:
+        args += ["--layout", origin.layout]
     return shlex.join(args)
 
 

@@ -17,7 +17,9 @@ from migbake.problems import STDIN_NAME, UsageError
 @click.command("import")
 @click.argument("source", metavar="MIG_PARTED_YAML",
                 type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
-@click.option("--config", "config_name", metavar="NAME", help="The config to import (needed when there are several).")
+@click.option("--config", "config_name", metavar="NAME",
+              help="The config to import; without it, a file with several configs becomes named layouts "
+                   "(mig.layouts), one per config.")
 @click.option("--model", metavar="ID", type=GpuModelType(non_mig=True),
               help="The GPU model of entries without a device-filter (`migbake gpus`).")
 @click.option("--nvidia-smi-xml", "xml_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -35,7 +37,8 @@ def import_(source: Path, config_name: str | None, model: GpuModel | None, xml_f
     The GPU model comes from each entry's device-filter, else from --model or --nvidia-smi-xml.
     Kept exactly: the config's name, each entry's devices, MIG mode, MIG devices and device-filter ids.
     Whatever a profile cannot represent exactly is refused with its reason and location (exit 1):
-    another version, several configs without --config, a config name a profile cannot carry, malformed
+    another version, several configs whose GPU entries differ (without --config they become named
+    layouts, which share one set of entries), a config name a profile cannot carry, malformed
     or unknown device-filter ids, filtered and unfiltered entries mixed, MIG devices with mig-enabled
     false, overlapping entries, ... The result is validated like any profile.
     """

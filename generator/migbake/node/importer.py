@@ -25,6 +25,7 @@ from migbake.exits import printable
 from migbake.gpu.catalog import PACKAGED, PROFILE_NAME_RE, Catalog, CatalogChoice, GpuModel, gpu_instance_name
 from migbake.gpu.devicefilter import read_filter_id
 from migbake.migparted.yamlnames import go_yaml_reading, unquoted_config_key
+from migbake.node.importlayouts import LAYOUT_SOURCE_NOTE, layouts_profile
 from migbake.node.nvidiasmi import Capture
 from migbake.problems import MigbakeError, Problem, has_errors, sort_problems
 from migbake.rules.validate import check_bytes
@@ -34,6 +35,7 @@ NVIDIA_VENDOR = "10DE"
 ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
 _HEX8 = whole(r"^0[xX][0-9A-Fa-f]{8}$")
 _CONFIG_NAME = whole(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_LAYOUT_NAME = whole(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")  # mig.layouts' names: label values
 _GPUS_PTR = re.compile(r"/gpus/(\d+)")
 _MALFORMED = "import-filter-malformed"
 
@@ -210,7 +212,8 @@ class _Reader:
         return [_Group(ptr, m, devices, on, dict(layout), ids) for m, ids in found[0]], found[1]
 
 
-def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, list[Any]] | None:
+def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> list[tuple[str, list[Any]]] | None:
+    """The configs to import: ``config``, the only one, or (several, no ``config``) every one, as named layouts."""
     for k in doc:
         if k not in ("version", "mig-configs"):
             r.bad(join_pointer("", k), f"unexpected key {k!r}: mig-parted allows only version and "
@@ -223,31 +226,35 @@ def _select(r: _Reader, doc: dict[str, Any], config: str | None) -> tuple[str, l
         r.bad("/mig-configs", "mig-configs must map config names to lists of entries", "import-config")
         return None
     names = ", ".join(map(str, configs))  # the loader has refused keys that are not strings
-    if config is None and len(configs) > 1:
-        r.bad("/mig-configs", f"{len(configs)} configs ({names}): choose one with --config NAME",
-              "import-config")
+    keys = [str(k) for k in configs] if config is None else [config]
+    if keys[0] not in configs:
+        r.bad("/mig-configs", f"no config {keys[0]!r} here (the file has {names})", "import-config")
         return None
-    key = config if config is not None else str(next(iter(configs)))
-    if key not in configs:
-        r.bad("/mig-configs", f"no config {key!r} here (the file has {names})", "import-config")
-        return None
-    here = join_pointer("/mig-configs", key)
-    if not _CONFIG_NAME.match(key):
-        r.bad(here, f"the config name {key!r} cannot be a profile's restore.config_name (letters, digits and "
-              "_ . -, starting with a letter or digit, at most 63): rename it in the file, then import it; "
-              "migbake never renames a config", "import-config-name", key=True)
-        return None
-    reading = go_yaml_reading(key) if unquoted_config_key(r.loaded.text, key) else None
-    if reading:
-        r.bad(here, f"mig-parted's YAML (go-yaml v2, YAML 1.1) reads the unquoted config name {key} as {reading}, "
-              f"not as the name {key!r}: nvidia-mig-parted cannot be sure to select it with -c {key}; quote it "
-              f"in the file ('{key}'), then import it", "import-config-name", key=True)
-        return None
-    entries = configs[key]
-    if not isinstance(entries, list) or not entries:
-        r.bad(here, "a config must be a non-empty list of entries", "import-config")
-        return None
-    return key, entries
+    out = []
+    for key in keys:
+        here = join_pointer("/mig-configs", key)
+        if not _CONFIG_NAME.match(key):
+            r.bad(here, f"the config name {key!r} cannot be a profile's restore.config_name (letters, digits and "
+                  "_ . -, starting with a letter or digit, at most 63): rename it in the file, then import it; "
+                  "migbake never renames a config", "import-config-name", key=True)
+            continue
+        if len(keys) > 1 and not _LAYOUT_NAME.match(key):
+            r.bad(here, f"the config name {key!r} cannot be a mig.layouts name (a Kubernetes label value: it ends "
+                  "with a letter or digit): rename it in the file, or import another config alone with "
+                  "--config NAME", "import-config-name", key=True)
+            continue
+        reading = go_yaml_reading(key) if unquoted_config_key(r.loaded.text, key) else None
+        if reading:
+            r.bad(here, f"mig-parted's YAML (go-yaml v2, YAML 1.1) reads the unquoted config name {key} as "
+                  f"{reading}, not as the name {key!r}: nvidia-mig-parted cannot be sure to select it with -c {key}; "
+                  f"quote it in the file ('{key}'), then import it", "import-config-name", key=True)
+            continue
+        entries = configs[key]
+        if not isinstance(entries, list) or not entries:
+            r.bad(here, "a config must be a non-empty list of entries", "import-config")
+            continue
+        out.append((key, entries))
+    return out if len(out) == len(keys) else None
 
 
 def _check_capture(r: _Reader, capture: Capture, matchers: list[tuple[str, str | list[int], set[str] | None]],
@@ -329,7 +336,31 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     selected = _select(r, loaded.data, config)
     if selected is None:
         raise ImportRefused(file, r.problems)
-    cfg, entries = selected
+    read = [(cfg, *_read_config(r, cfg, entries, model)) for cfg, entries in selected]
+    if capture and not r.problems:
+        for cfg, _, matchers in read:
+            _check_capture(r, capture, matchers, cfg)
+    if r.problems:
+        raise ImportRefused(file, r.problems)
+    cfg, groups, matchers = read[0]
+    any_filter = any(ids is not None for _, _, ids in matchers)
+    gpu_count = len(capture.gpus) if capture else None
+    if len(read) == 1:
+        profile = _profile_data(groups, name, cfg, gpu_count, any_filter)
+    else:
+        profile = layouts_profile(r.loaded, [(c, g) for c, g, _ in read], name, gpu_count, any_filter, r.problems)
+        if r.problems:
+            raise ImportRefused(file, r.problems)
+    text = _text(profile, r, file, data, [c for c, _, _ in read])
+    checked = check_bytes(text.encode("utf-8"), "<imported profile>", catalog)
+    if has_errors(checked.problems):
+        raise ImportRefused(file, _relocate(r, groups, checked.problems))
+    return Imported(text, _relocate(r, groups, checked.problems))
+
+
+def _read_config(r: _Reader, cfg: str, entries: list[Any], model: GpuModel | None
+                 ) -> tuple[list[_Group], list[tuple[str, str | list[int], set[str] | None]]]:
+    """One config's profile entries, and what each of its entries matches (for the capture)."""
     groups: list[_Group] = []
     matchers: list[tuple[str, str | list[int], set[str] | None]] = []
     for i, e in enumerate(entries):
@@ -347,23 +378,16 @@ def import_config(data: bytes, file: str, *, config: str | None = None, model: G
     if model and all(ids is not None for _, _, ids in matchers) and model not in [g.model for g in groups]:
         r.bad("", f"--model {model.key}: every entry has a device-filter, none for {model.key}",
               "import-model")
-    if capture and not r.problems:
-        _check_capture(r, capture, matchers, cfg)
-    if r.problems:
-        raise ImportRefused(file, r.problems)
-    any_filter = any(ids is not None for _, _, ids in matchers)
-    text = _text(_profile_data(groups, name, cfg, len(capture.gpus) if capture else None, any_filter),
-                 r, file, data, cfg)
-    checked = check_bytes(text.encode("utf-8"), "<imported profile>", catalog)
-    if has_errors(checked.problems):
-        raise ImportRefused(file, _relocate(r, groups, checked.problems))
-    return Imported(text, _relocate(r, groups, checked.problems))
+    return groups, matchers
 
 
-def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, config: str) -> str:
+def _text(profile: dict[str, Any], r: _Reader, file: str, data: bytes, configs: list[str]) -> str:
     source = "standard input" if file in ("-", "<stdin>") else PurePath(file).name
     sha = hashlib.sha256(data).hexdigest()[:16]
-    lines = [f"Imported by migbake {__version__} from {source} (sha256 {sha}), config {config!r}.",
+    which = (f"config {configs[0]!r}" if len(configs) == 1 else
+             f"configs {', '.join(map(repr, configs))} as named layouts (mig.layouts)")
+    lines = [f"Imported by migbake {__version__} from {source} (sha256 {sha}), {which}.",
+             *([LAYOUT_SOURCE_NOTE] if len(configs) > 1 else []),
              *(f"GPU model {k}: from {how}." for k, how in r.sources.items() if k in
                {g["model"] for g in profile["gpus"]}),
              *r.notes,

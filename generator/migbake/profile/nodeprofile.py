@@ -134,6 +134,7 @@ class Kubernetes:
     kubelet_args_env: str = ""  # the variable kubelet's ExecStart expands for extra arguments
     dra_driver_version: str = ""  # NVIDIA's DRA driver version (its device naming); "": the newest naming
     device_plugin_version: str = ""  # NVIDIA's device plugin version (its resource names); "": the newest
+    startup_taint: bool = False  # new nodes tainted until the restore publishes its node condition
 
 
 GresTypes = Literal["typed", "untyped"]
@@ -169,6 +170,14 @@ class Bottlerocket:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """The ``gate`` section: which GPU plugins' pods wait for the restored layout, and the image that waits."""
+
+    plugins: tuple[str, ...] = ()  # empty: the default set (migbake.kubernetes.gate.default_plugins)
+    wait_image: str = ""  # empty: migbake.kubernetes.gate.WAIT_IMAGE
+
+
+@dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
 
@@ -201,6 +210,7 @@ class NodeProfile:
     slurm: Slurm = Slurm()
     openshift: OpenShift = OpenShift()
     bottlerocket: Bottlerocket = Bottlerocket()
+    gate: Gate = Gate()
     outputs: tuple[str, ...] = ()  # the output folders to write (``outputs:``); empty: all of them
     source_sha256: str = ""
 
@@ -331,6 +341,8 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         slurm=_slurm(data["slurm"]) if "slurm" in data else Slurm(),
         openshift=OpenShift(**data.get("openshift", {})),
         bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
+        gate=Gate(tuple(str(p) for p in data.get("gate", {}).get("plugins", ())),
+                  str(data.get("gate", {}).get("wait_image", ""))),
         outputs=tuple(str(o) for o in data.get("outputs", ())),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

@@ -39,13 +39,15 @@ class Origin:
     user_data_mime: str = ""
     outputs: tuple[str, ...] = ()  # the output folders written (empty: all of them)
     outputs_option: bool = False  # chosen with ``generate --outputs`` (else by the profile's ``outputs:``)
+    layout: str = ""  # ``generate --layout``: the layout name the top-level seeds write
 
     @classmethod
     def of(cls, profile: str, out: Path, name: str, sha256: str, *, user_data_gzip: bool = False,
-           user_data_mime: str = "", outputs: tuple[str, ...] = (), outputs_option: bool = False) -> Origin:
+           user_data_mime: str = "", outputs: tuple[str, ...] = (), outputs_option: bool = False,
+           layout: str = "") -> Origin:
         """The origin of OUT for the profile at ``profile`` (a path as given, or ``-``)."""
         return cls(_relative(profile, out), name, sha256, user_data_gzip,
-                   _relative_mime(user_data_mime, out) if user_data_mime else "", outputs, outputs_option)
+                   _relative_mime(user_data_mime, out) if user_data_mime else "", outputs, outputs_option, layout)
 
     def profile_path(self, out: Path) -> Path | None:
         """The profile's path as seen from the working directory (None: it came from standard input)."""
@@ -67,7 +69,8 @@ class Origin:
                 f"user-data-gzip: {'yes' if self.user_data_gzip else 'no'}\n"
                 f"user-data-mime: {self.user_data_mime or 'no'}\n"
                 + (f"outputs: {','.join(self.outputs)}{_OPTION if self.outputs_option else ''}\n" if self.outputs
-                   else ""))  # no line: every output (as a marker of an older migbake says)
+                   else "")  # no line: every output (as a marker of an older migbake says)
+                + (f"layout: {self.layout}\n" if self.layout else ""))  # no line: no --layout
 
     @classmethod
     def parse(cls, text: str) -> Origin | None:
@@ -80,7 +83,7 @@ class Origin:
         outputs = outputs.removesuffix(_OPTION)
         return cls(fields["profile"], fields["name"], fields["sha256"], fields.get("user-data-gzip") == "yes",
                    "" if fields.get("user-data-mime", "no") == "no" else fields["user-data-mime"],
-                   () if outputs == "all" else tuple(outputs.split(",")), chosen)
+                   () if outputs == "all" else tuple(outputs.split(",")), chosen, fields.get("layout", ""))
 
     def same_options(self, other: Origin) -> Origin:
         """This origin with ``other``'s user-data options."""

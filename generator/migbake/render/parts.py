@@ -16,6 +16,8 @@ from typing import Any
 from migbake.gpu.placement import PlacedInstance
 from migbake.gpu.presence import GpuPresence
 from migbake.kubernetes.dra import DRIVER, STRANDED_LOG, DraEntry, DraExpectation, NamedDevices
+from migbake.kubernetes.overlays import NO_OVERLAYS, OverlayPlan
+from migbake.kubernetes.readiness import StartupReadiness
 from migbake.kubernetes.resources import NodeKind
 from migbake.node.drivergates import NO_GATE, DriverGate
 from migbake.node.expectations import Expectation
@@ -163,6 +165,8 @@ class PlatformPlan:
     bottlerocket: tuple[tuple[str, str], ...] = ()  # (Bottlerocket model key, MIG profile) when it can say it
     ignition_fetch: bool = False  # the Butane configs download nvidia-mig-parted (a URL, a writable path)
     download_mig_parted: bool = False  # cloud-init, Karpenter and Packer download it (tools.nvidia_mig_parted_url)
+    node_overlays: OverlayPlan = NO_OVERLAYS  # Karpenter's NodeOverlays: per layout name and GPU model
+    startup: StartupReadiness | None = None  # kubernetes.startup_taint: the taint, and the condition that lifts it
 
 
 @dataclass(frozen=True)

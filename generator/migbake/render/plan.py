@@ -33,6 +33,7 @@ from migbake.kubernetes.dra import (
     naming,
     placements,
 )
+from migbake.kubernetes.gate import GateSpec, gate_spec, plugins_wait
 from migbake.kubernetes.kubelet import (
     LAYOUT_LABELS_ENV,
     NODEADM_DROPIN,
@@ -53,6 +54,8 @@ from migbake.kubernetes.kubelet import (
 )
 from migbake.kubernetes.labels import MIG_CONFIG_LABEL, unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
+from migbake.kubernetes.overlays import NO_OVERLAYS, overlays
+from migbake.kubernetes.readiness import startup_readiness
 from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.drivergates import driver_gate
@@ -109,6 +112,14 @@ class RenderPlan:
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
     node: NodePaths = NODE_PATHS  # where the node scripts read the machine: the real paths but in tests
+    gate: GateSpec | None = None  # what OUT/kubernetes/gate/ says, where the GPU plugins wait (not kubelet)
+    seed_layout: str = ""  # generate --layout: the layout name the user-data and Kickstart write (LAYOUT_FILE)
+
+    @property
+    def gate_enabled(self) -> bool:
+        """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts
+        the driver, so holding kubelet would wait forever): OUT/kubernetes/gate/ is written."""
+        return self.gate is not None
 
     @property
     def dropin_rel(self) -> str:
@@ -271,6 +282,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     return RenderPlan(
         profile=p,
         header=head,
+        gate=gate_spec(p) if plugins_wait(p) else None,
         mig=MigPlan(
             config=config,
             config_text=config_yaml(config),
@@ -310,6 +322,8 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             bottlerocket=_bottlerocket(p),
             ignition_fetch=bool(p.tools.nvidia_mig_parted_url) and immutable_writable(p.tools.nvidia_mig_parted),
             download_mig_parted=bool(p.tools.nvidia_mig_parted_url),
+            node_overlays=overlays(p) if eks_family(p) == "eks-al2023" else NO_OVERLAYS,
+            startup=startup_readiness(p),
         ),
         restore=RestorePlan(
             config_rel=p.restore.config_path.lstrip("/"),

@@ -29,7 +29,7 @@ from migbake.render.targets.clusterapi import cluster_api
 from migbake.render.targets.context import shared_variables
 from migbake.render.targets.karpenter import karpenter
 from migbake.render.targets.kickstart import kickstart
-from migbake.render.targets.kubernetes import kubernetes
+from migbake.render.targets.kubernetes import kubernetes, kubernetes_gate
 from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
@@ -87,6 +87,11 @@ TARGETS: tuple[Target, ...] = (
     Target("kubernetes", ("kubernetes",), kubernetes, applies=lambda plan: bool(plan.dra.claim_templates),
            doc="ResourceClaimTemplates for kubernetes.allocation dra",
            page="docs/dra.md", tests="tests/outputs/test_dra_claims.py"),
+    Target("kubernetes-gate", ("kubernetes",), kubernetes_gate, reads=("kubernetes",),
+           applies=lambda plan: plan.gate_enabled,
+           doc="admission policies (MutatingAdmissionPolicy, Kyverno) that hold the GPU plugins' pods until the "
+               "layout is restored, for a driver container (kubernetes/gate/)",
+           page="docs/driver-containers.md", tests="tests/outputs/test_plugin_gate.py"),
     Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
            doc="a role and its playbooks for day 2 on running nodes",
            page="docs/ansible.md", tests="tests/outputs/test_ansible_kickstart.py"),
@@ -101,8 +106,8 @@ TARGETS: tuple[Target, ...] = (
            page="docs/immutable-os.md", tests="tests/outputs/test_bottlerocket.py"),
     Target("karpenter", ("karpenter",), karpenter, reads=("rootfs",),
            applies=lambda plan: plan.platforms.eks == "eks-al2023",
-           doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool per layout name "
-               "(kubelet.layout eks-al2023)",
+           doc="an EC2NodeClass whose userData carries the restore and the labels, and a NodePool and NodeOverlays "
+               "per layout name (kubelet.layout eks-al2023)",
            page="docs/karpenter.md", tests="tests/outputs/test_karpenter.py"),
     Target("cluster-api", ("cluster-api",), cluster_api, reads=("rootfs",),
            applies=lambda plan: plan.profile.kubelet.present and plan.profile.kubelet.layout == "kubeadm",
@@ -164,12 +169,13 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
     return [a for a in artifacts if a.path.split("/", 1)[0] in keep]
 
 
-def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, *,
+def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, layout: str = "", *,
            node: NodePaths = NODE_PATHS) -> list[Artifact]:
-    """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path.
+    """Every file of the output tree for ``profile`` (with the user-data forms asked for; ``layout``: the layout
+    name the top-level seeds write, ``generate --layout``), sorted by path.
 
     ``node``: where the node scripts read the machine; only tests pass other paths than the real ones."""
-    return render_plan(replace(make_plan(profile), user_data=user_data, node=node))
+    return render_plan(replace(make_plan(profile), user_data=user_data, seed_layout=layout, node=node))
 
 
 def render_plan(plan: RenderPlan, targets: tuple[Target, ...] = TARGETS) -> list[Artifact]:

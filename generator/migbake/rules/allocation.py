@@ -150,3 +150,14 @@ def rule_placements(loaded: LoadedProfile, data: object, catalog: Catalog) -> It
                              "that places otherwise fails every node of a rollout. Claims that select by profile "
                              "do not depend on it; use warn unless something relies on the device names",
                              "placements-strict-model")
+
+
+@rule("gate-unused", "warning", "gate: set where kubelet, not the GPU plugins, waits for the layout: ignored")
+def rule_gate_unused(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """The gate (OUT/kubernetes/gate/) is written only where the GPU plugins wait: a driver container."""
+    d = as_mapping(data)
+    if "gate" in d and d.get("driver") != "container" and as_mapping(d.get("restore")).get("hold") != "gpu-plugins":
+        yield loaded.problem("/gate", "gate applies only where the GPU plugins wait for the layout (driver: "
+                             "container, restore.hold gpu-plugins); with a host driver the restore holds kubelet "
+                             "and every GPU client, and no admission policy is written: it is ignored here",
+                             "gate-unused")

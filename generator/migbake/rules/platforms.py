@@ -12,6 +12,7 @@ from migbake.document.goneturl import problem as url_problem
 from migbake.document.loader import LoadedProfile, as_mapping, gpu_entries
 from migbake.gpu.catalog import Catalog
 from migbake.kubernetes.managed import Entry, verdicts
+from migbake.kubernetes.readiness import MIG_READY
 from migbake.problems import Problem
 from migbake.profile.nodefacts import immutable_writable
 from migbake.profile.nodeprofile import OpenShift
@@ -110,3 +111,23 @@ def rule_bottlerocket(loaded: LoadedProfile, data: object, catalog: Catalog) -> 
         if not v.native:
             yield loaded.problem(v.pointer, f"{v.reason}; OUT/bottlerocket/settings.toml is not written",
                                  "bottlerocket-inexpressible")
+
+
+@rule("startup-taint-without-nodepools", "warning",
+      "kubernetes.startup_taint where migbake writes no Karpenter NodePool to carry the taint")
+def rule_startup_taint(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
+    """kubernetes.startup_taint: only the Karpenter NodePools (eks-al2023, named layouts) carry the taint."""
+    doc = as_mapping(data)
+    if as_mapping(doc.get("kubernetes")).get("startup_taint") is not True:
+        return
+    kubelet = as_mapping(doc.get("kubelet"))
+    if kubelet.get("present") is False:
+        yield loaded.problem("/kubernetes/startup_taint", "kubernetes.startup_taint: true with kubelet.present "
+                             "false: no node registers, so nothing is tainted and the restore sets no condition; "
+                             "leave it out", "startup-taint-without-nodepools")
+    elif kubelet.get("layout") != "eks-al2023" or not layout_names(doc):
+        yield loaded.problem("/kubernetes/startup_taint", "kubernetes.startup_taint: true: migbake writes the "
+                             "taint into its Karpenter NodePools only (kubelet.layout eks-al2023 with mig.layouts), "
+                             f"so no NodePool and no NodeReadinessRule carry it here; the restore still sets the node "
+                             f"condition {MIG_READY}: register the nodes with the taint yourself "
+                             "(docs/karpenter.md, startup readiness)", "startup-taint-without-nodepools")

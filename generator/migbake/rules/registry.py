@@ -105,6 +105,7 @@ _IMPORT = (
     ("import-filter-mixed", "a device-filter naming models with different MIG profiles in one entry"),
     ("import-gpu-uncovered", "a GPU of the node that no entry covers (mig-parted would fail)"),
     ("import-overlap", "two entries cover the same GPU"),
+    ("import-layouts", "configs imported as named layouts whose GPU entries (model, devices, filter, MIG on) differ"),
 )
 
 _CAPTURE = (

@@ -12,6 +12,9 @@ the restore's ``source`` reads it (templates/scripts/_layout-source.sh.j2), as a
   "System and Service Credentials"; systemd.io/CREDENTIALS), which the restore unit's ``LoadCredential=``
   hands to the restore.
 
+``seeded``: the output under test writes the name itself (``file``: a per-layout seed, ``generate --layout NAME`` or
+``OUT/cloud-init/layouts/NAME/user-data``), so the guest gets nothing by hand and the claim shows the seed works.
+
 The simulated GPUs are judged against that name's layout. The claim ``layout-chosen``: the restore's journal
 says it chose ``name`` from ``source``, before it applied anything. The scenarios ``layout-unknown`` (a name
 the image does not have) and ``layout-missing`` (no name, no default) fail closed before any NVIDIA tool.
@@ -44,10 +47,13 @@ class LayoutChoice:
 
     source: LayoutSource
     name: str
+    seeded: bool = False  # the output under test writes it (a per-layout seed): nothing is put in the guest
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise BootTestError(f"layout source {self.source!r}: expected one of {', '.join(SOURCES)}")
+        if self.seeded and self.source != "file":
+            raise BootTestError(f"layout source {self.source}: only the file source has per-layout seeds")
         why = label_value_problem(self.name) if self.name else "empty"
         if why:
             raise BootTestError(f"layout name {self.name!r}: not a label value ({why})")
@@ -59,7 +65,10 @@ class LayoutChoice:
 
 
 def prepare_image(rootfs: Path, choice: LayoutChoice, fixture: KubeletFixture) -> None:
-    """Put ``choice.name`` where ``choice.source`` reads it, in the guest's root (after the kubelet fixture)."""
+    """Put ``choice.name`` where ``choice.source`` reads it, in the guest's root (after the kubelet fixture); nothing
+    for a seeded choice (the output under test writes it)."""
+    if choice.seeded:
+        return
     if choice.source == "file":
         write_guest(rootfs, LAYOUT_FILE, choice.name + "\n", 0o644)
     elif choice.source == "kubelet-labels":

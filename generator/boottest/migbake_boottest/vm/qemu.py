@@ -1,8 +1,13 @@
 """Booting a disk image under QEMU until the guest powers off (exit code, duration, serial log), or in
-the background as a running node an SSH client reaches."""
+the background as a running node an SSH client reaches.
+
+As each boot ends, one line (``boot_line``) goes to the logger ``migbake_boottest.boots`` (INFO): a long run of boots
+says how far it is (tests/vm/conftest.py shows each line live, also from pytest-xdist's workers).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import time
@@ -13,6 +18,7 @@ from migbake_boottest.hostrun import Log, no_log, require_tools
 from migbake_boottest.vm.kernel import KernelAssets
 
 TIMEOUT_EXIT = 124  # what timeout(1) returns; used when the boot does not power off in time
+BOOTS = logging.getLogger("migbake_boottest.boots")  # one INFO record per boot, as it ends
 QEMU = "qemu-system-x86_64"
 # Under TCG the guest kernel finds the TSCs "unsynchronized" and falls back to the HPET: every clock read is
 # a syscall and an emulated MMIO access. TCG's TSC comes from QEMU's one virtual clock, so it is reliable;
@@ -91,7 +97,19 @@ class RunningVm:
         if output.strip():
             self._log(f"qemu said: {output.strip()}")
         self._log(f"boot ended with exit code {code} after {duration:.1f} s")
-        return BootRun(code, duration, self.serial_log)
+        run = BootRun(code, duration, self.serial_log)
+        BOOTS.info("%s", boot_line(run))
+        return run
+
+
+def boot_line(run: BootRun) -> str:
+    """One line for a boot that ended: its run's work folder (named for the path, scenario and GPU generation), which
+    boot of the run (``serial-N.log``: boot N), how it ended and how long it took."""
+    ended = ("killed at the timeout" if run.timed_out else
+             "powered off" if run.exit_code == 0 else f"QEMU exited {run.exit_code}")
+    stem = run.serial_log.stem
+    which = f"boot {stem[len('serial-'):]}" if stem.startswith("serial-") else run.serial_log.name
+    return f"{run.serial_log.parent.name} {which}: {ended} after {run.duration_s:.0f} s"
 
 
 def start(

@@ -48,6 +48,8 @@ from migbake.render.targets.cloudinit import cloud_config
 
 EC2NODECLASS = "karpenter/ec2nodeclass.yaml"
 NODEPOOLS = "karpenter/nodepools.yaml"
+NODEOVERLAYS = "karpenter/nodeoverlays.yaml"
+READINESS_RULE = "karpenter/nodereadinessrule.yaml"
 # A NodePool's name is an object name (a DNS subdomain) and also the value of the label karpenter.sh/nodepool
 # Karpenter puts on its nodes: lower-case letters, digits, '-' and '.', at most 63 (a label value's limit)
 _POOL_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
@@ -73,6 +75,10 @@ def karpenter(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
     })]
     if plan.mig.layout_names:
         files.append(Artifact(NODEPOOLS, nodepools(plan, templates), 0o644))
+        files.append(Artifact(NODEOVERLAYS, nodeoverlays(plan, templates), 0o644))
+        if plan.platforms.startup is not None:
+            files.append(templates.file(READINESS_RULE + ".j2", READINESS_RULE, 0o644, {
+                "startup": plan.platforms.startup, "pools": pool_names(plan)}))
     return files
 
 
@@ -135,7 +141,7 @@ def nodepool_name(profile: str, layout: str) -> str:
 
 def nodepools(plan: RenderPlan, templates: Templates) -> str:
     """One NodePool (karpenter.sh/v1) per layout name, each labelling its nodes ``nvidia.com/mig.config=NAME``."""
-    names = [nodepool_name(plan.profile.name, n) for n in plan.mig.layout_names]
+    names = pool_names(plan)
     if len(set(names)) < len(names):
         raise RenderError(f"two layout names give one NodePool name ({', '.join(names)}): rename a layout")
     return templates.text(NODEPOOLS + ".j2", {
@@ -143,4 +149,30 @@ def nodepools(plan: RenderPlan, templates: Templates) -> str:
         # never nvidia.com/mig.config beside names (node-label-mig-owner)
         "node_labels": plan.profile.kubernetes.node_labels,
         "pools": [{"name": name, "layout": layout} for layout, name in zip(plan.mig.layout_names, names)],
+        "startup": plan.platforms.startup,
+    })
+
+
+def pool_names(plan: RenderPlan) -> list[str]:
+    """The NodePools' names, one per layout name, in order."""
+    return [nodepool_name(plan.profile.name, n) for n in plan.mig.layout_names]
+
+
+def nodeoverlays(plan: RenderPlan, templates: Templates) -> str:
+    """One NodeOverlay (karpenter.sh/v1alpha1) per layout name and GPU model, with what ``migbake show`` prints
+    for it (the plan's ``platforms.node_overlays``), scoped to the layout's NodePool and that model's instance
+    types."""
+    found = plan.platforms.node_overlays
+    kube = plan.profile.kubernetes
+    return templates.text(NODEOVERLAYS + ".j2", {
+        "strategy": kube.mig_strategy,
+        "plugin_version": kube.device_plugin_version,
+        "left_out": found.left_out,
+        "overlays": [{
+            "name": f"{nodepool_name(plan.profile.name, o.layout)}-{o.model}",
+            "pool": nodepool_name(plan.profile.name, o.layout),
+            "layout": o.layout,
+            "instance_labels": o.instance_labels,
+            "capacity": o.capacity,
+        } for o in found.overlays],
     })

@@ -2,6 +2,10 @@
 
 The %post embeds the rootfs files and the bake's own provisioner scripts as quoted here-documents, so the
 base-image checks of the bake run there unchanged; each embedded text is guarded below.
+
+Per-layout seeds: for named layouts read from the file source, ``OUT/kickstart/layouts/NAME.ks`` is the same %post
+that also writes NAME to ``/etc/migbake/layout`` in the installed system (``generate --layout NAME``: as
+``mig-restore.ks``), which the restore reads at the node's first boot.
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ from migbake.problems import RenderError
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block
-from migbake.render.plan import RenderPlan
+from migbake.render.plan import LAYOUT_FILE, RenderPlan
 from migbake.render.targets.packer import INSTALL_SCRIPT, MANAGER_SCRIPT
-from migbake.render.targets.rootfs import ROOTFS
+from migbake.render.targets.rootfs import ROOTFS, seed_layouts
 
 HEREDOC_END = "MIGBAKE_EOF"
 KS_STAGING = "/tmp/migbake-kickstart"
@@ -30,8 +34,12 @@ def kickstart(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Ar
                  for path in (MANAGER_SCRIPT, INSTALL_SCRIPT)]
     for e in embedded:
         e["dir"] = posixpath.dirname(e["path"])
-    return [templates.file("kickstart/mig-restore.ks.j2", "kickstart/mig-restore.ks", 0o644,
-                           {"embedded": embedded, "staging": KS_STAGING, "heredoc_end": HEREDOC_END})]
+    shared = templates.with_variables({"embedded": embedded, "staging": KS_STAGING, "heredoc_end": HEREDOC_END,
+                                       "layout_file": LAYOUT_FILE, "layout_dir": posixpath.dirname(LAYOUT_FILE)})
+    out = [shared.file("kickstart/mig-restore.ks.j2", "kickstart/mig-restore.ks", 0o644, {"layout": plan.seed_layout})]
+    out += [shared.file("kickstart/mig-restore.ks.j2", f"kickstart/layouts/{name}.ks", 0o644, {"layout": name})
+            for name in seed_layouts(plan)]
+    return out
 
 
 def heredoc_body(name: str, text: str) -> Block:

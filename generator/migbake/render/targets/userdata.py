@@ -2,7 +2,8 @@
 
 It reads the cloud-init target's user-data and writes beside it what ``generate --user-data-gzip /
 --user-data-mime`` ask for (``plan.user_data``; the user's part comes read and typed, ``render.mime_parts``).
-With gzip the MIME form is gzipped too.
+With gzip the MIME form is gzipped too. Each layout's seed (``cloud-init/layouts/NAME/user-data``) gets the same
+forms beside it.
 
 The multi-part form is built as ``cloud-init devel make-mime`` builds it (one ``MIMEText`` attachment
 per part inside a ``MIMEMultipart``), with a boundary derived from the content so that the same input
@@ -34,16 +35,18 @@ MERGE_TYPE = "list(append)+dict(no_replace,recurse_list)+str()"
 def user_data_forms(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """``user-data.gz``, ``user-data.mime`` and ``user-data.mime.gz`` beside the user-data, as ``plan.user_data``
     asks (eks-al2023 with node labels: the MIME form also carries them as a NodeConfig part)."""
-    text = str(done[USER_DATA].text)
     forms = plan.user_data
     out = []
-    if forms.gzip:
-        out.append(Artifact(USER_DATA + ".gz", gzip_user_data(text), 0o644))
-    if forms.mime is not None:
-        mime = mime_user_data(text, forms.mime, nodeconfig=plan.kubelet.nodeconfig_part)
-        out.append(Artifact(USER_DATA + ".mime", mime, 0o644))
+    # the user-data, and each layout's seed beside its own (cloud-init/layouts/NAME/user-data)
+    for path in [USER_DATA] + [a.path for _, a in done.under("cloud-init/layouts")]:
+        text = str(done[path].text)
         if forms.gzip:
-            out.append(Artifact(USER_DATA + ".mime.gz", gzip_user_data(mime), 0o644))
+            out.append(Artifact(path + ".gz", gzip_user_data(text), 0o644))
+        if forms.mime is not None:
+            mime = mime_user_data(text, forms.mime, nodeconfig=plan.kubelet.nodeconfig_part)
+            out.append(Artifact(path + ".mime", mime, 0o644))
+            if forms.gzip:
+                out.append(Artifact(path + ".mime.gz", gzip_user_data(mime), 0o644))
     return out
 
 
