@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,6 @@ from support import IMAGES, REPO
 
 sys.path.insert(0, str(REPO / "generator"))  # always test this checkout's package
 
-from migbake.gpu.presence import SYSFS_ENV
 
 
 @pytest.fixture(params=IMAGES, ids=[p.name for p in IMAGES])
@@ -30,16 +29,18 @@ def image_dir(request: pytest.FixtureRequest) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _machine_with_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The generated scripts find an NVIDIA GPU on the PCI bus (a fake sysfs, MIGBAKE_SYSFS), as on a GPU node.
+@pytest.fixture(autouse=True)
+def _machine_with_a_gpu() -> Iterator[None]:
+    """The test copies of the generated scripts find an NVIDIA GPU on the PCI bus (a fake sysfs), as on a GPU
+    node, and an empty root: ``support.WORLD``'s defaults, again for every test.
 
     This machine has none: without it every script run here would take the no-GPU path. A test of that
-    path (tests/outputs/test_gpu_presence.py) gives the script a sysfs tree of its own.
+    path (tests/outputs/test_gpu_presence.py) points the scripts at a sysfs tree of its own.
     """
-    from support import H200_3D, fake_sysfs
+    from support import WORLD
 
-    os.environ[SYSFS_ENV] = str(fake_sysfs(tmp_path_factory.mktemp("sysfs"), [H200_3D]))
+    yield
+    WORLD.reset()
 
 
 def _registered_problems_only() -> None:

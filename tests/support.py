@@ -95,8 +95,68 @@ class CliRunner(click.testing.CliRunner):
         return result
 
 
-def generate(profile_text: str, out: Path, name: str = "node-profile.yaml", *, node_root: bool = False) -> Path:
+class NodeWorld:
+    """The machine a test copy of the node scripts reads (CONTRIBUTING.md: testing the node scripts).
+
+    The generated scripts take no path from their environment: ``render(profile, node=NodePaths(...))`` renders
+    a copy with other paths. The copies the tests render read a folder of this test process, where ``root``,
+    ``sys``, ``proc`` and ``run`` are links: a test points one at a tree of its own (``WORLD.point("sys", tree)``)
+    before or after it renders, and every test starts from the defaults (an H200 on the PCI bus, an empty root,
+    the real /proc and /run; ``tests/conftest.py`` resets them). The metadata servers' URL is rendered in: a
+    test that serves them sets ``WORLD.network`` before it renders.
+    """
+
+    LINKS = ("root", "sys", "proc", "run")
+    NO_NETWORK = "http://127.0.0.1:9"  # discard: nothing answers HTTP there
+
+    def __init__(self) -> None:
+        import atexit
+        import shutil
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="migbake-node-"))
+        atexit.register(shutil.rmtree, self.folder, True)
+        self.gpu_sysfs = fake_sysfs(self.folder / "gpu-sysfs", [H200_3D])
+        self.network = self.NO_NETWORK
+        self._roots = 0
+        self.reset()
+
+    def path(self, name: str) -> Path:
+        """The path the test copies read for ``name`` (one of ``LINKS``): a link to what the test points it at."""
+        assert name in self.LINKS, name
+        return self.folder / name
+
+    def point(self, name: str, target: Path | str) -> None:
+        """Let the test copies read ``target`` as ``name`` from now on (the link replaced at once)."""
+        link = self.path(name)
+        new = link.with_name(f".{name}.new")
+        new.unlink(missing_ok=True)
+        new.symlink_to(Path(target).absolute())
+        new.replace(link)
+
+    def reset(self) -> None:
+        """The defaults: one H200 on the PCI bus, a fresh empty root, the real /proc and /run, no metadata server."""
+        self._roots += 1
+        empty = self.folder / f"empty-root-{self._roots}"
+        empty.mkdir()
+        for name, target in (("root", empty), ("sys", self.gpu_sysfs), ("proc", Path("/proc")), ("run", Path("/run"))):
+            self.point(name, target)
+        self.network = self.NO_NETWORK
+
+    def paths(self) -> Any:
+        """The ``NodePaths`` a test copy is rendered with."""
+        from migbake.render.parts import NodePaths
+
+        return NodePaths(root=str(self.path("root")), sys=str(self.path("sys")), proc=str(self.path("proc")),
+                         run=str(self.path("run")), gce_metadata=self.network, ec2_imds=self.network)
+
+
+def generate(profile_text: str, out: Path, name: str = "node-profile.yaml", *, node_root: bool = False,
+             production: bool = False) -> Path:
     """Validate and render ``profile_text`` into ``out`` (asserting it is valid); returns ``out``.
+
+    The node scripts are a test copy that reads ``WORLD`` (``production``: the real paths, as ``migbake
+    generate`` writes them).
 
     ``node_root``: a node emulated under a test's folder, whose written paths (config, metrics) are there, not
     in their folders on a node: ``output-path-not-allowed`` is the only error allowed, every other must be absent.
@@ -116,7 +176,7 @@ def generate(profile_text: str, out: Path, name: str = "node-profile.yaml", *, n
         profile = build_profile(yaml.safe_load(profile_text), profile_text)
     assert profile is not None, "\n".join(p.format() for p in checked.problems)
     origin = Origin.of(name, out, profile.name, profile.source_sha256)  # Packer reads its sha256
-    write_tree(render(profile), out, origin=origin)
+    write_tree(render(profile) if production else render(profile, node=WORLD.paths()), out, origin=origin)
     return out
 
 
@@ -204,7 +264,7 @@ H200_3D: PciDevice = ("0000:18:00.0", "0x10de", "0x2335", "0x030200")  # an H200
 def fake_sysfs(root: Path, devices: list[PciDevice]) -> Path:
     """A sysfs tree under ``root`` with these PCI devices (bus/pci/devices/ADDRESS/{vendor,device,class}).
 
-    The generated scripts read it through MIGBAKE_SYSFS (templates/scripts/_gpu-presence.sh.j2).
+    A test copy of the generated scripts reads it where ``WORLD.point("sys", root)`` says.
     """
     folder = root / "bus/pci/devices"
     folder.mkdir(parents=True, exist_ok=True)
@@ -214,3 +274,6 @@ def fake_sysfs(root: Path, devices: list[PciDevice]) -> Path:
         for name, value in (("vendor", vendor), ("device", device), ("class", klass)):
             (dev / name).write_text(value + "\n")
     return root
+
+
+WORLD = NodeWorld()  # the machine the test copies of the node scripts read (one per test process)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from support import H200_FIXTURES, REPO, cli
+from support import H200_FIXTURES, REPO, WORLD, cli
 
 from migbake.node.nvidiasmi import CaptureError, parse_csv, parse_xml
 
@@ -157,8 +157,9 @@ esac
     (root / "run").mkdir()
     if node.driver == "container":
         (root / "run/nvidia/driver/usr/bin").mkdir(parents=True)
-    return {"PATH": f"{root / 'sbin'}:{os.environ['PATH']}", "MIGBAKE_PREFLIGHT_PROC": str(root / "proc"),
-            "MIGBAKE_PREFLIGHT_RUN": str(root / "run")}
+    WORLD.point("proc", root / "proc")  # the test copy of preflight reads them (support.NodeWorld)
+    WORLD.point("run", root / "run")
+    return {"PATH": f"{root / 'sbin'}:{os.environ['PATH']}"}
 
 
 def profile_yaml(root: Path, gpus: str = H200_ENTRY, gpu_count: int | None = 1, kubelet: bool = True,

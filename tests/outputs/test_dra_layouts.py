@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from realtools import shellcheck
-from support import REPO, cli, generate
+from support import REPO, WORLD, cli, generate
 from test_dra_claims import CLASSES, _cel_device, _templates, judge
 from test_restore_placements import SMI, TABLE
 from test_restore_script import make_node
@@ -128,7 +128,8 @@ def test_verify_expects_the_devices_of_the_name_the_node_gets(name: str, fixture
     root = tmp_path / "root"
     (root / "etc/migbake").mkdir(parents=True)
     (root / "etc/migbake/layout").write_text(name + "\n")
-    ran, lines = verify(tmp_path, NAMED, fixture, "--node", "h200-node", env={"MIGBAKE_ROOT": str(root)})
+    WORLD.point("root", root)
+    ran, lines = verify(tmp_path, NAMED, fixture, "--node", "h200-node")
     assert len(lines) == 1 and lines[0].startswith(f"{status}  dra-devices: "), ran.out
     if status == "FAIL":
         assert "the plan has" in lines[0] and "2g.35gb" in lines[0], lines
@@ -138,7 +139,8 @@ def test_verify_checks_no_dra_device_without_a_layout_name(tmp_path: Path) -> No
     root = tmp_path / "root"
     (root / "etc/migbake").mkdir(parents=True)
     (root / "etc/migbake/layout").write_text("unknown\n")
-    ran, lines = verify(tmp_path, NAMED, "h200-ready.json", "--node", "h200-node", env={"MIGBAKE_ROOT": str(root)})
+    WORLD.point("root", root)
+    ran, lines = verify(tmp_path, NAMED, "h200-ready.json", "--node", "h200-node")
     assert lines == ["INFO  the DRA devices of node h200-node are not checked: no layout name of this image (see the "
                      "layout line)"], ran.out
 
@@ -160,7 +162,7 @@ def test_restore_compares_the_placements_of_the_name_it_applied(name: str, rows:
     root = tmp_path / "layout-root"
     (root / "etc/migbake").mkdir(parents=True)
     (root / "etc/migbake/layout").write_text(name + "\n")
-    monkeypatch.setenv("MIGBAKE_ROOT", str(root))
+    WORLD.point("root", str(root))
     node = make_node(tmp_path, gpus="  - model: h200-141gb\n" + LAYOUTS + "kubernetes:\n  allocation: dra\n",
                      restore="  layout: {from: [file], default: ready}\n  placements: strict\n")
     (node.root / "opt/nvidia/nvidia-smi").write_text(SMI)

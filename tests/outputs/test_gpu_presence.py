@@ -12,14 +12,14 @@ import shlex
 from pathlib import Path
 
 import pytest
-from support import H200_3D, PciDevice, fake_sysfs
+from support import H200_3D, WORLD, PciDevice, fake_sysfs
 from test_generated_scripts import good_node
 from test_preflight import SimNode
 from test_preflight_script import preflight_node
 from test_restore_script import A100, make_node
 
 from migbake.gpu import presence
-from migbake.gpu.presence import SYSFS_ENV, sysfs_device_ids
+from migbake.gpu.presence import sysfs_device_ids
 
 pytestmark = pytest.mark.realtool
 
@@ -33,11 +33,11 @@ NO_GPU_TREES = {"empty": [], "nic-and-nvidia-non-gpus": [MELLANOX_IB, NVSWITCH, 
 
 @pytest.fixture
 def sysfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """Point the scripts at a fake sysfs holding the given PCI devices."""
+    """Point the test copies of the scripts at a fake sysfs holding the given PCI devices."""
     def make(devices: list[PciDevice]) -> Path:
         root = fake_sysfs(tmp_path / f"sys{len(list(tmp_path.glob('sys*')))}", devices)
-        monkeypatch.setenv(SYSFS_ENV, str(root))
-        return root
+        WORLD.point("sys", root)
+        return WORLD.path("sys")  # where the scripts read it, as their messages say
     return make
 
 

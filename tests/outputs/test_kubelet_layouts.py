@@ -55,9 +55,10 @@ def _env_file(path: Path) -> dict[str, str]:
     return out
 
 
-def kubelet_argv(section: str, root: Path) -> list[str]:
-    """kubelet's argv from systemd's dump of the unit, with the environment files of ``root``."""
-    env: dict[str, str] = {}
+def kubelet_argv(section: str, root: Path, manager: dict[str, str] | None = None) -> list[str]:
+    """kubelet's argv from systemd's dump of the unit, with the environment files of ``root`` (over the manager's
+    environment ``manager``: systemd.setenv=, DefaultEnvironment=)."""
+    env: dict[str, str] = dict(manager or {})
     files: list[str] = []
     command = ""
     for line in section.splitlines():
@@ -293,3 +294,25 @@ def test_generic_kubespray_gets_the_name_in_its_variable_and_keeps_kubespray_s(t
                        "KUBELET_API_SERVER=--node-labels=team=a,nvidia.com/mig.config=train\n")
     assert argv == ["/usr/local/bin/kubelet", "--node-labels=team=a,nvidia.com/mig.config=train",
                     "--config=/etc/kubernetes/kubelet-config.yaml"], argv
+
+
+SETENV_PROFILE = ("version: 1\nname: kubeadm-node\ngpus:\n  - model: h200-141gb\n    mig:\n      layouts:\n"
+         "        infer: {1g.18gb: 7}\n        train: {7g.141gb: 1}\n"
+                  "restore:\n  layout: {from: [kubelet-labels, file], default: infer}\nkubelet: {layout: %s}\n")
+
+
+@pytest.mark.parametrize("layout", ["kubeadm", "eks-al2023"])
+def test_the_manager_s_environment_never_gives_kubelet_our_variable(tree: SystemdTree, tmp_path: Path,
+                                                                    layout: str) -> None:
+    """A manager environment (systemd.setenv= on the kernel command line, DefaultEnvironment=) that sets our
+    variable: the drop-in defines it (empty until the restore's file sets it), and a unit's Environment= wins over
+    the manager's (systemd.exec(5)), so kubelet never gets a label the restore did not apply."""
+    dropins = tree.root / "usr/lib/systemd/system/kubelet.service.d"
+    dropins.mkdir(parents=True)
+    (dropins / "10-kubeadm.conf").write_text(kubeadm_dropin(ENV_FILES["deb"]))
+    tree.install_rootfs(generate(SETENV_PROFILE % layout, tmp_path / "out") / "rootfs")
+    graph = tree.boot_graph()
+    assert graph.rc == 0, graph.text
+    section = unit_section(graph.out, "kubelet.service")
+    argv = kubelet_argv(section, tree.root, {"MIGBAKE_KUBELET_ARGS": "--node-labels=nvidia.com/mig.config=train"})
+    assert argv[0] == "/usr/bin/kubelet" and not any("mig.config" in a for a in argv), argv

@@ -1,8 +1,8 @@
 """The network sources of the layout name: ``gce-metadata`` and ``ec2-tag`` against a metadata server.
 
 The generated restore.sh runs for real (simulated nvidia-smi and nvidia-mig-parted, test_restore_script.py) against
-a local HTTP server on loopback standing in for GCE's metadata server and EC2's IMDS (the hosts are
-overridden by the tests-only ``MIGBAKE_GCE_METADATA_URL`` and ``MIGBAKE_EC2_IMDS_URL``). Answering, 404,
+a local HTTP server on loopback standing in for GCE's metadata server and EC2's IMDS (a test copy of the
+script is rendered with its URL: ``support.NodeWorld``). Answering, 404,
 5xx then an answer, too slow, nothing listening, a garbage value, a huge answer: no answer is no name from that
 source (the next one is asked), a garbage or unreadable answer fails closed, and the wait is bounded.
 """
@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support import generate
+from support import WORLD, generate
 from test_layout_restore import GPUS, _applied, _chosen, _parted, _put
 from test_restore_script import Node, make_node
 
@@ -69,8 +69,7 @@ class Metadata:
 @pytest.fixture
 def metadata(monkeypatch: pytest.MonkeyPatch) -> Iterator[Metadata]:
     server = Metadata()
-    monkeypatch.setenv("MIGBAKE_GCE_METADATA_URL", server.url)
-    monkeypatch.setenv("MIGBAKE_EC2_IMDS_URL", server.url)
+    WORLD.network = server.url  # the test copies rendered from now on ask it (support.NodeWorld)
     monkeypatch.delenv("http_proxy", raising=False)
     yield server
     server.close()
@@ -81,7 +80,7 @@ def _node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str, default
               + (", ec2_tag_key: mig-config" if "ec2-tag" in sources else "")
               + (f", default: {default}" if default else "") + "}\n")
     node = make_node(tmp_path, GPUS, restore=layout)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     return node
 
@@ -147,8 +146,7 @@ def test_a_slow_server_is_given_up_in_time_and_fails_closed(tmp_path: Path, monk
 
 
 def test_nothing_listening_is_no_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    node = _node(tmp_path, monkeypatch, "gce-metadata", default="infer", wait=2)
-    monkeypatch.setenv("MIGBAKE_GCE_METADATA_URL", "http://127.0.0.1:9")  # discard: nothing answers HTTP
+    node = _node(tmp_path, monkeypatch, "gce-metadata", default="infer", wait=2)  # WORLD's: nothing answers HTTP
     ran = node.run()
     _applied(ran, node, "infer", "default")
     assert "gce-metadata (kube-labels): no answer within 2 s" in ran.out
@@ -261,7 +259,7 @@ def test_preflight_warns_where_the_metadata_server_does_not_answer(tmp_path: Pat
     from test_preflight import SimNode
     from test_preflight_script import preflight_node
 
-    monkeypatch.setenv("MIGBAKE_ROOT", str(tmp_path / "empty-root"))
+    WORLD.point("root", str(tmp_path / "empty-root"))
     gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
     extra = "restore:\n  layout: {from: [file, gce-metadata], network_wait_seconds: 2}\n"
     (tmp_path / "a").mkdir()
@@ -299,7 +297,7 @@ def test_verify_reads_the_network_source_as_the_restore_does(tmp_path: Path, mon
 
     node, verify = good_node(tmp_path, restore_extra="  layout: {from: [gce-metadata], network_wait_seconds: 2}\n",
                              mig=LAYOUTS_MIG)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     metadata.answers[f"GET {KUBE_LABELS}"] = [(200, "nvidia.com/mig.config=train", 0.0)]
     ran = node.run(verify)
     assert "PASS  layout train, from gce-metadata (sources tried: gce-metadata)" in ran.out, ran.text

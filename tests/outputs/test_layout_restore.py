@@ -2,7 +2,8 @@
 
 Each source (``file``, ``kubelet-labels`` in kubeadm's and nodeadm's files and migbake's drop-in,
 ``credential``), their order, the default, an unknown name and a missing one, run for real with simulated
-nvidia-smi and nvidia-mig-parted (tests/outputs/test_restore_script.py) and the node's files under ``MIGBAKE_ROOT``.
+nvidia-smi and nvidia-mig-parted (tests/outputs/test_restore_script.py) and the node's files under a test
+root (support.WORLD).
 An unknown or missing name fails closed: no mig-parted call at all, the reason on stderr (the journal) and in
 the metrics file; never all-disabled.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from realtools import Ran
-from support import generate
+from support import WORLD, generate
 from test_restore_script import Node, make_node
 
 pytestmark = pytest.mark.realtool
@@ -21,13 +22,14 @@ pytestmark = pytest.mark.realtool
 GPUS = ("  - model: h200-141gb\n    mig:\n      layouts:\n        infer: {1g.18gb: 7}\n"
         "        train: {7g.141gb: 1}\n")
 KUBELET_DROPIN = "/etc/systemd/system/kubelet.service.d/20-mig-restore.conf"
+CREDENTIALS = "run/credentials/nvidia-mig-restore.service"  # where the unit's LoadCredential= puts it
 
 
 def _node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str = "file, kubelet-labels, credential",
           default: str = "") -> Node:
     layout = f"  layout: {{from: [{sources}]{', default: ' + default if default else ''}}}\n"
     node = make_node(tmp_path, GPUS, restore=layout)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     return node
 
@@ -72,11 +74,10 @@ def test_file_source_applies_that_layout(tmp_path: Path, monkeypatch: pytest.Mon
     ("/etc/sysconfig/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/mig.config=train\n"),
     ("/etc/eks/kubelet/environment", "NODEADM_KUBELET_ARGS=--config=/etc/kubernetes/kubelet/config.json "
                                      "--node-labels=karpenter.sh/nodepool=train,nvidia.com/mig.config=train\n"),
-    (KUBELET_DROPIN, '[Service]\nEnvironment="MIGBAKE_KUBELET_ARGS=--node-labels=nvidia.com/mig.config=train"\n'),
     # as nodeadm writes it: lines joined by "\n", none after the last (environment.go), Karpenter's flag quoted
     ("/etc/eks/kubelet/environment", 'OTHER=1\nNODEADM_KUBELET_ARGS=--node-labels="karpenter.sh/nodepool=p,'
                                      'nvidia.com/mig.config=train"'),
-], ids=["kubeadm-deb", "kubeadm-rpm", "nodeadm", "migbake-dropin", "nodeadm-last-line-without-newline"])
+], ids=["kubeadm-deb", "kubeadm-rpm", "nodeadm", "nodeadm-last-line-without-newline"])
 def test_kubelet_labels_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, text: str) -> None:
     node = _node(tmp_path, monkeypatch, "kubelet-labels")
     _put(node, where, text)
@@ -100,10 +101,9 @@ def test_a_label_outside_node_labels_is_not_read(tmp_path: Path, monkeypatch: py
 
 def test_credential_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node = _node(tmp_path, monkeypatch, "credential")
-    creds = tmp_path / "credentials"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_text("train")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     _applied(node.run(), node, "train", "credential")
 
 
@@ -136,10 +136,9 @@ def test_systemd_verifies_the_unit_with_its_credential(tmp_path: Path) -> None:
 def test_sources_are_tried_in_the_profile_s_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node = _node(tmp_path, monkeypatch, "credential, file")
     _put(node, "/etc/migbake/layout", "infer\n")
-    creds = tmp_path / "credentials"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_text("train\n")
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     _applied(node.run(), node, "train", "credential")
     (creds / "migbake.layout").write_text("\n")  # an empty credential gives no name: the next source does
     (node.state / "calls").unlink()
@@ -166,10 +165,9 @@ def test_an_unknown_name_fails_closed_even_with_a_default(tmp_path: Path, monkey
                                                           given: str) -> None:
     node = _node(tmp_path, monkeypatch, default="infer")
     _put(node, "/etc/migbake/layout", given + "\n")
-    creds = tmp_path / "credentials"
-    creds.mkdir()
+    creds = node.root / CREDENTIALS
+    creds.mkdir(parents=True)
     (creds / "migbake.layout").write_text("train\n")  # a later source is not asked after an unknown name
-    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     ran = node.run()
     assert ran.rc == 1, ran.text
     assert "FAILED: source file gives layout " in ran.err
@@ -203,7 +201,7 @@ def test_verify_names_the_layout_and_asserts_it(tmp_path: Path, monkeypatch: pyt
     from test_generated_scripts import good_node
 
     node, verify = good_node(tmp_path, restore_extra="  layout: {from: [file, credential]}\n", mig=LAYOUTS_MIG)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     (node.root / "etc/migbake").mkdir(parents=True)
     (node.root / "etc/migbake/layout").write_text("train\n")
@@ -241,7 +239,7 @@ def test_preflight_names_the_layout_or_what_was_tried(tmp_path: Path, monkeypatc
     (layout_root / "etc/migbake").mkdir(parents=True)
     if given:
         (layout_root / "etc/migbake/layout").write_text(given + "\n")
-    monkeypatch.setenv("MIGBAKE_ROOT", str(layout_root))
+    WORLD.point("root", str(layout_root))
     gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
     ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file]}\n")
     assert ran.status["layout"] == status, ran.report
@@ -258,7 +256,7 @@ def test_preflight_cannot_read_the_credential_so_it_warns(tmp_path: Path, monkey
     from test_preflight import SimNode
     from test_preflight_script import preflight_node
 
-    monkeypatch.setenv("MIGBAKE_ROOT", str(tmp_path / "empty-root"))
+    WORLD.point("root", str(tmp_path / "empty-root"))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     gpus = "  - model: h200-141gb\n    mig: {" + LAYOUTS_MIG + "}\n"
     ran = preflight_node(tmp_path, SimNode(), gpus=gpus, extra="restore:\n  layout: {from: [file, credential]}\n")
@@ -276,7 +274,7 @@ def _labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sources: str, def
     """A node whose profile also says how kubelet is started (after gpus: make_node puts restore: after it)."""
     layout = f"  layout: {{from: [{sources}]{', default: ' + default if default else ''}}}\n"
     node = make_node(tmp_path, GPUS + kubelet, restore=layout)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", str(node.root))
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     return node
 
@@ -293,10 +291,9 @@ def test_the_restore_gives_kubelet_the_name_s_label(tmp_path: Path, monkeypatch:
     if source == "file":
         _put(node, "/etc/migbake/layout", "train\n")
     elif source == "credential":
-        creds = tmp_path / "credentials"
-        creds.mkdir()
+        creds = node.root / CREDENTIALS
+        creds.mkdir(parents=True)
         (creds / "migbake.layout").write_text("train")
-        monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
     ran = node.run()
     _applied(ran, node, "train", source)
     # the drop-in's own variable, its labels first (EnvironmentFile= replaces the drop-in's Environment= line)

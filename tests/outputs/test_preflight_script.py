@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from realtools import bash_n, run, shellcheck
-from support import cli, generate
+from support import WORLD, cli, generate
 from test_preflight import A100, GB200, H100, H200_ENTRY, QUERY, SCRIPT, SimGpu, SimNode, install, profile_yaml
 
 from migbake.node.nvidiasmi import parse_csv, parse_xml
@@ -437,8 +437,8 @@ def test_without_a_gpu_the_layout_row_agrees_with_the_pci_row(tmp_path: Path, mo
                                                               no_gpu: str) -> None:
     from support import fake_sysfs
 
-    monkeypatch.setenv("MIGBAKE_SYSFS", str(fake_sysfs(tmp_path / "sys", [])))
-    monkeypatch.setenv("MIGBAKE_ROOT", str(tmp_path / "empty-root"))  # no source gives a name, no default
+    WORLD.point("sys", str(fake_sysfs(tmp_path / "sys", [])))
+    WORLD.point("root", str(tmp_path / "empty-root"))  # no source gives a name, no default
     ran = preflight_node(tmp_path, SimNode(gpus=[], nvidia_smi=False, mig_parted=False, driver="none"), gpus=NAMED,
                          extra=f"restore:\n  no_gpu: {no_gpu}\n  layout: {{from: [file]}}\n")
     # the restore stops at the PCI bus before it reads a name: it neither fails for want of one nor applies one
@@ -473,7 +473,7 @@ def test_a_layout_file_and_kubelets_label_that_disagree_are_flagged(
     (root / "etc/migbake/layout").write_text(file + "\n")
     (root / "etc/default").mkdir(parents=True)
     (root / "etc/default/kubelet").write_text(KUBELET_LABEL)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(root))
+    WORLD.point("root", str(root))
     ran = _named(tmp_path, sources, kubelet)
     assert ran.status["layout"] == status, ran.detail["layout"]
     assert detail in ran.detail["layout"], ran.detail["layout"]

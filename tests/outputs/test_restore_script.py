@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from realtools import Ran, run
-from support import generate
+from support import WORLD, generate
 
 pytestmark = pytest.mark.realtool
 
@@ -68,9 +68,9 @@ class Node:
         (self.state / name).write_text(value)
 
     def run(self) -> Ran:
-        # MIGBAKE_PROC: the processes and modules the reboot-once path looks at (an empty one: nothing holds the GPU)
-        env = {"PATH": f"{self.root / 'bin'}:/usr/bin:/bin", "STATE": str(self.state),
-               "MIGBAKE_PROC": str(self.proc)}
+        # proc: the processes and modules the reboot-once path looks at (an empty one: nothing holds the GPU)
+        WORLD.point("proc", self.proc)
+        env = {"PATH": f"{self.root / 'bin'}:/usr/bin:/bin", "STATE": str(self.state)}
         return run(["bash", str(self.script)], env=env, timeout=60)
 
     @property
@@ -179,7 +179,8 @@ def test_cdmm_on_a_grace_system_is_named_before_apply_fails(tmp_path: Path, gpus
         (node.proc / "driver/nvidia/params").write_text(PARAMS.format(mode))
     node.set("apply", "fails")
     ran = node.run()
-    line = (f'CDMM is on ({node.proc}/driver/nvidia/params: CoherentGPUMemoryMode: "driver"): MIG does not work '
+    proc = WORLD.path("proc")
+    line = (f'CDMM is on ({proc}/driver/nvidia/params: CoherentGPUMemoryMode: "driver"): MIG does not work '
             "with CDMM on gb200-186gb (GPU Operator release notes 25.3.2); load nvidia with "
             "NVreg_CoherentGPUMemoryMode=numa")
     assert ran.rc == 1 and (line in ran.text) is said, ran.text

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from crdschema import cel_errors, judge
 from realtools import require, shellcheck
-from support import IMAGES, generate
+from support import IMAGES, WORLD, generate
 from test_restore_script import H200, make_node
 
 PROFILE = next(i for i in IMAGES if i.name == "h100-h200-inference") / "node-profile.yaml"
@@ -156,7 +156,7 @@ def _ready_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, start
                         f"NODEADM_KUBELET_ARGS=--node-ip=10.0.0.1 --hostname-override={NODE.upper()} --v=2")):
         (node.root / path).parent.mkdir(parents=True, exist_ok=True)
         (node.root / path).write_text(text)
-    monkeypatch.setenv("MIGBAKE_ROOT", str(node.root))
+    WORLD.point("root", node.root)  # the test copy reads the node's files there (support.NodeWorld)
     monkeypatch.setenv("KUBECACHEDIR", str(tmp_path / "kube-cache"))
     return node
 

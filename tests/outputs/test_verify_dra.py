@@ -171,9 +171,15 @@ def test_the_node_name_defaults_to_the_hostname(tmp_path: Path) -> None:
     assert "get resourceslices -o json" in calls and "get node h200-node -o go-template=" in " ".join(calls)
 
 
-def test_the_node_name_from_the_environment(tmp_path: Path) -> None:
-    ran, lines = verify(tmp_path, H200, "h200-ready.json", env={"MIGBAKE_NODE_NAME": "other-node"})
+def test_the_node_name_given_with_node(tmp_path: Path) -> None:
+    ran, lines = verify(tmp_path, H200, "h200-ready.json", "--node", "other-node")
     assert lines and lines[0].startswith("FAIL  dra-devices: node other-node: GPU 0: partial layout"), ran.out
+
+
+def test_the_environment_names_no_node(tmp_path: Path) -> None:
+    """Only --node names another node: verify takes nothing from its environment."""
+    ran, lines = verify(tmp_path, H200, "h200-ready.json", env={"MIGBAKE_NODE_NAME": "other-node"})
+    assert lines and lines[0].startswith("PASS  dra-devices: node h200-node publishes exactly"), ran.out
 
 
 @pytest.mark.parametrize(("args", "rc", "words"), [

@@ -143,7 +143,8 @@ def test_claims_catch_a_user_data_that_starts_kubelet_early(out_dir: Path, boot_
     """
     text = (REPO / "images/h200-inference/node-profile.yaml").read_text()
     generic = tmp_path / "generic"
-    generate(re.sub(r"^  layout: .*\n", "", text, flags=re.M).split("\nkubernetes:\n")[0] + "\n", generic)
+    generate(re.sub(r"^  layout: .*\n", "", text, flags=re.M).split("\nkubernetes:\n")[0] + "\n", generic,
+             production=True)
     broken = doctored(generic, tmp_path, "cloud-init/user-data",
                       lambda text: text[:text.index("bootcmd:\n")] + text[text.index("write_files:\n"):])
     result = run_boot_test(broken, path="cloud-init", scenario="ok", boots=1, assets=boot_assets,
@@ -157,7 +158,8 @@ def test_provided_later_moves_the_check_to_the_boot(boot_assets: BootAssets, tmp
     """image.provided_later: [nvidia-mig-parted], and the later provisioner never installed it: the bake
     (a real Packer build into an image without it) passes, the restore fails closed at boot naming it."""
     profile = REPO / "images/h200-inference/node-profile.yaml"
-    out = generate(profile.read_text() + "image:\n  provided_later: [nvidia-mig-parted]\n", tmp_path / "out")
+    out = generate(profile.read_text() + "image:\n  provided_later: [nvidia-mig-parted]\n", tmp_path / "out",
+                   production=True)
     result = passing_run(out, path="packer", scenario="provided-later-missing", boots=1, assets=boot_assets)
     assert claim_ids(result, 1) == FAIL_CLAIMS
     visible = next(c for c in result.boots[0].claims if c.id == "failure-visible")
@@ -173,7 +175,8 @@ def test_no_gpu_starts_kubelet_then_a_gpu_without_its_driver_keeps_it_down(boot_
     the restore says why and kubelet starts; boot 2 has one and no driver, so kubelet stays down."""
     out = generate("version: 1\nname: no-gpu\ngpus:\n  - model: h200-141gb\n    mig: {layout: {1g.18gb: 7}}\n"
                    "restore:\n  driver_wait_seconds: 5\n"
-                   "  metrics_textfile: /var/lib/node_exporter/textfile_collector/migbake.prom\n", tmp_path / "out")
+                   "  metrics_textfile: /var/lib/node_exporter/textfile_collector/migbake.prom\n", tmp_path / "out",
+                   production=True)
     result = passing_run(out, path="packer", scenario="no-gpu", boots=2, assets=boot_assets)
     assert claim_ids(result, 1) == NO_GPU_BASE | {"no-gpu-logged", "no-gpu-no-nvidia-tool", "restore-active",
                                                   "restore-before-kubelet", "kubelet-active"}

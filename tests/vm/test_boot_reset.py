@@ -76,7 +76,7 @@ def test_scenario_with_the_real_mig_parted(image: str, path: BootPath, scenario:
         text = dra_variant(image, allocation, 2 if scenario == "ampere-pending" else None)
         checked = check_bytes(text.encode(), "node-profile.yaml")
         assert checked.profile is not None, [p.format() for p in checked.problems]
-        out, node, promises = generate(text, tmp_path / "out"), node_for_profile(checked.profile), \
+        out, node, promises = generate(text, tmp_path / "out", production=True), node_for_profile(checked.profile), \
             promises_of(checked.profile)
     result = run_boot_test(out, path=path, scenario=scenario, boots=boots, assets=boot_assets,
                            log=print, mig_parted=mig_parted, node=node, promises=promises)

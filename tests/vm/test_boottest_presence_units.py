@@ -15,7 +15,7 @@ from pathlib import Path
 
 import needs_boottest  # noqa: F401 (skips this module where the boot test is not installed)
 import pytest
-from support import IMAGES, REPO, generate
+from support import IMAGES, REPO, WORLD, generate
 
 from migbake.gpu.presence import NO_DRIVER, NO_GPU
 from migbake.rules.validate import check_file
@@ -50,7 +50,7 @@ def _boot1(**doctored: list[str]) -> str:
     text = _section(OK, "stub-log", doctored.get("stub", ["1796007274.016850570 kubelet ExecStartPre"]))
     return _section(text, f"journal {RESTORE}", doctored.get("journal", [
         f"{RESTORE}: {NO_GPU} (no PCI device of vendor 0x10de and class display VGA or 3D in "
-        "/usr/lib/boottest/sys/bus/pci/devices; restore.no_gpu: succeed)"]))
+        "/sys/bus/pci/devices; restore.no_gpu: succeed)"]))
 
 
 def _boot2(journal: list[str] | None = None) -> str:
@@ -145,17 +145,20 @@ def test_the_guest_content_builds_and_the_restore_reads_it(tmp_path: Path) -> No
     fixtures.install_fixtures(rootfs, gpu=fixtures.SIMULATED_GPUS["hopper"])
     bus = rootfs / fixtures.SIMULATED_SYSFS.lstrip("/") / "bus/pci/devices"
     assert sorted(p.name for p in bus.iterdir()) == ["0000:18:00.0", "0000:3b:00.0"]  # the GPU, the NIC
-    drop_in = (rootfs / fixtures.SYSFS_DROP_IN.lstrip("/")).read_text()
-    assert f"DefaultEnvironment=MIGBAKE_SYSFS={fixtures.SIMULATED_SYSFS}" in drop_in
+    mount = (rootfs / "usr/lib/systemd/system" / fixtures.PCI_BUS_MOUNT).read_text()
+    assert f"What={fixtures.SIMULATED_SYSFS}/bus/pci/devices\nWhere=/sys/bus/pci/devices\n" in mount
+    assert (rootfs / "etc/systemd/system/sysinit.target.wants" / fixtures.PCI_BUS_MOUNT).is_symlink()
     presence.prepare_image(rootfs)
     assert sorted(p.name for p in bus.iterdir()) == ["0000:3b:00.0"]
     assert (rootfs / "etc/systemd/system/sysinit.target.wants" / presence.UNIT).is_symlink()
     unit = (rootfs / "usr/lib/systemd/system" / presence.UNIT).read_text()
     [command] = re.findall(r"^ExecStart=/bin/sh -c '(.*)'$", unit.replace("\\\n", ""), re.M)
     local = re.sub(r"(?<![\w.])/(usr|var|etc)/", lambda m: f"{rootfs}/{m.group(1)}/", command)
+    # the guest's /sys/bus/pci/devices is this tree (the mount above); here, a test copy reads it
+    WORLD.point("sys", rootfs / fixtures.SIMULATED_SYSFS.lstrip("/"))
     out = generate((IMAGES[0] / "node-profile.yaml").read_text(), tmp_path / "out")
     restore = out / "rootfs/etc/nvidia-mig/restore.sh"
-    env = {"MIGBAKE_SYSFS": str(rootfs / fixtures.SIMULATED_SYSFS.lstrip("/")), "PATH": "/usr/bin:/bin"}
+    env = {"PATH": "/usr/bin:/bin"}
 
     def boot() -> subprocess.CompletedProcess[str]:
         subprocess.run(["sh", "-c", local], check=True)

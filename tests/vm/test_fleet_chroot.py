@@ -28,7 +28,6 @@ from pykickstart.parser import KickstartParser
 from pykickstart.version import makeVersion
 from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl, require_vm_host
 
-from migbake.gpu.presence import SYSFS_ENV
 from migbake.profile.nodeprofile import UNIT_DIRS
 from migbake_boottest.scenarios import scenario as fixtures
 from migbake_boottest.vm.packer_chroot import build_into_rootfs
@@ -36,7 +35,7 @@ from migbake_boottest.vm.rootfs import BaseRootfs, ensure_rootfs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/realtools.py, tests/support.py
 from realtools import require, run
-from support import cli, generate
+from support import WORLD, cli, generate
 
 pytestmark = pytest.mark.vm
 REPO = Path(__file__).resolve().parents[2]
@@ -92,11 +91,10 @@ def _node_root(base: BaseRootfs, dest: Path, out: Path, *, tools: bool = True) -
         fixtures.install_fixtures(root, gpu=fixtures.SIMULATED_GPUS["hopper"], commands=commands,
                                   kubelet=(out / "rootfs/etc/systemd/system/kubelet.service.d").is_dir(),
                                   consumers=consumers)
-        # the node's GPU: the session's simulated PCI bus (tests/conftest.py) inside the root at the path
-        # MIGBAKE_SYSFS names, which the controller's environment carries into the chroot; without it the
-        # preflight sees no NVIDIA GPU and, rightly, nothing to restore (templates/scripts/_gpu-presence.sh.j2)
-        bus = Path(os.environ[SYSFS_ENV])
-        shutil.copytree(bus, root / str(bus).lstrip("/"), symlinks=True)
+        # the node's GPU: a simulated PCI bus at /sys of the root, where the scripts as generated read it (in a
+        # chroot it is a plain folder: nothing is mounted there); without it the preflight sees no NVIDIA GPU
+        # and, rightly, nothing to restore (templates/scripts/_gpu-presence.sh.j2)
+        shutil.copytree(WORLD.gpu_sysfs, root / "sys", symlinks=True, dirs_exist_ok=True)
     return root
 
 
@@ -238,7 +236,7 @@ def test_activate_moves_the_layout_name_only_after_the_drain(base: BaseRootfs, w
 
     (work / "img").mkdir()
     (work / "img/node-profile.yaml").write_text(NAMED)
-    out = generate(NAMED, work / "img/generated")
+    out = generate(NAMED, work / "img/generated", production=True)
     root = _node_root(base, work / "node", out)
     install, _ = _playbook(out, root, work)
     assert install.returncode == 0, install.stdout
@@ -290,7 +288,7 @@ def test_the_role_leaves_what_image_provided_later_names_to_the_boot(base: BaseR
     """
     profile = yaml.safe_load((IMAGES[0] / "node-profile.yaml").read_text())
     profile["image"] = {"provided_later": ["nvidia-mig-parted", "kubelet.service"]}
-    out = generate(yaml.safe_dump(profile), work / "generated")
+    out = generate(yaml.safe_dump(profile), work / "generated", production=True)
     root = _node_root(base, work / "later", IMAGES[0] / "generated")
     (root / "usr/bin/nvidia-mig-parted").unlink()
     for folder in UNIT_DIRS:
@@ -326,7 +324,7 @@ def test_export_ansible_gives_each_group_its_own_profile(base: BaseRootfs, work:
     (work / "slurm").mkdir()
     (work / "slurm/node-profile.yaml").write_text(yaml.safe_dump(slurm))
     outs = {"h200-inference": IMAGES[0] / "generated",
-            "h100-slurm": generate(yaml.safe_dump(slurm), work / "slurm/generated")}
+            "h100-slurm": generate(yaml.safe_dump(slurm), work / "slurm/generated", production=True)}
     code, said, err = cli("export", "--ansible", str(IMAGES[0] / "node-profile.yaml"),
                           str(work / "slurm/node-profile.yaml"), "-o", str(work / "fleet"))
     assert code == 0, said + err

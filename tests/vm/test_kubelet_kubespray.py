@@ -72,7 +72,7 @@ def test_preflight_on_a_kubespray_node_fails_kubeadm_and_passes_generic(boot_ass
     subprocess.run(["systemctl", "--quiet", f"--root={rootfs}", "enable", "kubelet.service"], check=True)
     assert not (rootfs / "usr/bin/kubelet").exists() and (rootfs / "usr/local/bin/kubelet").is_file()
 
-    mismatch = _preflight_in(rootfs, generate(KUBEADM, work / "out-kubeadm"))["kubelet-unit"]
+    mismatch = _preflight_in(rootfs, generate(KUBEADM, work / "out-kubeadm", production=True))["kubelet-unit"]
     print("kubelet.layout kubeadm:", mismatch)
     assert mismatch.startswith("FAIL this is not kubeadm's kubelet, which kubelet.layout kubeadm assumes: no kubeadm "
                                "drop-in (kubelet.service.d/10-kubeadm.conf in /etc/systemd/system"), mismatch
@@ -82,7 +82,7 @@ def test_preflight_on_a_kubespray_node_fails_kubeadm_and_passes_generic(boot_ass
             "KUBELET_VOLUME_PLUGIN") in mismatch
     assert "this is kubespray's unit" in mismatch
 
-    fits = _preflight_in(rootfs, generate(GENERIC, work / "out-generic"))["kubelet-unit"]
+    fits = _preflight_in(rootfs, generate(GENERIC, work / "out-generic", production=True))["kubelet-unit"]
     print("kubelet.layout generic:", fits)
     assert fits.startswith("PASS ExecStart=/usr/local/bin/kubelet") and "expands $KUBELET_API_SERVER" in fits, fits
 
@@ -90,7 +90,7 @@ def test_preflight_on_a_kubespray_node_fails_kubeadm_and_passes_generic(boot_ass
 def test_a_generic_profile_boots_a_kubespray_kubelet_after_the_restore(boot_assets: BootAssets, work: Path) -> None:
     checked = check_bytes(GENERIC.encode(), "node-profile.yaml")
     assert checked.profile is not None
-    out = generate(GENERIC, work / "out")
+    out = generate(GENERIC, work / "out", production=True)
     result = run_boot_test(out, path="cloud-init", scenario="ok", boots=1, assets=boot_assets, log=print,
                            promises=promises_of(checked.profile), kubeadm_package="kubespray")
     print(result.summary())

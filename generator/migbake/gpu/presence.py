@@ -20,7 +20,6 @@ from typing import Final
 VENDOR_NVIDIA: Final = "0x10de"
 # PCI class codes (base class 0x03 display controller): the subclass, the programming interface any
 DISPLAY_CLASSES: Final = ("0x0300", "0x0302")
-SYSFS_ENV: Final = "MIGBAKE_SYSFS"  # where the scripts read /sys from: only tests and the boot test's guest set it
 
 NO_GPU: Final = "no NVIDIA GPU on this machine: nothing to restore"
 NO_GPU_FAIL: Final = ("no NVIDIA GPU on this machine, and restore.no_gpu: fail says this image must never run "

@@ -26,6 +26,25 @@ from migbake.profile.nodeprofile import UNIT_DIRS, BasePiece, Consumer
 
 
 @dataclass(frozen=True)
+class NodePaths:
+    """Where the generated node scripts read the machine: fixed when they are rendered, never taken from the
+    environment at boot (anything that sets a unit's environment, a drop-in or ``systemd.setenv=``, could
+    otherwise hide the GPUs or pick the layout). ``render`` uses the real paths; a test renders a copy of the
+    same templates with other roots through the library (``render(profile, node=NodePaths(...))``,
+    CONTRIBUTING.md: testing the node scripts)."""
+
+    root: str = ""  # prefixed to the node's own files the layout sources read and write ("" is the node's /)
+    sys: str = "/sys"  # sysfs: the PCI devices (gpu/presence.py)
+    proc: str = "/proc"  # the nvidia module's params and version, the processes that hold a GPU
+    run: str = "/run"  # preflight: /run/nvidia/driver, a driver container's root
+    gce_metadata: str = "http://metadata.google.internal"  # Compute Engine's metadata server
+    ec2_imds: str = "http://169.254.169.254"  # EC2's instance metadata service
+
+
+NODE_PATHS = NodePaths()  # the real machine's
+
+
+@dataclass(frozen=True)
 class KubeletPlan:
     """How kubelet gets the profile's node labels, per ``kubelet.layout`` (``none``: no label to pass)."""
 

@@ -68,6 +68,7 @@ from migbake.render.guard import Block
 from migbake.render.guard import line as guard_line
 from migbake.render.parts import (
     NO_FORMS,
+    NODE_PATHS,
     ConsumerPlan,
     DraPlan,
     ExpectPlan,
@@ -76,6 +77,7 @@ from migbake.render.parts import (
     KubeletPlan,
     MigPlan,
     MimePart,
+    NodePaths,
     PlatformPlan,
     RestorePlan,
     UserDataForms,
@@ -85,6 +87,7 @@ from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 __all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
            "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
            "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
+           "NodePaths",
            "PlacedInstance", "PlatformPlan", "RenderPlan", "RestorePlan", "SlurmNode", "SlurmPlan", "UserDataForms",
            "kubeadm_template_name", "make_plan", "nodepool_name"]
 
@@ -109,6 +112,7 @@ class RenderPlan:
     consumers: ConsumerPlan
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
+    node: NodePaths = NODE_PATHS  # where the node scripts read the machine: the real paths but in tests
     gate: GateSpec | None = None  # what OUT/kubernetes/gate/ says, where the GPU plugins wait (not kubelet)
     seed_layout: str = ""  # generate --layout: the layout name the user-data and Kickstart write (LAYOUT_FILE)
 

@@ -19,7 +19,8 @@ from migbake.problems import RenderError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
-from migbake.render.plan import NO_FORMS, RenderPlan, UserDataForms, make_plan
+from migbake.render.parts import NODE_PATHS
+from migbake.render.plan import NO_FORMS, NodePaths, RenderPlan, UserDataForms, make_plan
 from migbake.render.talos.patch import talos
 from migbake.render.targets.ansible import ansible
 from migbake.render.targets.bottlerocket import bottlerocket
@@ -181,12 +182,15 @@ def only_outputs(artifacts: list[Artifact], outputs: tuple[str, ...]) -> list[Ar
 
 
 def render(profile: NodeProfile, user_data: UserDataForms = NO_FORMS, outputs: tuple[str, ...] = (),
-           layout: str = "") -> list[Artifact]:
+           layout: str = "", *, node: NodePaths = NODE_PATHS) -> list[Artifact]:
     """Every file of the output tree for ``profile`` (with the user-data forms asked for), sorted by path; with
     ``outputs``, of the targets that write those folders and those they read or need (``targets_for``): a folder
     not asked for is never rendered, so its own limits cannot refuse the profile; ``layout``: the layout name the
-    top-level seeds write (``generate --layout``)."""
-    return render_plan(replace(make_plan(profile), user_data=user_data, seed_layout=layout), targets_for(outputs))
+    top-level seeds write (``generate --layout``).
+
+    ``node``: where the node scripts read the machine; only tests pass other paths than the real ones."""
+    return render_plan(replace(make_plan(profile), user_data=user_data, seed_layout=layout, node=node),
+                       targets_for(outputs))
 
 
 def targets_for(outputs: tuple[str, ...]) -> tuple[Target, ...]:

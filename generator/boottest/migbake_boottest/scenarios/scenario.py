@@ -5,9 +5,10 @@ What a boot-test image gets on top of the plain Debian rootfs:
   and log every call with a timestamp to /var/log/mig-stub.log;
 - an enabled fake ``kubelet.service`` and an enabled fake conflicting ``nvidia-mig-manager.service``;
 - ``test-report.service``: writes /var/log/test-report.txt and powers the VM off;
-- the simulated GPUs on a simulated PCI bus: a sysfs tree (vendor, device, class per GPU) that every unit
-  reads through MIGBAKE_SYSFS (systemd's DefaultEnvironment=), as the restore decides from it whether
-  the machine has an NVIDIA GPU at all (``gpu/presence.py``);
+- the simulated GPUs on a simulated PCI bus: a sysfs tree (vendor, device, class per GPU) bind-mounted
+  over the guest's /sys/bus/pci/devices early in the boot, so the generated scripts, as they are on a real
+  node, read it where they read the PCI bus (they take no path from their environment): the restore
+  decides from it whether the machine has an NVIDIA GPU at all (``gpu/presence.py``);
 - cloud-init NoCloud settings, and a masked serial getty (no udev in minbase: it would wait forever);
 - sshd and D-Bus masked: only ``enable_ssh`` (a guest that an SSH client drives, reboots and powers off,
   as a running node) unmasks them.
@@ -47,9 +48,25 @@ Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too
                    "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi", "provided-later-missing",
                    "no-gpu", "layout-unknown", "layout-missing"]
 NO_GPU: Final = "no-gpu"  # scenarios.presence: boot 1 without a GPU on the PCI bus, boot 2 with one and no driver
-# the simulated PCI bus (a sysfs tree), and the manager setting that points every unit at it
+# the simulated PCI bus (a sysfs tree), and the mount unit that puts it over the guest's own
 SIMULATED_SYSFS = "/usr/lib/boottest/sys"
-SYSFS_DROP_IN = "/etc/systemd/system.conf.d/90-boottest-sysfs.conf"
+PCI_BUS = "/sys/bus/pci/devices"
+PCI_BUS_MOUNT = "sys-bus-pci-devices.mount"  # systemd.mount(5): named after its Where= (systemd-escape --path)
+_PCI_BUS_MOUNT_TEXT = f"""# Test fixture for boot tests ONLY: the simulated PCI bus over the guest's own
+[Unit]
+Description=Simulated PCI bus (boot test fixture)
+DefaultDependencies=no
+Before=sysinit.target
+
+[Mount]
+What={SIMULATED_SYSFS}/bus/pci/devices
+Where={PCI_BUS}
+Type=none
+Options=bind
+
+[Install]
+WantedBy=sysinit.target
+"""
 MELLANOX_NIC = ("0000:3b:00.0", "0x15b3", "0x101b", "0x020700")  # not a GPU: on every simulated bus
 # the base image lacks nvidia-mig-parted, which the output's image.provided_later leaves to a later
 # provisioner that never ran: the bake passes, the restore fails closed at boot naming it
@@ -241,7 +258,8 @@ def simulated_pci_bus(rootfs: Path, device_ids: list[str]) -> None:
     """The guest's simulated PCI bus: one NVIDIA 3D controller per id (0x233010DE form), and a Mellanox NIC.
 
     It replaces the bus written before (the simulated node may have other GPUs than the config suggests).
-    Every unit reads it through MIGBAKE_SYSFS, set as systemd's DefaultEnvironment= (systemd-system.conf).
+    A bind mount (``PCI_BUS_MOUNT``, before sysinit.target) puts it over the guest's /sys/bus/pci/devices, where
+    every unit and SSH session reads it; the files under test are the generated ones, unchanged.
     """
     devices = rootfs / SIMULATED_SYSFS.lstrip("/") / "bus/pci/devices"
     if devices.exists():
@@ -251,12 +269,11 @@ def simulated_pci_bus(rootfs: Path, device_ids: list[str]) -> None:
     for address, vendor, device, klass in [*gpus, MELLANOX_NIC]:
         for name, value in (("vendor", vendor), ("device", device), ("class", klass)):
             _write(rootfs, f"{SIMULATED_SYSFS}/bus/pci/devices/{address}/{name}", value + "\n", 0o644)
-    _write(rootfs, SYSFS_DROP_IN, "# Test fixture for boot tests ONLY: the simulated PCI bus\n[Manager]\n"
-           f"DefaultEnvironment=MIGBAKE_SYSFS={SIMULATED_SYSFS}\n", 0o644)
-    # ... and an SSH session's commands (pam_env reads /etc/environment): the fleet test's verify runs there
-    env = rootfs / "etc/environment"
-    kept = [x for x in (env.read_text().splitlines() if env.is_file() else []) if not x.startswith("MIGBAKE_SYSFS=")]
-    _write(rootfs, "/etc/environment", "".join(f"{x}\n" for x in [*kept, f"MIGBAKE_SYSFS={SIMULATED_SYSFS}"]), 0o644)
+    _write(rootfs, f"/{SYSTEM_UNITS}/{PCI_BUS_MOUNT}", _PCI_BUS_MOUNT_TEXT, 0o644)
+    wants = rootfs / "etc/systemd/system/sysinit.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    if not (wants / PCI_BUS_MOUNT).is_symlink():
+        (wants / PCI_BUS_MOUNT).symlink_to(f"/{SYSTEM_UNITS}/{PCI_BUS_MOUNT}")
 
 
 # Debian's openssh-server, D-Bus and systemd-logind (which schedules the reboot `shutdown -r 0` asks

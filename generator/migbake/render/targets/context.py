@@ -22,6 +22,7 @@ def shared_variables(plan: RenderPlan) -> dict[str, Any]:
     name = p.name
     return {
         "plan": plan,
+        "node": plan.node,  # where the node scripts read the machine (parts.NodePaths)
         "profile": p,
         "consumers": plan.consumers.all,
         "consumers_text": plan.consumers.text,

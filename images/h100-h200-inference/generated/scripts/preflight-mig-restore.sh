@@ -13,10 +13,7 @@
 # /proc. It never changes MIG mode, MIG instances or units.
 # Prints a table CHECK / STATUS / DETAIL (PASS, WARN, NOTE, FAIL, SKIP), or JSON with --json.
 # Exit: 0 the node is ready (no check failed), 1 not ready, 2 bad usage.
-# Environment: MIGBAKE_PREFLIGHT_PROC (default /proc) and MIGBAKE_PREFLIGHT_RUN (default /run) say
-# where driver/nvidia/version, modules and nvidia/driver are looked for, MIGBAKE_SYSFS (default /sys)
-# where the PCI devices are (tests point them elsewhere);
-# MIGBAKE_NODE_NAME names the Kubernetes node when it is not this host's name.
+# The Kubernetes node is this host's name (uname -n, kubelet's default node name).
 # The same GPU checks run offline on captured output: migbake preflight PROFILE --nvidia-smi-xml FILE.
 set -euo pipefail
 export LC_ALL=C
@@ -30,8 +27,8 @@ consumers=()
 manager='nvidia-mig-manager.service'
 manager_verb='mask'
 gpu_count='8'
-proc_dir="${MIGBAKE_PREFLIGHT_PROC:-/proc}"
-run_dir="${MIGBAKE_PREFLIGHT_RUN:-/run}"
+proc_dir='/proc'
+run_dir='/run'
 
 usage() { printf 'usage: %s [--json]\n' "${0##*/}"; }
 json=no
@@ -69,7 +66,7 @@ count() { printf '%s' "$#"; }
 # --- an NVIDIA GPU on the PCI bus? ---------------------------------------------------------------
 # An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
 # 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+sysfs='/sys'
 no_gpu='succeed'
 profile_devices=' 0x2322 0x2324 0x2330 0x2331 0x2335 0x233b '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
@@ -152,16 +149,17 @@ fi
 # Which named layout this node gets (restore.layout; docs/layouts-at-boot.md): the sources in the
 # profile's order, the first that gives a name decides; no name from any: the default, else none. Only a
 # name of this image is ever applied: find_layout never returns another one as chosen.
-layout_root="${MIGBAKE_ROOT:-}"  # tests only: where the node's / is
+layout_root=''  # "": the node's own files (a test's copy renders another root)
 layout_names=('inference' 'training')
 layout_sources=('kubelet-labels' 'credential' 'file')
 layout_default='inference'
-# kubelet's own arguments as they lie on disk, in the order kubelet reads them (a later --node-labels wins):
-# kubeadm's environment files (KUBELET_EXTRA_ARGS; deb, rpm), nodeadm's (NODEADM_KUBELET_ARGS,
-# awslabs/amazon-eks-ami:nodeadm/internal/kubelet/environment.go@v20260724), migbake's kubelet drop-in
-layout_kubelet_files=(/etc/default/kubelet /etc/sysconfig/kubelet /etc/eks/kubelet/environment '/etc/systemd/system/kubelet.service.d/20-mig-restore.conf')
-# the label inside a --node-labels list: after '=', ',', a blank or a quote, up to ',', a blank or a quote
-layout_label_re="(^|[=,[:space:]\"'])nvidia\\.com/mig\\.config=([^,[:space:]\"']*)(.*)\$"
+# FILE:VARIABLE kubelet's unit expands, in the order of its command line (a later --node-labels key wins): kubeadm's
+# EnvironmentFile= (deb, rpm), nodeadm's (awslabs/amazon-eks-ami@v20260724:nodeadm/internal/kubelet/environment.go),
+# migbake's drop-in (its variable last: kubernetes/kubelet.py)
+layout_kubelet_files=(/etc/default/kubelet:KUBELET_EXTRA_ARGS /etc/sysconfig/kubelet:KUBELET_EXTRA_ARGS
+  /etc/eks/kubelet/environment:NODEADM_KUBELET_ARGS '/etc/systemd/system/kubelet.service.d/20-mig-restore.conf:MIGBAKE_KUBELET_ARGS')
+layout_kubelet_max=65536  # bytes of one of those files; a larger one fails closed (not a prefix)
+layout_line_max=256  # bytes of the file and credential sources' line; a longer one fails closed (not cut)
 # a name is a label value (the schema's pattern for mig.layouts names, the whole string)
 layout_value_re='^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$'
 layout_name=''
@@ -170,41 +168,122 @@ layout_tried=''
 layout_why=''
 layout_notes=''  # why each network source gave no name ("SOURCE: why; ...")
 
-# layout_first_line FILE: its first line, at most 256 bytes read, blanks around it removed
+# layout_read FILE MAX: layout_text, FILE's first MAX+1 bytes (NUL made 0x01); layout_read_big, layout_read_nul
+layout_read() {
+  local LC_ALL=C  # byte counts
+  layout_text="$(head -c $(($2 + 1)) -- "$1" 2>/dev/null | tr '\000' '\001'; printf x)"
+  layout_text="${layout_text%x}"
+  layout_read_big=0
+  layout_read_nul=0
+
+  if [ "${#layout_text}" -gt "$2" ]; then layout_read_big=1; fi
+  if [[ $layout_text == *$'\001'* ]]; then layout_read_nul=1; fi
+}
+
+# layout_first_line FILE: layout_got, its first line trimmed, or layout_bad: longer than layout_line_max, a NUL
 layout_first_line() {
+  local line
   if ! [ -f "$1" ] || ! [ -r "$1" ]; then return 0; fi
-  head -c 256 -- "$1" 2>/dev/null | head -n 1 | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' || true
+  layout_read "$1" "$layout_line_max"
+  line="${layout_text%%$'\n'*}"
+  if [ "$layout_read_big" = 1 ] && [ "$line" = "$layout_text" ]; then
+    layout_bad="the first line of ${1#"$layout_root"} is longer than $layout_line_max bytes, not read"
+  elif [[ $line == *$'\001'* ]]; then
+    layout_bad="the first line of ${1#"$layout_root"} has a NUL byte"
+  else
+    layout_got="$(layout_trim "$line")"
+  fi
+}
+
+# layout_trim TEXT: TEXT without the blanks around it
+layout_trim() {
+  local t="$1"
+  t="${t#"${t%%[![:space:]]*}"}"
+  printf '%s' "${t%"${t##*[![:space:]]}"}"
+}
+
+# layout_assigned FILE VARIABLE: layout_words, VARIABLE's last assignment in FILE (systemd.exec(5) EnvironmentFile=;
+# the drop-in's Environment=), or layout_bad: FILE too large, a NUL, or a backslash, ', $ or ` in the value (systemd's
+# escapes, systemd/systemd:src/basic/env-file.c, are not modelled: fail closed)
+layout_assigned() {
+  local line key value where="${1#"$layout_root"}" found=''
+  layout_words=''
+  layout_read "$1" "$layout_kubelet_max"
+  if [ "$layout_read_big" = 1 ]; then layout_bad="$where is larger than $layout_kubelet_max bytes, not read"; return 0; fi
+  if [ "$layout_read_nul" = 1 ]; then layout_bad="$where has a NUL byte"; return 0; fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="$(layout_trim "$line")"
+    case "$line" in '' | '#'* | ';'*) continue ;; esac
+    if [[ $1 == *.conf ]]; then  # the drop-in: Environment= lines of a unit file
+      [[ $line == Environment=* ]] || continue
+      line="${line#Environment=}"
+      if [[ $line =~ ^\"(.*)\"$ ]]; then line="${BASH_REMATCH[1]}"; fi
+    fi
+    [[ $line =~ ^([A-Za-z_][A-Za-z0-9_]*)[[:blank:]]*=[[:blank:]]*(.*)$ ]] || continue
+    key="${BASH_REMATCH[1]}"
+    value="${BASH_REMATCH[2]}"
+    [ "$key" = "$2" ] || continue
+    if [[ $value =~ ^\"([^\"\\\`\$]*)\"$ ]] || [[ $value =~ ^\'([^\']*)\'$ ]]; then value="${BASH_REMATCH[1]}"; fi
+    if [[ $value == *[\'\\\$\`]* ]]; then
+      layout_bad="$where assigns $2 with quoting or escapes this restore does not read as systemd does"
+      return 0
+    fi
+    found=yes
+    layout_words="$value"
+  done <<<"$layout_text"
+  if [ -z "$found" ]; then layout_words=''; fi
+}
+
+# layout_node_labels LIST: value, the last nvidia.com/mig.config in kubelet's --node-labels LIST (KEY=VALUE items,
+# trimmed, empty ones skipped: kubernetes/kubernetes@v1.31.0:staging/src/k8s.io/component-base/cli/flag/
+# map_string_string.go), or layout_bad for an item without '=' (kubelet would not start)
+layout_node_labels() {
+  local item k
+  local -a items
+  IFS=, read -r -d '' -a items <<<"$1," || true
+  for item in "${items[@]}"; do
+    [ -n "$item" ] || continue
+    [ "$item" != $'\n' ] || continue
+    if [[ $item != *=* ]]; then layout_bad="kubelet's --node-labels has an item without '=' (kubelet would not start)"; return 0; fi
+    k="$(layout_trim "${item%%=*}")"
+    # shellcheck disable=SC2034 # layout_label_seen: the gce-metadata source's, which this profile does not read
+    if [ "$k" = nvidia.com/mig.config ]; then value="$(layout_trim "${item#*=}")"; layout_label_seen=yes; fi
+  done
 }
 
 # layout_from SOURCE: sets layout_got, the name SOURCE gives ("" for none), or layout_bad, why SOURCE's answer
 # cannot be read as a name (it fails closed as an unknown name does)
 layout_from() {
-  local f line value=''
+  local f entry word next value=''
+  local -a words
   layout_got=''
   layout_bad=''
   case "$1" in
-    file) layout_got="$(layout_first_line "$layout_root"'/etc/migbake/layout')" ;;
+    file) layout_first_line "$layout_root"'/etc/migbake/layout' ;;
     credential)
-      # systemd.set_credential=migbake.layout:NAME or SMBIOS type 11 io.systemd.credential:migbake.layout=NAME;
-      # the unit's LoadCredential= passes it in $CREDENTIALS_DIRECTORY; outside the unit (verify) the restore
-      # unit's copy, /run/credentials/UNIT while it is active (systemd.exec(5), systemd 252)
-      if [ -n "${CREDENTIALS_DIRECTORY:-}" ]; then
-        layout_got="$(layout_first_line "$CREDENTIALS_DIRECTORY/migbake.layout")"
-      else
-        layout_got="$(layout_first_line "$layout_root/run/credentials/"'nvidia-mig-restore.service'"/migbake.layout")"
-      fi ;;
+      # systemd.set_credential=migbake.layout:NAME or SMBIOS type 11 io.systemd.credential:migbake.layout=NAME; the
+      # unit's LoadCredential= puts it in /run/credentials/UNIT (systemd.exec(5), systemd 252: $CREDENTIALS_DIRECTORY
+      # names that folder), read there, in the unit and outside it (verify): the environment names no path
+      layout_first_line "$layout_root/run/credentials/"'nvidia-mig-restore.service'"/migbake.layout" ;;
     kubelet-labels)
-      for f in "${layout_kubelet_files[@]}"; do
-        if ! [ -f "$layout_root$f" ] || ! [ -r "$layout_root$f" ]; then continue; fi
-        # '|| [ -n "$line" ]': the last line without a newline counts too (nodeadm writes none after it:
-        # strings.Join(..., "\n") in environment.go)
-        while IFS= read -r line || [ -n "$line" ]; do
-          if [[ $line =~ ^[[:space:]]*[\#\;] ]] || [[ $line != *--node-labels* ]]; then continue; fi
-          while [[ $line =~ $layout_label_re ]]; do
-            value="${BASH_REMATCH[2]}"
-            line="${BASH_REMATCH[3]}"
-          done
-        done < <(head -c 65536 -- "$layout_root$f" 2>/dev/null)
+      # each variable split at blanks, quotes removed (systemd:src/basic/env-util.c replace_env_argv), then
+      # --node-labels=LIST or --node-labels LIST (a taint, another flag: no label)
+      for entry in "${layout_kubelet_files[@]}"; do
+        f="$layout_root${entry%:*}"
+        if ! [ -f "$f" ] || ! [ -r "$f" ]; then continue; fi
+        layout_assigned "$f" "${entry##*:}"
+        if [ -n "$layout_bad" ]; then return 0; fi
+        read -r -d '' -a words <<<"$layout_words" || true
+        next=''
+        for word in "${words[@]}"; do
+          if ! [[ ${word//[^\"]/} =~ ^(\"\")*$ ]]; then layout_bad="${entry%:*}: a quoted blank in ${entry##*:}"; return 0; fi
+          word="${word//\"/}"
+          if [ -n "$next" ]; then next=''; layout_node_labels "$word"
+          elif [ "$word" = --node-labels ]; then next=yes
+          elif [[ $word == --node-labels=* ]]; then layout_node_labels "${word#--node-labels=}"
+          fi
+          if [ -n "$layout_bad" ]; then return 0; fi
+        done
       done
       layout_got="$value" ;;
   esac
@@ -759,7 +838,7 @@ gpu_operator_checks() {
 }
 # shellcheck disable=SC2016 # a kubectl go-template, not shell
 labels_template='{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}}'
-node="${MIGBAKE_NODE_NAME:-$(uname -n)}"
+node="$(uname -n)"
 if command -v kubectl >/dev/null 2>&1 && labels="$(kubectl get node "$node" -o go-template="$labels_template" 2>/dev/null)"; then
   while IFS=$'\t' read -r check status detail; do
     [ -n "$check" ] || continue

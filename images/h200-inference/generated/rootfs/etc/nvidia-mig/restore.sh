@@ -80,7 +80,7 @@ trap write_metrics EXIT
 # --- -1. an NVIDIA GPU here? -------------------------------------------------------------------
 # An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
 # 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+sysfs='/sys'
 no_gpu='succeed'
 profile_devices=' 0x2335 0x233b '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'

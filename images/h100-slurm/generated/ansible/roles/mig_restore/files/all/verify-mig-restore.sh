@@ -8,10 +8,10 @@
 # profile h100-slurm before slurmd.service. Read-only: it changes nothing on the node or the GPUs.
 # Prints one line per check (PASS / FAIL / WARN / INFO) and exits 0 only if no check failed.
 # Usage: verify-mig-restore.sh [--node NAME]: NAME is this node's Node object for the kubectl checks
-# (default: $MIGBAKE_NODE_NAME, else `hostname`; this profile runs no Kubernetes node: no check reads it).
+# (default: `hostname`; this profile runs no Kubernetes node: no check reads it).
 set -uo pipefail
 
-node_name="${MIGBAKE_NODE_NAME:-}"
+node_name=''
 # shellcheck disable=SC2034 # no Kubernetes node: no kubectl check reads the node's name (--node is still accepted)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,7 +47,7 @@ printf 'migbake verify: profile %s, restore unit %s\n' 'h100-slurm' "$restore_un
 
 # An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
 # 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+sysfs='/sys'
 no_gpu='succeed'
 profile_devices=' 0x2322 0x2324 0x2330 0x2331 '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'

@@ -8,10 +8,10 @@
 # profile h200-inference before kubelet.service. Read-only: it changes nothing on the node or the GPUs.
 # Prints one line per check (PASS / FAIL / WARN / INFO) and exits 0 only if no check failed.
 # Usage: verify-mig-restore.sh [--node NAME]: NAME is this node's Node object for the kubectl checks
-# (default: $MIGBAKE_NODE_NAME, else `hostname`, kubelet's default node name).
+# (default: `hostname`, kubelet's default node name).
 set -uo pipefail
 
-node_name="${MIGBAKE_NODE_NAME:-}"
+node_name=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --node) [ $# -ge 2 ] || { echo "usage: $0 [--node NAME]" >&2; exit 2; }; node_name=$2; shift 2 ;;
@@ -46,7 +46,7 @@ printf 'migbake verify: profile %s, restore unit %s\n' 'h200-inference' "$restor
 
 # An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
 # 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+sysfs='/sys'
 no_gpu='succeed'
 profile_devices=' 0x2335 0x233b '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'

@@ -83,7 +83,7 @@ trap write_metrics EXIT
 # --- -1. an NVIDIA GPU here? -------------------------------------------------------------------
 # An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
 # 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+sysfs='/sys'
 no_gpu='succeed'
 profile_devices=' 0x20b2 0x20b5 0x20f3 0x20f5 '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
@@ -193,7 +193,7 @@ reset_holders() {
   done
   printf '%s' "$held"
 }
-proc_dir="${MIGBAKE_PROC:-/proc}"  # tests only
+proc_dir='/proc'
 
 if [ "$reset_path" != none ]; then
   pending="$(pending_gpus)"
