@@ -13,10 +13,7 @@
 # /proc. It never changes MIG mode, MIG instances or units.
 # Prints a table CHECK / STATUS / DETAIL (PASS, WARN, NOTE, FAIL, SKIP), or JSON with --json.
 # Exit: 0 the node is ready (no check failed), 1 not ready, 2 bad usage.
-# Environment: MIGBAKE_PREFLIGHT_PROC (default /proc) and MIGBAKE_PREFLIGHT_RUN (default /run) say
-# where driver/nvidia/version, modules and nvidia/driver are looked for, MIGBAKE_SYSFS (default /sys)
-# where the PCI devices are (tests point them elsewhere);
-# MIGBAKE_NODE_NAME names the Kubernetes node when it is not this host's name.
+# The Kubernetes node is this host's name (uname -n, kubelet's default node name).
 # The same GPU checks run offline on captured output: migbake preflight PROFILE --nvidia-smi-xml FILE.
 set -euo pipefail
 export LC_ALL=C
@@ -30,8 +27,8 @@ consumers=()
 manager='nvidia-mig-manager.service'
 manager_verb='mask'
 gpu_count='8'
-proc_dir="${MIGBAKE_PREFLIGHT_PROC:-/proc}"
-run_dir="${MIGBAKE_PREFLIGHT_RUN:-/run}"
+proc_dir='/proc'
+run_dir='/run'
 # driver: container: nvidia-smi is the driver container's, run in its mount namespace (nsenter on the PID
 # its entrypoint writes: NVIDIA/gpu-driver-container@06a208ca:ubuntu24.04/nvidia-driver L7, L749-753)
 driver_flag="$run_dir/nvidia/validations/.driver-ctr-ready"
@@ -79,7 +76,7 @@ count() { printf '%s' "$#"; }
 # --- an NVIDIA GPU on the PCI bus? ---------------------------------------------------------------
 # An NVIDIA GPU here? sysfs says it before any NVIDIA tool: vendor 0x10de, class VGA 0x0300xx or 3D
 # 0x0302xx (PCI_VENDOR_ID_NVIDIA, PCI_CLASS_DISPLAY_*: torvalds/linux include/linux/pci_ids.h@v6.12)
-sysfs="${MIGBAKE_SYSFS:-/sys}"  # tests only
+sysfs='/sys'
 no_gpu='succeed'
 profile_devices=' 0x2322 0x2324 0x2330 0x2331 '
 words_no_gpu='no NVIDIA GPU on this machine: nothing to restore'
@@ -468,7 +465,7 @@ gpu_operator_checks() {
 }
 # shellcheck disable=SC2016 # a kubectl go-template, not shell
 labels_template='{{range $k, $v := .metadata.labels}}{{$k}}={{$v}}{{"\n"}}{{end}}'
-node="${MIGBAKE_NODE_NAME:-$(uname -n)}"
+node="$(uname -n)"
 if command -v kubectl >/dev/null 2>&1 && labels="$(kubectl get node "$node" -o go-template="$labels_template" 2>/dev/null)"; then
   while IFS=$'\t' read -r check status detail; do
     [ -n "$check" ] || continue
