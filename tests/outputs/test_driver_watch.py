@@ -343,7 +343,13 @@ def test_preflight_passes_a_ready_driver_container(tmp_path: Path) -> None:
     (root / "run/nvidia/nvidia-driver.pid").write_text("4242\n")
     (root / "proc/4242").mkdir(parents=True)
     (root / "proc/4242/comm").write_text("nvidia-driver\n")
-    sysfs = Path(os.environ["MIGBAKE_SYSFS"])
+    import shutil
+
+    from support import WORLD
+
+    sysfs = tmp_path / "sys"  # the test copy's /sys: the default GPU's, with the nvidia module live
+    shutil.copytree(WORLD.gpu_sysfs, sysfs, symlinks=True)
+    WORLD.point("sys", sysfs)
     (sysfs / "module/nvidia").mkdir(parents=True, exist_ok=True)
     (sysfs / "module/nvidia/initstate").write_text("live\n")
     out = generate(profile_yaml(root, extra="driver: container\n"), tmp_path / "out")

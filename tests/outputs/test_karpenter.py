@@ -122,7 +122,10 @@ def test_a_bare_cloud_config_would_break_on_karpenter(tmp_path: Path) -> None:
 
 
 def test_the_cloud_config_part_passes_cloud_init_and_writes_the_rootfs(tmp_path: Path) -> None:
-    message = email.message_from_string(_nodeclass()["spec"]["userData"])
+    """The full form (karpenter.user_data: full, no AMI baked from the profile) installs the rootfs at boot."""
+    text = (EKS / "node-profile.yaml").read_text() + "karpenter: {user_data: full}\n"
+    full = generate(text, tmp_path / "out", production=True)
+    message = email.message_from_string(_nodeclass(full)["spec"]["userData"])
     parts = {p.get_content_type(): p.get_payload() for p in message.get_payload()}
     assert list(parts) == ["text/cloud-config", "application/node.eks.aws"]
     assert all("Content-Transfer-Encoding" not in p for p in message.get_payload())  # Karpenter drops it
@@ -133,7 +136,7 @@ def test_the_cloud_config_part_passes_cloud_init_and_writes_the_rootfs(tmp_path:
     assert cloud_init_unknown_keys(config) == []
     written = {f["path"]: (f["permissions"], gzip.decompress(base64.b64decode(f["content"])))
                for f in yaml.safe_load(parts["text/cloud-config"])["write_files"]}
-    rootfs = EKS / "generated/rootfs"
+    rootfs = full / "rootfs"
     assert written == {"/" + str(p.relative_to(rootfs)): (f"{p.stat().st_mode & 0o777:04o}", p.read_bytes())
                        for p in sorted(rootfs.rglob("*")) if p.is_file()}
     commands = yaml.safe_load(parts["text/cloud-config"])["runcmd"]
