@@ -86,7 +86,7 @@ TARGETS: tuple[Target, ...] = (
     Target("kubernetes", ("kubernetes",), kubernetes, applies=lambda plan: bool(plan.dra.claim_templates),
            doc="ResourceClaimTemplates for kubernetes.allocation dra",
            page="docs/dra.md", tests="tests/outputs/test_dra_claims.py"),
-    Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
+    Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts", "slurm"),
            doc="a role and its playbooks for day 2 on running nodes",
            page="docs/ansible.md", tests="tests/outputs/test_ansible_kickstart.py"),
     Target("kickstart", ("kickstart",), kickstart, reads=("rootfs", "packer"),
