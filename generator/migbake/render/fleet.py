@@ -68,8 +68,8 @@ def fleet_tree(profiles: Sequence[tuple[str, NodeProfile]]) -> list[Artifact]:
     for group, (_, prof) in zip(groups, profiles):
         files, data[group] = group_tree(prof)
         out += files
-    role_header = _header("for every node profile (each group's data: mig_restore_groups at the end of "
-                          "defaults/main.yml; its files: files/GROUP/)", "the profiles")
+    role_header = _header("for every node profile (each group's data: defaults/main.yml; its files: files/GROUP/)",
+                          "the profiles")
     intro = ("# The data of each profile's inventory group (its name with - as _): what the role installs and checks\n"
              "# on the hosts of that group. Override a value in your inventory (docs/ansible.md), never here.\n")
     out += role_tree(Templates({}), ctx, "", role_header, "\n" + intro + groups_yaml(data))
