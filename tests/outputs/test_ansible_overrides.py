@@ -7,7 +7,7 @@ or as a host variable) and Ansible resolves it to false: before, the data migbak
 ``group_vars/`` outranked all three (docs/ansible.md, "Overrides").
 
 The layout move of a Slurm node runs for real over the local connection up to its reboot, which Ansible's
-reboot refuses there (ansible/ansible@v2.19.0:lib/ansible/plugins/action/reboot.py, "would reboot the control
+reboot refuses there (ansible/ansible@v2.19.14:lib/ansible/plugins/action/reboot.py, "would reboot the control
 node"): the node is drained with a fake scontrol, the new layout's gres.conf is installed, the node's own
 slurm.conf line gets the new layout's Gres=, scontrol reconfigure runs, all before the reboot; and the node the
 child group made Slurm-only is never cordoned through kubectl.
