@@ -125,9 +125,11 @@ def test_ansible_reads_each_hosts_group_data_exactly(exported: Path, tmp_path: P
         f"- hosts: all\n  gather_facts: false\n  vars:\n    mig_restore_profiles: {json.dumps(GROUPS)}\n"
         "  tasks:\n    - ansible.builtin.include_role: {name: mig_restore, tasks_from: group, public: true}\n"
         "    - ansible.builtin.debug:\n"
-        "        msg: \"{{ {'group': mig_restore_group, 'profile': mig_restore_profile, 'files': mig_restore_files} }}\"\n")
+        "        msg: \"{{ {'group': mig_restore_group, 'profile': mig_restore_profile,\n"
+        "               'files': mig_restore_files} }}\"\n")
     result = run([require("ansible-playbook"), "-i", str(inventory), str(play)],
-                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(exported / "roles"), "ANSIBLE_STDOUT_CALLBACK": "json"})
+                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(exported / "roles"),
+                      "ANSIBLE_STDOUT_CALLBACK": "json"})
     assert result.rc == 0, result.text
     assert "Invalid characters were found in group names" not in result.text, result.text
     said = json.loads(result.out[result.out.index("{"):])

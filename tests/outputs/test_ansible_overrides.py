@@ -94,13 +94,15 @@ def test_a_child_groups_or_hosts_variable_wins_over_the_roles_data(fleet: Path, 
                 env=_env(tmp_path))
     assert shown.rc == 0, shown.text
     # an INI value is a string; the role reads it with | bool
-    assert str(json.loads(shown.out).get("mig_restore_kubernetes")).lower() == ("false" if where != "nowhere" else "none")
+    value = str(json.loads(shown.out).get("mig_restore_kubernetes")).lower()
+    assert value == ("false" if where != "nowhere" else "none")
     play = tmp_path / "show.yml"
     play.write_text(
         "- hosts: all\n  gather_facts: false\n  vars:\n    mig_restore_profiles: [mixed_pool, h200_inference]\n"
         "  tasks:\n    - ansible.builtin.include_role: {name: mig_restore, tasks_from: group, public: true}\n"
         "    - ansible.builtin.debug:\n"
-        "        msg: \"{{ [mig_restore_group, mig_restore_profile, mig_restore_kubernetes | bool, mig_restore_slurm | bool] }}\"\n")
+        "        msg: \"{{ [mig_restore_group, mig_restore_profile, mig_restore_kubernetes | bool,\n"
+        "               mig_restore_slurm | bool] }}\"\n")
     result = run([require("ansible-playbook"), "-i", str(inventory), str(play)],
                  env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(fleet / "roles"),
                       "ANSIBLE_STDOUT_CALLBACK": "json"})
