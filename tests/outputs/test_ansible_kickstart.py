@@ -181,7 +181,7 @@ def test_playbook_defaults(image_dir: Path) -> None:
     documented = {name for entry in ("main", "activate", "uninstall") for name in specs[entry]["options"]}
     # every default is in meta/argument_specs.yml, and the playbooks' list of the groups (one here, all)
     assert documented == set(defaults) | {"mig_restore_profiles"}
-    assert play["vars"] == {"mig_restore_profiles": ["all"]} and defaults["mig_restore_group"] == "all"
+    assert play["vars"] == {"mig_restore_profiles": ["all"]} and list(defaults["mig_restore_groups"]) == ["all"]
     readme = (image_dir / f"generated/{ROLE}/README.md").read_text()
     for name in documented | {"mig_restore_serial", "mig_restore_max_fail_percentage", "mig_restore_hosts"}:
         assert f"`{name}`" in readme, name
