@@ -247,7 +247,8 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
     boot_id = "cat /proc/sys/kernel/random/boot_id"
     with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
                     log=print) as vm:
-        print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
+        first_ssh = node.wait_for_ssh(BOOT_TIMEOUT_S)
+        print(f"sshd answered after {first_ssh:.1f} s")
         assert node.ssh("systemctl is-active nvidia-mig-restore.service", check=False).stdout.strip() != "active"
         # the node as a Slurm admin has it: GresTypes=gpu in slurm.conf, the fake controller commands, and the
         # device files small's gres.conf names, made at every boot as the driver makes them (any character device:
@@ -273,7 +274,9 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
         # comes after sshd is up and the play has connected to that boot (a quick one would reboot before the
         # play ever saw it). The play waits through that reboot (a new boot id), takes the second boot's
         # restore result, verifies and uncordons; every claim of an ok boot holds on that boot's report.
-        node.ssh(f"echo 90 >{simguest.KNOB_DIR}/driver-delay")
+        # (at least 90 s, and well past the time sshd took to answer at this boot: on a loaded host the play
+        # connects later, and a driver that answers before it lets the restore reboot before the play saw the boot)
+        node.ssh(f"echo {max(90, int(2 * first_ssh) + 30)} >{simguest.KNOB_DIR}/driver-delay")
         node.fresh_evidence(*evidence)
         first = node.ssh(boot_id).stdout.strip()
         ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
