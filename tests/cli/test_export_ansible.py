@@ -1,4 +1,5 @@
-"""`migbake export --ansible`: one Ansible role for several profiles, each profile's data in its group's group_vars.
+"""`migbake export --ansible`: one Ansible role for several profiles, each profile's data its group's entry in the
+role's defaults (mig_restore_groups).
 
 Each group's files in the role (files/<group>/) are the render's own files (what `generate` writes to OUT/rootfs
 and OUT/scripts); its data list them with their modes, every string tagged !unsafe, read back by Ansible itself
@@ -58,10 +59,12 @@ def _expected(image: Path) -> dict[str, Any]:
 
 
 def test_each_group_gets_its_profiles_rendered_files(exported: Path) -> None:
-    assert sorted(p.name for p in (exported / "group_vars").iterdir()) == sorted(f"{g}.yml" for g in GROUPS)
+    assert not (exported / "group_vars").exists()  # a playbook's group_vars/ would outrank the inventory's
+    groups = yaml.load((exported / "roles/mig_restore/defaults/main.yml").read_text(), Loader=_Loader)
+    assert sorted(groups["mig_restore_groups"]) == sorted(GROUPS)
     assert sorted(p.name for p in (exported / "roles/mig_restore/files").iterdir()) == sorted(GROUPS)
     for image, name, group in zip(IMAGES, NAMES, GROUPS):
-        data = yaml.load((exported / f"group_vars/{group}.yml").read_text(), Loader=_Loader)
+        data = groups["mig_restore_groups"][group]
         artifacts = _expected(image)
         rootfs = {p.removeprefix("rootfs/"): a for p, a in artifacts.items() if p.startswith("rootfs/")}
         files = exported / "roles/mig_restore/files" / group
@@ -73,8 +76,8 @@ def test_each_group_gets_its_profiles_rendered_files(exported: Path) -> None:
             assert (files / script).read_bytes() == artifacts[f"scripts/{script}"].data
         # the same data and files as the one-profile role of OUT/ansible (its one group: all)
         defaults = yaml.load(artifacts["ansible/roles/mig_restore/defaults/main.yml"].text, Loader=_Loader)
-        assert {k: defaults[k] for k in data} == {**data, "mig_restore_group": "all"}
-        assert (data["mig_restore_profile"], data["mig_restore_group"]) == (name, group)
+        assert defaults["mig_restore_groups"] == {"all": data}
+        assert data["mig_restore_profile"] == name
         ones = "ansible/roles/mig_restore/files/all/"
         assert {p.removeprefix(ones): a.data for p, a in artifacts.items() if p.startswith(ones)} == \
             {p.relative_to(files).as_posix(): p.read_bytes() for p in files.rglob("*") if p.is_file()}
@@ -96,6 +99,12 @@ def test_the_role_names_no_profile(exported: Path) -> None:
     role = [p for p in (exported / "roles/mig_restore").rglob("*") if p.is_file()
             and p.relative_to(exported / "roles/mig_restore").parts[0] != "files"]
     assert len(role) == 11  # tasks/uninstall.yml among them
+    # defaults/main.yml: the tasks' defaults, then each group's data (mig_restore_groups), which names its profile
+    defaults = exported / "roles/mig_restore/defaults/main.yml"
+    data = yaml.load(defaults.read_text(), Loader=_Loader)
+    assert sorted(data.pop("mig_restore_groups")) == sorted(GROUPS)
+    assert not [n for n in NAMES + GROUPS if n in json.dumps(data)]
+    role.remove(defaults)
     for path in role:
         text = path.read_text()
         assert not [n for n in NAMES + GROUPS if n in text], path
@@ -107,20 +116,32 @@ def test_the_role_names_no_profile(exported: Path) -> None:
 
 @pytest.mark.realtool
 def test_ansible_reads_each_hosts_group_data_exactly(exported: Path, tmp_path: Path) -> None:
-    """ansible-inventory, with the export as the playbook folder: each host gets its group's files, as rendered."""
+    """ansible-playbook with the exported role: each host gets its group's data and files, as rendered."""
     inventory = tmp_path / "inventory.ini"
-    inventory.write_text("".join(f"[{group}]\nnode-{name}\n\n" for name, group in zip(NAMES, GROUPS)))
+    inventory.write_text("".join(f"[{group}]\nnode-{name} ansible_connection=local\n\n"
+                                 for name, group in zip(NAMES, GROUPS)))
+    play = tmp_path / "show.yml"
+    play.write_text(
+        f"- hosts: all\n  gather_facts: false\n  vars:\n    mig_restore_profiles: {json.dumps(GROUPS)}\n"
+        "  tasks:\n    - ansible.builtin.include_role: {name: mig_restore, tasks_from: group, public: true}\n"
+        "    - ansible.builtin.debug:\n"
+        "        msg: \"{{ {'group': mig_restore_group, 'profile': mig_restore_profile,\n"
+        "               'files': mig_restore_files} }}\"\n")
+    result = run([require("ansible-playbook"), "-i", str(inventory), str(play)],
+                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(exported / "roles"),
+                      "ANSIBLE_STDOUT_CALLBACK": "json"})
+    assert result.rc == 0, result.text
+    assert "Invalid characters were found in group names" not in result.text, result.text
+    said = json.loads(result.out[result.out.index("{"):])
+    hosts = {host: r["msg"] for task in said["plays"][0]["tasks"] for host, r in task["hosts"].items()
+             if isinstance(r.get("msg"), dict)}
     for image, name in zip(IMAGES, NAMES):
-        result = run([require("ansible-inventory"), "-i", str(inventory), "--playbook-dir", str(exported),
-                      "--host", f"node-{name}"], env=_env(tmp_path))
-        assert result.rc == 0, result.text
-        assert "Invalid characters were found in group names" not in result.text, result.text
-        host = json.loads(result.out)
+        host = hosts[f"node-{name}"]
         rootfs = {p.removeprefix("rootfs/"): f"{a.mode:04o}" for p, a in _expected(image).items()
                   if p.startswith("rootfs/")}
-        assert {f["path"]: f["mode"] for f in host["mig_restore_files"]} == rootfs
-        assert host["mig_restore_profile"] == name
-        files = exported / "roles/mig_restore/files" / host["mig_restore_group"] / "rootfs"
+        assert {f["path"]: f["mode"] for f in host["files"]} == rootfs
+        assert host["profile"] == name
+        files = exported / "roles/mig_restore/files" / host["group"] / "rootfs"
         assert all((files / path).is_file() for path in rootfs)
 
 
@@ -143,7 +164,7 @@ def test_ansible_lint_production_profile_and_syntax_check(exported: Path, tmp_pa
 def test_ansible_lint_sees_a_planted_mistake(exported: Path, tmp_path: Path) -> None:
     tree = tmp_path / "fleet"
     run(["cp", "-a", str(exported), str(tree)])
-    group = tree / f"group_vars/{GROUPS[0]}.yml"
+    group = tree / "roles/mig_restore/defaults/main.yml"
     group.write_text(group.read_text() + "mig_restore_extra: " + "x" * 170 + "\n")
     result = run([require("ansible-lint"), "--nocolor", "--offline", "--profile", "production", "."],
                  cwd=tree, env=_env(tmp_path), timeout=300)

@@ -122,10 +122,12 @@ _Unsafe.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(
 
 
 def role_data(text: str) -> dict[str, Any]:
-    """The variables of a role's defaults/main.yml (or a group_vars file), ``!unsafe`` read as a string."""
+    """The variables of a role's defaults/main.yml, ``!unsafe`` read as a string, with its one group's data
+    (``mig_restore_groups``) in place of the defaults that read them."""
     data = yaml.load(text, Loader=_Unsafe)
     assert isinstance(data, dict)
-    return data
+    groups = data.get("mig_restore_groups", {})
+    return {**data, **(next(iter(groups.values())) if len(groups) == 1 else {})}
 
 
 def test_role_files_are_the_rootfs_files_with_their_modes(image_dir: Path) -> None:
@@ -181,7 +183,7 @@ def test_playbook_defaults(image_dir: Path) -> None:
     documented = {name for entry in ("main", "activate", "uninstall") for name in specs[entry]["options"]}
     # every default is in meta/argument_specs.yml, and the playbooks' list of the groups (one here, all)
     assert documented == set(defaults) | {"mig_restore_profiles"}
-    assert play["vars"] == {"mig_restore_profiles": ["all"]} and defaults["mig_restore_group"] == "all"
+    assert play["vars"] == {"mig_restore_profiles": ["all"]} and list(defaults["mig_restore_groups"]) == ["all"]
     readme = (image_dir / f"generated/{ROLE}/README.md").read_text()
     for name in documented | {"mig_restore_serial", "mig_restore_max_fail_percentage", "mig_restore_hosts"}:
         assert f"`{name}`" in readme, name
@@ -275,8 +277,7 @@ def test_the_activation_says_what_the_node_advertises(tmp_path: Path, allocation
     assert words in data["mig_restore_advertises"]
     profile = check_bytes(text.encode(), "p.yaml").profile
     assert profile is not None
-    (group_vars,) = (a for a in group_tree(profile) if a.path.startswith("group_vars/"))
-    data = role_data(group_vars.text)
+    _, data = group_tree(profile)
     assert words in data["mig_restore_advertises"]  # the fleet role's group data says the same
 
 
@@ -401,7 +402,12 @@ def test_the_layout_move_is_checked_first_written_after_the_drain_and_verified(t
     names = [t["name"] for t in block]
     write = names.index("Set the layout name the restore applies at the next boot")
     assert names.index("Drain the Kubernetes node") < names.index("Drain the Slurm node") < write
-    assert write == names.index("Reboot, so that the restore applies the layout before the GPU consumers start") - 1
+    # then a Slurm node's new gres.conf and Gres= (each when it applies), then the reboot
+    slurm = ["Install the new layout's gres.conf, which slurmd reads when it starts after the reboot",
+             "Give the node's line in slurm.conf the new layout's Gres=",
+             "Make slurmctld read the node's new Gres= from slurm.conf"]
+    assert names[write + 1:write + 4] == slurm
+    assert write + 4 == names.index("Reboot, so that the restore applies the layout before the GPU consumers start")
     copy = block[write]["block"][1]["ansible.builtin.copy"]
     assert copy["dest"] == "{{ mig_restore_layout_file }}" and copy["content"] == "{{ mig_restore_layout }}\n"
     check = names.index("Check that the node got the layout it was moved to")

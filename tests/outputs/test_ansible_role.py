@@ -1,7 +1,7 @@
 """One Ansible role. The role `migbake generate` writes (OUT/ansible/) is the role of `migbake export --ansible`
 with one group (Ansible's `all`): its tasks, handlers and meta are the export's, byte for byte below the header,
-its defaults are the export's defaults plus the group's data, the very data export --ansible writes to
-group_vars/<group>.yml for the same profile, and its files/all/ is the export's files/<group>/. A file of one
+its defaults are the export's, its data (mig_restore_groups) the very data export --ansible writes for the
+profile's group, and its files/all/ is the export's files/<group>/. A file of one
 role that drifted from the other's fails here.
 """
 
@@ -61,8 +61,9 @@ def test_generates_role_is_the_exports_with_one_group(image: Path) -> None:
     assert sorted(p for p in one if not p.startswith("files/")) == sorted(ROLE_FILES), "the same role files"
     assert differences(one, fleet, header) == []
     # files/: the one group's files are the export's files of the profile's group, byte for byte
-    (group_file,) = (p for p in fleet if p.startswith("group_vars/"))
-    group_name = group_file.removeprefix("group_vars/").removesuffix(".yml")
+    data = yaml.load(one["defaults/main.yml"], Loader=_Loader)
+    shared = yaml.load(fleet["roles/mig_restore/defaults/main.yml"], Loader=_Loader)
+    ((group_name, group),) = shared.pop("mig_restore_groups").items()
     mine = {p.removeprefix(f"files/{ONE_GROUP}/"): text for p, text in one.items() if p.startswith("files/")}
     prefix = f"roles/mig_restore/files/{group_name}/"
     assert mine == {p.removeprefix(prefix): text for p, text in fleet.items() if p.startswith(prefix)}
@@ -70,11 +71,8 @@ def test_generates_role_is_the_exports_with_one_group(image: Path) -> None:
                                                                      "uninstall-mig-restore.sh",
                                                                      "verify-mig-restore.sh"]
     # defaults/main.yml: the export's defaults, then the data export --ansible writes for the profile's group
-    data = yaml.load(one["defaults/main.yml"], Loader=_Loader)
-    shared = yaml.load(fleet["roles/mig_restore/defaults/main.yml"], Loader=_Loader)
-    group = yaml.load(fleet[group_file], Loader=_Loader)
-    assert group["mig_restore_group"] == ansible_group(group["mig_restore_profile"])
-    assert data == {**shared, **group, "mig_restore_group": ONE_GROUP}
+    assert group_name == ansible_group(group["mig_restore_profile"])
+    assert data == {**shared, "mig_restore_groups": {ONE_GROUP: group}}
 
 
 def test_a_task_file_that_drifts_is_found() -> None:

@@ -1,9 +1,10 @@
 """A day-2 rollout for real: install.yml and activate.yml over SSH into the boot-test VM, real reboots.
 
 One VM, five boots, NVIDIA's nvidia-mig-parted over the simulated GPUs of images/a100-80gb-mixed (8x A100,
-kubeadm's deb kubelet) with two named layouts (its own as ``mixed``, the default, and ``small``: seven 1g.10gb on
-every GPU; restore.layout from ``file``), on a node whose GPU reset fails (the ``ampere-pending`` knob, as in a
-passthrough VM):
+kubeadm's deb kubelet, and Debian's real slurmd as a second consumer, with explicit gres.conf lines) with two
+named layouts (its own as ``mixed``, the default, and ``small``: seven 1g.10gb on every GPU; restore.layout from
+``file``), on a node whose GPU reset fails (the ``ampere-pending`` knob, as in a passthrough VM). The node is its
+own Slurm controller host for the play: a fake scontrol and squeue on it record their calls:
 1. a running node installed before migbake: kubelet and NVIDIA's mig-manager enabled, no restore, sshd
    up. install.yml over SSH runs the preflight (the role's file, copied to a temporary folder), installs the
    restore (a real daemon-reload) and starts nothing (a second run
@@ -14,9 +15,11 @@ passthrough VM):
    itself; the play waits through that reboot (a new boot id), takes the second boot's restore result,
    verifies (kubelet-unit: kubeadm's drop-in) and uncordons. Every claim of an ok boot holds on that boot's
    report (read over SSH), as in the Packer boots: the default layout, ``mixed``.
-3. The layout move: ``activate.yml -e mig_restore_layout=small`` drains the node, writes the name to
-   /etc/migbake/layout, reboots, verifies that layout, labels the Node and uncordons; every ok claim holds with
-   ``small``'s layout, the restore chose it from the file, and kubelet started with its label.
+3. The layout move: ``activate.yml -e mig_restore_layout=small`` drains the node (kubectl and scontrol),
+   writes the name to /etc/migbake/layout, installs small's gres.conf and gives the node's line in slurm.conf
+   small's Gres= (scontrol reconfigure), reboots, verifies that layout, labels the Node, uncordons and resumes;
+   every ok claim holds with ``small``'s layout, the restore chose it from the file, kubelet started with its
+   label, and the real ``slurmd -G`` lists small's GRES.
 4. The simulated GPU is made to refuse the apply (a GPU in use, set over SSH) and activate.yml runs again:
    the restore fails after the reboot, kubelet stays down, the play fails naming the node, and the node
    stays drained: the second cordon and drain are never followed by an uncordon.
@@ -25,6 +28,7 @@ One node for every rollout: each task of the role over SSH costs seconds under T
 
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 import subprocess
@@ -59,12 +63,17 @@ from migbake_boottest.vm import image, qemu
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support.py, tests/realtools.py
 from realtools import require
 from support import REPO, shared_file
+from test_slurm_slurmd import gres_counts
 from vm_support import DRAIN_NODE1, ansible_env, fake_kubectl
 
 pytestmark = pytest.mark.vm
 IMAGE = REPO / "images/a100-80gb-mixed"
 OUT = IMAGE / "generated"
 SMALL = "        1g.10gb: 7\n"
+# the guest's fake scontrol and squeue (the node is the play's Slurm controller host): each records its call
+FAKE_SLURM = "#!/bin/sh\nprintf '%s %s\\n' \"$(basename \"$0\")\" \"$*\" >>/var/log/fake-slurm.log\n"
+SLURM_ARGS = ("-e", "mig_restore_scontrol=/usr/local/sbin/scontrol", "-e", "mig_restore_squeue=/usr/local/sbin/squeue",
+              "-e", f"mig_restore_slurm_node_name={fixtures.SLURM_NODE}")
 MIG_PARTED = REPO.parent / "shared" / "tools" / "nvidia-mig-parted" / "nvidia-mig-parted"
 # a boot with 8 simulated GPUs takes 35-80 s under TCG; Ansible's python is slower; $MIGBAKE_BOOT_TIMEOUT raises it
 BOOT_TIMEOUT_S = int(max(420.0, boot_timeout(None)))  # ansible.builtin.reboot wants whole seconds
@@ -110,7 +119,7 @@ class Node:
 
     def playbook(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
         argv = [require("ansible-playbook"), "-i", str(self.inventory), str(self.out / "ansible" / name),
-                "-e", f"mig_restore_kubectl={self.kubectl}",
+                "-e", f"mig_restore_kubectl={self.kubectl}", *SLURM_ARGS,
                 "-e", f"mig_restore_reboot_timeout={BOOT_TIMEOUT_S}", *extra]
         start = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=1500, check=False,
@@ -201,7 +210,9 @@ def named_layouts(text: str) -> str:
                         "          3g.40gb: 1\n          2g.20gb: 1\n          1g.10gb: 2\n        small:\n  " + SMALL)
     text = text.replace("      layouts:\n        mixed:\n        1g.10gb: 7\n",
                         "      layouts:\n        mixed:\n  " + SMALL + "        small:\n  " + SMALL)
-    return text + "restore:\n  layout: {from: [file], default: mixed}\n"
+    # Debian's slurmd as a second consumer, with explicit device lines (it is built without NVML)
+    return text + ("restore:\n  layout: {from: [file], default: mixed}\n"
+                   "consumers:\n  - unit: slurmd.service\nslurm: {autodetect: false}\n")
 
 
 def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_and_keeps_a_failing_node_drained(
@@ -236,8 +247,18 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
     boot_id = "cat /proc/sys/kernel/random/boot_id"
     with qemu.start(kernel=boot_assets.kernel, disk=disk, serial_log=work / "serial.log", ssh_port=port,
                     log=print) as vm:
-        print(f"sshd answered after {node.wait_for_ssh(BOOT_TIMEOUT_S):.1f} s")
+        first_ssh = node.wait_for_ssh(BOOT_TIMEOUT_S)
+        print(f"sshd answered after {first_ssh:.1f} s")
         assert node.ssh("systemctl is-active nvidia-mig-restore.service", check=False).stdout.strip() != "active"
+        # the node as a Slurm admin has it: GresTypes=gpu in slurm.conf, the fake controller commands, and the
+        # device files small's gres.conf names, made at every boot as the driver makes them (any character device:
+        # slurmd checks the type only)
+        small_gres = out / "ansible/roles/mig_restore/files/all/slurm/small/gres.conf"
+        devices = sorted(set(re.findall(r"/dev/\S+?(?=,|$)", small_gres.read_text(), re.M)))
+        tmpfiles = "d /dev/nvidia-caps 0755 root root -\n" + "".join(f"c {d} 0666 root root - 1:3\n" for d in devices)
+        node.ssh(f"echo GresTypes=gpu >>/etc/slurm/slurm.conf && printf %s {shlex.quote(tmpfiles)} "
+                 ">/etc/tmpfiles.d/simulated-nvidia.conf && for c in scontrol squeue; do "
+                 f"printf %s {shlex.quote(FAKE_SLURM)} >/usr/local/sbin/$c; chmod 755 /usr/local/sbin/$c; done")
 
         # 1. install: enables, masks, never starts
         install = node.playbook("install.yml")
@@ -253,7 +274,9 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
         # comes after sshd is up and the play has connected to that boot (a quick one would reboot before the
         # play ever saw it). The play waits through that reboot (a new boot id), takes the second boot's
         # restore result, verifies and uncordons; every claim of an ok boot holds on that boot's report.
-        node.ssh(f"echo 90 >{simguest.KNOB_DIR}/driver-delay")
+        # (at least 90 s, and well past the time sshd took to answer at this boot: on a loaded host the play
+        # connects later, and a driver that answers before it lets the restore reboot before the play saw the boot)
+        node.ssh(f"echo {max(90, int(2 * first_ssh) + 30)} >{simguest.KNOB_DIR}/driver-delay")
         node.fresh_evidence(*evidence)
         first = node.ssh(boot_id).stdout.strip()
         ok = node.playbook("activate.yml", "-v")  # -v: the verify script's lines are in the output
@@ -286,13 +309,31 @@ def test_a_rollout_over_ssh_waits_through_the_restores_reboot_moves_the_layout_a
         node.ssh("sed -i 's/ -c mixed 2>/ -c small 2>/' /usr/local/sbin/test-report && "
                  "grep -q -- ' -c small 2>' /usr/local/sbin/test-report")
         node.fresh_evidence(*evidence)
-        moved = node.playbook("activate.yml", "-v", "-e", "mig_restore_layout=small")
+        node.ssh("rm -f /var/log/fake-slurm.log")
+        moved = node.playbook("activate.yml", "-v", "-e", "mig_restore_layout=small",
+                              "-e", "mig_restore_slurm_conf=/etc/slurm/slurm.conf")
         said = moved.stdout + moved.stderr
         assert moved.returncode == 0, said
         label = "label --overwrite node node1 nvidia.com/mig.config=small"
         assert node.calls()[3:] == ["cordon node1", DRAIN_NODE1, label, "uncordon node1"], said
         assert node.ssh("cat /etc/migbake/layout").stdout == "small\n"
         assert "PASS  layout small, from file" in said, said
+        # Slurm: drained, small's gres.conf and Gres= before the reboot, resumed; the real slurmd -G lists small's GRES
+        reason = f"reason=migbake: MIG layout change ({profile.name})"
+        assert node.ssh("cat /var/log/fake-slurm.log").stdout.splitlines() == [
+            f"scontrol update nodename={fixtures.SLURM_NODE} state=drain {reason}",
+            f"squeue --noheader --format=%i --nodelist={fixtures.SLURM_NODE}", "scontrol reconfigure",
+            f"scontrol update nodename={fixtures.SLURM_NODE} state=resume"], said
+        assert node.ssh("cat /etc/slurm/gres.conf").stdout == small_gres.read_text()
+        (gres,) = (w for line in small_gres.with_name("slurm.conf.node").read_text().splitlines()
+                   if line.startswith("NodeName=") for w in line.split() if w.startswith("Gres="))
+        line = f"NodeName={fixtures.SLURM_NODE} NodeAddr=127.0.0.1 CPUs=1 {gres}"
+        assert line in node.ssh("cat /etc/slurm/slurm.conf").stdout.splitlines()
+        listed = node.ssh(f"slurmd -G -N {fixtures.SLURM_NODE} 2>&1", check=False)
+        seen: dict[str, int] = {}
+        for kind, count in re.findall(r"Gres Name=gpu Type=(\S+) Count=(\d+)", listed.stdout):
+            seen[kind] = seen.get(kind, 0) + int(count)
+        assert listed.returncode == 0 and seen == gres_counts(f"NodeName=x {gres}") == {"1g.10gb": 56}, listed.stdout
         small = replace(base, boot=3, expected=node_for_profile(profile.named("small")).gpus)
         report = node.report()
         choice = scenarios_layouts.LayoutChoice("file", "small")

@@ -52,8 +52,8 @@ def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
                    "patch, written to -o DIR.")
 @click.option("--ansible", is_flag=True,
               help="One Ansible role for all PROFILEs, written to the directory -o DIR: roles/mig_restore (each "
-                   "profile's files in roles/mig_restore/files/<profile name>/), group_vars/<profile name>.yml per "
-                   "profile, install.yml and activate.yml.")
+                   "profile's files in roles/mig_restore/files/<profile name>/, its data in the role's defaults, "
+                   "which inventory variables override), install.yml and activate.yml.")
 @click.option("-o", "--output", type=NonEmptyPath(path_type=Path),
               help="Write here (default: standard output): a file (replaced atomically), a character device or a "
                    "FIFO (written into); a socket or a link to a file is refused. With --ansible the directory "
@@ -82,8 +82,9 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
     With --ansible, -o DIR gets one role, roles/mig_restore, whose tasks name no profile: each profile's
     files (the bytes of its OUT/rootfs and its preflight and verify scripts, as `generate` renders them)
     are in roles/mig_restore/files/<profile name>/, and their modes, the checks and the settings are the
-    variables of the inventory group named after the profile, group_vars/<profile name>.yml; install.yml
-    and activate.yml act on every one of those groups. Two profiles of one name (or one named all or
+    data of the inventory group named after the profile, role defaults (mig_restore_groups in
+    roles/mig_restore/defaults/main.yml) that any inventory variable overrides; install.yml and
+    activate.yml act on every one of those groups. Two profiles of one name (or one named all or
     ungrouped, Ansible's own groups) are refused (exit 1), and nothing is written. DIR is written as
     `generate` writes OUT: built beside it and swapped in at once, refused (exit 2) when not empty and
     not migbake's, unless --force.
@@ -166,7 +167,7 @@ def _refuse_dra(prof: NodeProfile) -> None:
 
 
 def _export_ansible(profiles: tuple[Path, ...], gpu_operator: bool, output: Path | None, force: bool) -> None:
-    """``export --ansible``: one role, a group_vars file per profile, the playbooks, written to ``output``."""
+    """``export --ansible``: one role (each profile's data in its defaults), the playbooks, written to ``output``."""
     if gpu_operator:
         raise click.UsageError("--ansible and --gpu-operator are two exports: give one of them")
     if output is None:

@@ -3,9 +3,11 @@
 Each profile is planned and rendered exactly as ``generate`` does it (``make_plan``, ``render_written``). Its
 inventory group (``ansible_group``: the profile's name made a valid Ansible group name) gets the role's
 ``files/<group>/``, that render's ``rootfs/`` files and its preflight and verify scripts (``targets.ansible.
-group_files``), and ``group_vars/<group>.yml``, the data ``targets.ansible.group_data`` reads from its plan: the
-very files and data the one-profile role of ``generate`` carries for its one group. The role and the playbooks
-are those of ``generate`` (``targets.ansible.role_tree``).
+group_files``), and its entry in ``mig_restore_groups`` at the end of the role's ``defaults/main.yml``, the data
+``targets.ansible.group_data`` reads from its plan: the very files and data the one-profile role of ``generate``
+carries for its one group. Role defaults are the one place every inventory variable outranks (a playbook's
+``group_vars/`` would outrank the inventory's own group and child-group variables). The role and the
+playbooks are those of ``generate`` (``targets.ansible.role_tree``).
 """
 
 from __future__ import annotations
@@ -21,14 +23,13 @@ from migbake.render.environment import Templates
 from migbake.render.guard import Block, Quoted
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import make_plan
-from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
-from migbake.render.targets.ansible import group_data, group_files, role_tree
+from migbake.render.quoting import yaml_scalar
+from migbake.render.targets.ansible import group_data, group_files, groups_yaml, role_tree
 from migbake.render.targets.rootfs import ROOTFS
 from migbake.render.tree import render_written
 
 ROLE = "roles/mig_restore"
-GROUP_VARS = "group_vars"
-# Ansible's implicit groups: every host is in `all` (group_vars/all.yml would reach every node)
+# Ansible's implicit groups: every host is in `all` (its data would reach every node)
 ANSIBLE_GROUPS = ("all", "ungrouped")
 
 
@@ -49,7 +50,7 @@ class GroupClashError(MigbakeError):
 
 
 def fleet_tree(profiles: Sequence[tuple[str, NodeProfile]]) -> list[Artifact]:
-    """The exported folder for ``(file, profile)`` pairs: the role, one group_vars file per profile, the playbooks.
+    """The exported folder for ``(file, profile)`` pairs: the role (each profile's data in its defaults), the playbooks.
 
     GroupClashError when two profiles have one name (one group), or a name is one of Ansible's own groups.
     """
@@ -62,10 +63,16 @@ def fleet_tree(profiles: Sequence[tuple[str, NodeProfile]]) -> list[Artifact]:
         "profiles_text": guard_line(", ".join(groups), "the inventory groups"),
         "hosts_default": Quoted("mig_restore_profiles"),
     }
-    out = [a for _, prof in profiles for a in group_tree(prof)]
-    role_header = _header("for every node profile (each group's data: group_vars/GROUP.yml; its files: files/GROUP/)",
+    out: list[Artifact] = []
+    data: dict[str, dict[str, object]] = {}
+    for group, (_, prof) in zip(groups, profiles):
+        files, data[group] = group_tree(prof)
+        out += files
+    role_header = _header("for every node profile (each group's data: defaults/main.yml; its files: files/GROUP/)",
                           "the profiles")
-    out += role_tree(Templates({}), ctx, "", role_header)
+    intro = ("# The data of each profile's inventory group (its name with - as _): what the role installs and checks\n"
+             "# on the hosts of that group. Override a value in your inventory (docs/ansible.md), never here.\n")
+    out += role_tree(Templates({}), ctx, "", role_header, "\n" + intro + groups_yaml(data))
     return sorted(out, key=lambda a: a.path)
 
 
@@ -84,7 +91,7 @@ def _group_names(profiles: Sequence[tuple[str, NodeProfile]]) -> list[str]:
                                   f"'all'); rename the profile for export --ansible; nothing written")
         if group in seen:
             raise GroupClashError(f"{file}: profile name {prof.name!r} would be inventory group {group!r} "
-                                  f"(group_vars/{group}.yml) as {seen[group]} is: give one profile another name; "
+                                  f"as {seen[group]} is: give one profile another name; "
                                   "nothing written")
         seen[group] = f"{file} ({prof.name})"
     return list(seen)
@@ -96,14 +103,10 @@ def _header(source: str, what: str) -> Block:
     return Block("\n".join(f"# {guard_line(line, 'the header line')}" for line in lines))
 
 
-def group_tree(prof: NodeProfile) -> list[Artifact]:
-    """What the hosts of the profile's group get: the role's ``files/<group>/`` and ``group_vars/<group>.yml``."""
+def group_tree(prof: NodeProfile) -> tuple[list[Artifact], dict[str, object]]:
+    """What the hosts of the profile's group get: the role's ``files/<group>/`` and the group's data."""
     plan = make_plan(prof)
     done = Rendered(render_written(plan))  # the very files `generate` writes, in the order written
     rootfs = [(rel, a.mode) for rel, a in done.under(ROOTFS)]
     group = ansible_group(prof.name)
-    intro = (f"# The data of Ansible role mig_restore for the hosts of inventory group {group} (profile "
-             f"{guard_line(prof.name, 'the profile name')}):\n# what the role installs and checks; its files: "
-             f"{ROLE}/files/{group}/\n")
-    text = "---\n" + wrap_long(plan.header + "\n" + intro) + vars_yaml(group_data(plan, rootfs, group))
-    return [*group_files(f"{ROLE}/files/{group}", done), Artifact(f"{GROUP_VARS}/{group}.yml", text, 0o644)]
+    return group_files(f"{ROLE}/files/{group}", done), group_data(plan, rootfs)

@@ -95,7 +95,7 @@ TARGETS: tuple[Target, ...] = (
            doc="admission policies (MutatingAdmissionPolicy, Kyverno) that hold the GPU plugins' pods until the "
                "layout is restored, for a driver container (kubernetes/gate/)",
            page="docs/driver-containers.md", tests="tests/outputs/test_plugin_gate.py"),
-    Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
+    Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts", "slurm"),
            doc="a role and its playbooks for day 2 on running nodes",
            page="docs/ansible.md", tests="tests/outputs/test_ansible_kickstart.py"),
     Target("kickstart", ("kickstart",), kickstart, reads=("rootfs", "packer"),

@@ -2,10 +2,12 @@
 
 One role serves one profile and several (``migbake export --ansible``, ``render.fleet``): its tasks name no
 profile. A group's files are the role's ``files/<group>/``: ``rootfs/...`` (the bytes of the rendered rootfs/
-tree) and the preflight, verify and uninstall scripts; its data (``group_data``: the files' paths and modes, the checks,
-units and timeouts) are a short YAML file. ``migbake generate`` writes the role with one group, Ansible's
-``all`` (every host the playbooks run on), whose data end the role's ``defaults/main.yml``; ``export
---ansible`` writes a group per profile, its data in ``group_vars/<group>.yml``.
+tree), the preflight, verify and uninstall scripts and, for a Slurm node with named layouts, each layout's
+``slurm/NAME/`` files; its data (``group_data``: the files' paths and modes, the checks, units and timeouts) are
+one entry of ``mig_restore_groups`` at the end of the role's ``defaults/main.yml``. ``migbake generate`` writes
+the role with one group, Ansible's ``all`` (every host the playbooks run on); ``export --ansible`` a group per
+profile. The data are role defaults, the lowest precedence Ansible has, so that a host's or a child group's
+inventory variables override them (docs/ansible.md); the static defaults pick the host's group's entry.
 
 The tasks, handlers, meta and defaults are plain files under ``templates/ansible/roles/mig_restore/`` (no
 ``.j2``), written with the generated header before them; the README and the playbooks are templates.
@@ -25,6 +27,7 @@ from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
 from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
 from migbake.render.targets.rootfs import ROOTFS
+from migbake.render.targets.slurm import gres_files
 
 OUT = "ansible"
 ROLE = f"{OUT}/roles/mig_restore"  # the role in OUT (generate); roles/mig_restore in export --ansible's folder
@@ -39,6 +42,7 @@ PLAYBOOKS = ("install.yml", "activate.yml", "uninstall.yml", ".ansible-lint")
 ONE_GROUP = "all"  # the group of the one-profile role: every host its playbooks run on
 HOSTS = "gpu_nodes"  # the one-profile playbooks' host group unless -e mig_restore_hosts=GROUP (docs/ansible.md)
 SLURM_UNIT = "slurmd.service"
+SLURM = "slurm"  # OUT/slurm/: a group's files/<group>/slurm/ holds its layouts' gres.conf files
 ROLE_SCRIPTS = ("preflight-mig-restore.sh", "verify-mig-restore.sh", "uninstall-mig-restore.sh")
 
 
@@ -46,7 +50,6 @@ def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
     """The role with the profile as its one group (``all``), and install.yml / activate.yml / uninstall.yml /
     .ansible-lint."""
     rootfs = [(rel, a.mode) for rel, a in done.under(ROOTFS)]
-    data = group_data(plan, rootfs, ONE_GROUP)
     name = guard_line(plan.profile.name, "the profile name")
     intro = f"# The data of the role's one group, {ONE_GROUP} (profile {name}): what it installs and checks.\n"
     ctx = {
@@ -55,7 +58,8 @@ def ansible(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Arti
         "profiles": [yaml_scalar(ONE_GROUP)],
         "hosts_default": Quoted(f"'{HOSTS}'"),
     }
-    out = role_tree(templates, ctx, f"{OUT}/", plan.header, "\n" + wrap_long(intro) + vars_yaml(data))
+    data = groups_yaml({ONE_GROUP: group_data(plan, rootfs)})
+    out = role_tree(templates, ctx, f"{OUT}/", plan.header, "\n" + wrap_long(intro) + data)
     return out + group_files(f"{ROLE}/files/{ONE_GROUP}", done)
 
 
@@ -85,14 +89,21 @@ def _static(name: str) -> str:
 
 def group_files(folder: str, done: Rendered) -> list[Artifact]:
     """A group's files in the role (``folder``: ``.../files/<group>``): the rendered rootfs/ tree under
-    ``rootfs/``, byte for byte and in the order written, and the preflight, verify and uninstall scripts."""
+    ``rootfs/``, byte for byte and in the order written, the preflight, verify and uninstall scripts, and the
+    named layouts' Slurm files under ``slurm/`` (what a layout move installs)."""
     out = [Artifact(f"{folder}/rootfs/{rel}", a.content, a.mode) for rel, a in done.under(ROOTFS)]
     out += [Artifact(f"{folder}/{name}", done[f"scripts/{name}"].content, done[f"scripts/{name}"].mode)
             for name in ROLE_SCRIPTS]
+    out += [Artifact(f"{folder}/{SLURM}/{rel}", a.content, a.mode) for rel, a in done.under(SLURM) if "/" in rel]
     return out
 
 
-def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]], group: str) -> dict[str, Any]:
+def groups_yaml(groups: dict[str, dict[str, Any]]) -> str:
+    """The end of the role's ``defaults/main.yml``: each group's data (``group_data``) under its name."""
+    return vars_yaml({"mig_restore_groups": groups})
+
+
+def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
     """The variables of one group of the role: what it installs and checks on the hosts of ``plan``'s profile.
 
     ``rootfs``: (path inside rootfs/, mode) of the rendered files (the role's ``files/<group>/rootfs/``).
@@ -101,7 +112,6 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]], group: str) 
     facts = role_facts(plan, rootfs)
     return {
         "mig_restore_profile": prof.name,
-        "mig_restore_group": group,
         "mig_restore_files": [{"path": f["src"], "mode": f["mode"]} for f in facts["files"]],
         "mig_restore_dirs": facts["dirs"],
         "mig_restore_image_tools": facts["tools"],
@@ -126,7 +136,23 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]], group: str) 
         # file ("" where restore.layout.from does not read it)
         "mig_restore_layout_names": list(plan.mig.layout_names),
         "mig_restore_layout_file": LAYOUT_FILE if "file" in prof.restore.layout_from else "",
+        # a Slurm node moved to another layout gets that layout's gres.conf and Gres= (docs/slurm.md)
+        "mig_restore_slurm_layouts": slurm_layouts(plan),
     }
+
+
+def slurm_layouts(plan: RenderPlan) -> dict[str, dict[str, str]]:
+    """Each named layout's Slurm files for a move: ``gres_conf`` (its gres.conf under the group's ``files/<group>/``)
+    and ``gres`` (its ``Gres=``); each empty where the layout has one per GPU model (slurm.autodetect false with
+    several models, or several models' counts), which no one file or line of a node can say."""
+    if plan.slurm is None:
+        return {}
+    out = {}
+    for s in plan.slurm.named:
+        files = gres_files(s)
+        gres = s.nodes[0].gres() if len(s.nodes) == 1 else ""
+        out[s.layout] = {"gres_conf": files[0][0] if len(files) == 1 else "", "gres": gres}
+    return out
 
 
 def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str, Any]:
