@@ -21,6 +21,11 @@ Allocation = Literal["device-plugin", "dra", "dra-dynamic"]
 PlacementCheck = Literal["warn", "strict"]
 NoGpu = Literal["succeed", "fail"]
 Cdmm = Literal["disabled", "unknown"]
+Hold = Literal["kubelet", "gpu-plugins"]
+# driver: container: the watcher unit's default name, and where the driver container exposes its root
+# (NVIDIA/gpu-driver-container@06a208ca:ubuntu24.04/nvidia-driver, _mount_rootfs: mount --rbind / /run/nvidia/driver)
+WATCH_UNIT = "migbake-driver-watch.service"
+DRIVER_ROOT = "/run/nvidia/driver"
 
 
 
@@ -77,6 +82,8 @@ class Restore:
     layout_default: str = ""  # restore.layout.default ("": none, a node without a name fails closed)
     layout_ec2_tag_key: str = ""  # restore.layout.ec2_tag_key: the instance tag the ec2-tag source reads
     layout_network_wait_seconds: int = 20  # restore.layout.network_wait_seconds: the network sources' wait, in all
+    hold: Hold = "kubelet"  # what stays down until the layout is restored (gpu-plugins: the driver is a container)
+    driver_root: str = DRIVER_ROOT  # driver: container: the driver container's root on the host
 
 
 @dataclass(frozen=True)
@@ -234,8 +241,15 @@ class NodeProfile:
         return f"{self.kubelet.unit}.d"
 
     @property
+    def watches_driver(self) -> bool:
+        """Whether the node's driver is a container: a watcher restores the layout when it comes up."""
+        return self.driver == "container"
+
+    @property
     def all_consumers(self) -> tuple[Consumer, ...]:
-        """kubelet (when present; fail closed unless on_failure is continue), then ``consumers``."""
+        """kubelet (when present and held; fail closed unless on_failure is continue), then ``consumers``."""
+        if self.restore.hold == "gpu-plugins":  # nothing is ordered before kubelet: the GPU plugins wait instead
+            return self.consumers
         kubelet = (Consumer(self.kubelet.unit, self.restore.on_failure == "block-kubelet"),)
         return (kubelet if self.kubelet.present else ()) + self.consumers
 
@@ -249,8 +263,9 @@ class NodeProfile:
         """What the base image must hold: both tools, kubelet's unit (when present), each fail-closed consumer's."""
         units = ((self.kubelet.unit,) if self.kubelet.present else ()) + tuple(
             c.unit for c in self.consumers if c.fail_closed)
-        return (BasePiece("nvidia-mig-parted", "tool", self.tools.nvidia_mig_parted),
-                BasePiece("nvidia-smi", "tool", self.tools.nvidia_smi),
+        # a driver container brings nvidia-smi in its own root: the host has none
+        smi = () if self.watches_driver else (BasePiece("nvidia-smi", "tool", self.tools.nvidia_smi),)
+        return (BasePiece("nvidia-mig-parted", "tool", self.tools.nvidia_mig_parted), *smi,
                 *(BasePiece(u, "unit") for u in units))
 
     def base_pieces_at(self, when: Literal["bake", "boot"]) -> tuple[BasePiece, ...]:
@@ -304,7 +319,11 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
     kub, res = data.get("kubelet", {}), data.get("restore", {})
     tools, mgr = data.get("tools", {}), data.get("conflicting_manager", {})
     # the paths migbake writes, as the kernel will resolve them (the rules judged them normalised too)
-    res = {k: normal_path(v) if k in ("config_path", "metrics_textfile") else v for k, v in res.items()}
+    res = {k: normal_path(v) if k in ("config_path", "metrics_textfile", "driver_root") else v
+           for k, v in res.items()}
+    if data.get("driver") == "container":  # the rules refuse hold kubelet with a driver container
+        res.setdefault("unit", WATCH_UNIT)
+        res.setdefault("hold", "gpu-plugins")
     choice = res.pop("layout", None)
     if choice is not None:
         res["layout_from"] = tuple(str(s) for s in choice["from"])

@@ -163,6 +163,9 @@ class RestorePlan:
     script: str = RESTORE_SCRIPT  # restore.sh on the node
     reboot_marker: str = REBOOT_MARKER
     unit_dirs: tuple[str, ...] = UNIT_DIRS  # systemd's unit folders, the node's first
+    # driver: container: the PCI ids of the MIG GPUs whose mode changes only with a reset (Ampere): a mode found
+    # off fails closed, as the driver container prevents the reset
+    mode_on_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

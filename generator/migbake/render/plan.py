@@ -315,6 +315,9 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
             after_reset=AFTER_RESET.get(p.restore.on_reset_required, ""),  # another value: the guard stops it
             presence=gpu_presence(p.restore.no_gpu, [g["pci_ids"] for g in groups]),
             driver_gate=driver_gate(p),
+            mode_on_ids=tuple(sorted({i for g in p.gpus if p.watches_driver and g.mig_enabled and
+                                      g.gpu.has_mig and g.gpu.mig_mode_persists
+                                      for i in (g.pci_device_ids or g.gpu.pci_device_ids)})),
         ),
         consumers=ConsumerPlan(
             all=p.all_consumers,

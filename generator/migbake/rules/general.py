@@ -116,16 +116,6 @@ def rule_devices(loaded: LoadedProfile, data: object, catalog: Catalog) -> Itera
                                      "device-overlap")
 
 
-@rule("driver-container", "error", "driver: container (the GPU Operator's driver) cannot be restored before kubelet")
-def rule_driver(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
-    """The driver must be the host's: a driver container needs kubelet first, the opposite boot order."""
-    if as_mapping(data).get("driver") == "container":
-        yield loaded.problem("/driver", "driver: container is not supported: the driver then comes from a "
-                             "Kubernetes pod, which needs kubelet running first, so MIG cannot be restored "
-                             "before kubelet (use the GPU Operator's mig-manager on such nodes)",
-                             "driver-container")
-
-
 @rule("unit-name-clash", "error", "two of the restore's units, or a unit and a consumer, share a name")
 def rule_units(loaded: LoadedProfile, data: object, catalog: Catalog) -> Iterator[Problem]:
     """The restore unit, kubelet and the conflicting manager are three different units."""

@@ -38,11 +38,12 @@ from migbake.rules import (
     units,
 )
 from migbake.rules.declare import Check, Rule, Stage, rule
+from migbake.rules.driver import checks as drivercontainer
 
 # the modules whose checks run, in this order (within one, in the order they are written); a check of a new
 # module runs once its module is here
 CHECK_MODULES: tuple[ModuleType, ...] = (layouts, general, gpus, services, nodepaths, units, allocation, slurm,
-                                         platforms, consumer_limits, layoutnames)
+                                         platforms, consumer_limits, layoutnames, drivercontainer)
 
 
 def _declared(stage: Stage, rows: tuple[tuple[str, str], ...]) -> list[Rule]:

@@ -1,27 +1,62 @@
-"""The node's own files (``OUT/rootfs/``): the mig-parted config, restore.sh, the restore unit and every drop-in."""
+"""The node's own files (``OUT/rootfs/``): the mig-parted config, restore.sh, the restore unit and every drop-in.
+
+With ``driver: container`` the restore is a watcher instead (``driver-watch.sh`` and its unit, with
+``/etc/migbake/managed``): nothing is ordered before kubelet, which starts the driver container.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block
 from migbake.render.plan import RenderPlan
+from migbake.render.quoting import systemd_command
 
 ROOTFS = "rootfs"
 UNITS = "rootfs/etc/systemd/system"
+WATCH_SCRIPT = "/etc/nvidia-mig/driver-watch.sh"
+MANAGED = "/etc/migbake/managed"
+
+
+def watch_paths(plan: RenderPlan, root: str = "") -> dict[str, Any]:
+    """The node paths the watcher reads and writes; ``root`` puts them under another folder (its tests)."""
+    p = plan.profile
+    return {
+        "script": WATCH_SCRIPT,
+        "cmd": systemd_command(["/bin/bash", WATCH_SCRIPT]),
+        "driver_root": root + p.restore.driver_root,
+        "run_nvidia": root + "/run/nvidia",  # the driver container's hostPath (NVIDIA/gpu-operator@v26.7.0)
+        "sys": root + "/sys",
+        "proc": root + "/proc",
+        "managed": root + MANAGED,
+        "ready": root + "/run/migbake/mig-ready",
+        "cdi_spec": root + "/var/run/cdi/management.nvidia.com-gpu.yaml",
+        # kubelet's kubeconfig: kubeadm's (/etc/kubernetes/kubelet.conf), then OpenShift's and EKS's
+        "kubeconfigs": [root + k for k in ("/etc/kubernetes/kubelet.conf", "/var/lib/kubelet/kubeconfig")],
+        "poll": 2,
+        "attempts": 3,
+    }
 
 
 def rootfs(plan: RenderPlan, done: Rendered, templates: Templates) -> list[Artifact]:
     """Every file the node gets, in the order the installers copy them (config, script, unit, drop-ins)."""
     out: list[Artifact] = []
+    watch = watch_paths(plan)
 
     def put(template: str, rel: str, extra: dict[str, object] | None = None) -> None:
-        out.append(templates.file(template, f"{ROOTFS}/{rel}", 0o644, extra))
+        out.append(templates.file(template, f"{ROOTFS}/{rel}", 0o644, {"watch": watch, **(extra or {})}))
 
     put("rootfs/etc/nvidia-mig/config.yaml.j2", plan.restore.config_rel)
-    put("rootfs/etc/nvidia-mig/restore.sh.j2", plan.restore.script.lstrip("/"))
-    put(f"{UNITS}/nvidia-mig-restore.service.j2", plan.restore.unit_rel)
-    if plan.profile.kubelet.present:
+    if plan.profile.watches_driver:
+        put("rootfs/etc/nvidia-mig/driver-watch.sh.j2", WATCH_SCRIPT.lstrip("/"))
+        put(f"{UNITS}/migbake-driver-watch.service.j2", plan.restore.unit_rel)
+        put("rootfs/etc/migbake/managed.conf.j2", MANAGED.lstrip("/"))
+    else:
+        put("rootfs/etc/nvidia-mig/restore.sh.j2", plan.restore.script.lstrip("/"))
+        put(f"{UNITS}/nvidia-mig-restore.service.j2", plan.restore.unit_rel)
+    if plan.profile.kubelet.present and plan.profile.restore.hold == "kubelet":
         put(f"{UNITS}/kubelet.service.d/20-mig-restore.conf.j2", plan.dropin_rel)
     if plan.kubelet.nodeadm_path:  # labels: JSON-quoted in the plan's text
         put("rootfs/etc/eks/nodeadm.d/50-migbake-node-labels.yaml.j2", plan.kubelet.nodeadm_path.lstrip("/"),

@@ -1,0 +1,1 @@
+"""Rules on where the NVIDIA driver comes from: a driver container (``checks``)."""
