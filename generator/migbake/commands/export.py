@@ -9,6 +9,14 @@ import click
 
 from migbake import __version__
 from migbake.commands.common import PROFILE_PATH, NonEmptyPath, profile_name, say, valid_profile, write_or_print
+from migbake.document.emitter import dump
+from migbake.kubernetes.gate import plugins_wait
+from migbake.kubernetes.helmvalues import (
+    clusterpolicy_patch,
+    device_plugin_values,
+    dra_driver_values,
+    gpu_operator_values,
+)
 from migbake.kubernetes.resources import (
     CONFIG_LABEL,
     MANY_CONFIGMAP,
@@ -18,6 +26,7 @@ from migbake.kubernetes.resources import (
 )
 from migbake.migparted.config import mig_parted_config_text
 from migbake.profile.nodeprofile import NodeProfile
+from migbake.render.artifact import Artifact
 from migbake.render.fleet import ansible_group, fleet_sha256, fleet_tree
 from migbake.render.plan import header
 from migbake.render.write import EXPORT_ORIGIN, Origin, write_tree
@@ -37,7 +46,10 @@ def _warn_without_kubelet(profiles: list[NodeProfile]) -> None:
 @click.argument("profiles", metavar="PROFILE...", nargs=-1, required=True, type=PROFILE_PATH)
 @click.option("--gpu-operator", is_flag=True,
               help="A GPU Operator mig-manager ConfigMap (custom config) instead of the plain mig-parted config; "
-                   "with several profiles, one ConfigMap holding a config per profile.")
+                   "with several profiles, one ConfigMap holding a config per profile. For a profile whose driver "
+                   "is a container (restore.hold gpu-plugins): the Helm values of the GPU Operator (its MIG "
+                   "manager off), of the device plugin and DRA driver charts, and the OpenShift ClusterPolicy "
+                   "patch, written to -o DIR.")
 @click.option("--ansible", is_flag=True,
               help="One Ansible role for all PROFILEs, written to the directory -o DIR: roles/mig_restore (each "
                    "profile's files in roles/mig_restore/files/<profile name>/), group_vars/<profile name>.yml per "
@@ -97,6 +109,9 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
             + f"; select one on a node with the label {CONFIG_LABEL}=CONFIG", err=True)
         return
     prof = valid_profile(profiles[0], "nothing exported")
+    if gpu_operator and plugins_wait(prof):
+        _export_gate_values(prof, output)
+        return
     if not gpu_operator:
         write_or_print(header(prof) + "\n" + mig_parted_config_text(prof), output)
         return
@@ -109,6 +124,29 @@ def export(profiles: tuple[Path, ...], gpu_operator: bool, ansible: bool, output
         return
     say(f"migbake: ConfigMap {configmap_name(prof)}: select it on a node with the label "
         f"{CONFIG_LABEL}={prof.restore.config_name}", err=True)
+
+
+def _export_gate_values(prof: NodeProfile, output: Path | None) -> None:
+    """``export --gpu-operator`` of a profile whose GPU plugins wait (a driver container): the Helm values and the
+    OpenShift ClusterPolicy patch that turn the operator's MIG manager off, written to the directory -o DIR."""
+    if output is None:
+        raise click.UsageError(f"profile {prof.name!r} holds the GPU plugins (a driver container): --gpu-operator "
+                               "writes its Helm values to a directory: give it with -o DIR")
+    top = header(prof) + "\n"
+    files = [
+        ("gpu-operator-values.yaml", "helm upgrade --install gpu-operator nvidia/gpu-operator -f THIS_FILE",
+         gpu_operator_values(prof)),
+        ("openshift-clusterpolicy-patch.yaml", "oc patch clusterpolicy NAME --type merge --patch-file THIS_FILE",
+         clusterpolicy_patch(prof)),
+        ("nvidia-device-plugin-values.yaml", "helm upgrade --install nvdp nvdp/nvidia-device-plugin -f THIS_FILE",
+         device_plugin_values(prof)),
+        ("dra-driver-values.yaml", "helm upgrade --install nvidia-dra-driver-gpu CHART -f THIS_FILE",
+         dra_driver_values(prof)),
+    ]
+    artifacts = [Artifact(name, top + f"# {use}\n" + dump(data), 0o644) for name, use, data in files]
+    write_tree(artifacts, output, origin=Origin(EXPORT_ORIGIN, prof.name, prof.source_sha256))
+    say(f"wrote {plural(len(artifacts), 'file')} to {output}: the GPU Operator's MIG manager off, the charts' "
+        "node affinity on migbake.io/mig-ready (docs/driver-containers.md)")
 
 
 def _refuse_dra(prof: NodeProfile) -> None:

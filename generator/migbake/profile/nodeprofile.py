@@ -176,6 +176,14 @@ class Bottlerocket:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """The ``gate`` section: which GPU plugins' pods wait for the restored layout, and the image that waits."""
+
+    plugins: tuple[str, ...] = ()  # empty: the default set (migbake.kubernetes.gate.default_plugins)
+    wait_image: str = ""  # empty: migbake.kubernetes.gate.WAIT_IMAGE
+
+
+@dataclass(frozen=True)
 class Consumer:
     """A service that uses the GPUs and must start after the restore (kubelet is the built-in one)."""
 
@@ -208,6 +216,7 @@ class NodeProfile:
     slurm: Slurm = Slurm()
     openshift: OpenShift = OpenShift()
     bottlerocket: Bottlerocket = Bottlerocket()
+    gate: Gate = Gate()
     outputs: tuple[str, ...] = ()  # the output folders to write (``outputs:``); empty: all of them
     source_sha256: str = ""
 
@@ -350,6 +359,8 @@ def build_profile(data: dict[str, Any], source_text: str = "", catalog: Catalog 
         slurm=_slurm(data["slurm"]) if "slurm" in data else Slurm(),
         openshift=OpenShift(**data.get("openshift", {})),
         bottlerocket=Bottlerocket(**data.get("bottlerocket", {})),
+        gate=Gate(tuple(str(p) for p in data.get("gate", {}).get("plugins", ())),
+                  str(data.get("gate", {}).get("wait_image", ""))),
         outputs=tuple(str(o) for o in data.get("outputs", ())),
         source_sha256=hashlib.sha256(source_text.encode("utf-8")).hexdigest(),
     )

@@ -33,6 +33,7 @@ from migbake.kubernetes.dra import (
     naming,
     placements,
 )
+from migbake.kubernetes.gate import GateSpec, gate_spec, plugins_wait
 from migbake.kubernetes.kubelet import (
     LAYOUT_LABELS_ENV,
     NODEADM_DROPIN,
@@ -105,6 +106,13 @@ class RenderPlan:
     consumers: ConsumerPlan
     first_boot: FirstBoot
     user_data: UserDataForms = NO_FORMS  # generate's --user-data-* options (set by ``tree.render``)
+    gate: GateSpec | None = None  # what OUT/kubernetes/gate/ says, where the GPU plugins wait (not kubelet)
+
+    @property
+    def gate_enabled(self) -> bool:
+        """Whether the GPU plugins, not kubelet, wait for the restored layout (a driver container: kubelet starts
+        the driver, so holding kubelet would wait forever): OUT/kubernetes/gate/ is written."""
+        return self.gate is not None
 
     @property
     def dropin_rel(self) -> str:
@@ -267,6 +275,7 @@ def make_plan(profile: NodeProfile) -> RenderPlan:
     return RenderPlan(
         profile=p,
         header=head,
+        gate=gate_spec(p) if plugins_wait(p) else None,
         mig=MigPlan(
             config=config,
             config_text=config_yaml(config),

@@ -28,7 +28,7 @@ from migbake.render.targets.clusterapi import cluster_api
 from migbake.render.targets.context import shared_variables
 from migbake.render.targets.karpenter import karpenter
 from migbake.render.targets.kickstart import kickstart
-from migbake.render.targets.kubernetes import kubernetes
+from migbake.render.targets.kubernetes import kubernetes, kubernetes_gate
 from migbake.render.targets.packer import packer
 from migbake.render.targets.rootfs import rootfs
 from migbake.render.targets.scripts import scripts
@@ -86,6 +86,11 @@ TARGETS: tuple[Target, ...] = (
     Target("kubernetes", ("kubernetes",), kubernetes, applies=lambda plan: bool(plan.dra.claim_templates),
            doc="ResourceClaimTemplates for kubernetes.allocation dra",
            page="docs/dra.md", tests="tests/outputs/test_dra_claims.py"),
+    Target("kubernetes-gate", ("kubernetes",), kubernetes_gate, reads=("kubernetes",),
+           applies=lambda plan: plan.gate_enabled,
+           doc="admission policies (MutatingAdmissionPolicy, Kyverno) that hold the GPU plugins' pods until the "
+               "layout is restored, for a driver container (kubernetes/gate/)",
+           page="docs/driver-containers.md", tests="tests/outputs/test_plugin_gate.py"),
     Target("ansible", ("ansible",), ansible, reads=("rootfs", "scripts"),
            doc="a role and its playbooks for day 2 on running nodes",
            page="docs/ansible.md", tests="tests/outputs/test_ansible_kickstart.py"),
