@@ -39,6 +39,8 @@ IMAGE = "/var/lib/boottest/driver-container/image"
 SCENARIO_LOG = "/var/log/driver-scenario.txt"
 KUBECTL_LOG = "/var/log/kubectl-calls.log"
 MANAGED = "/etc/migbake/managed"
+KUBECONFIG = "/etc/kubernetes/kubelet.conf"  # the first of the watcher's kubelet credentials
+MODULES_STANDIN = "mount --bind /run/simgpu/modules /proc/modules\n"
 GATE_DIR = "kubernetes/gate"
 WAIT_CONTAINER = "migbake-wait"
 UNITS = {
@@ -107,13 +109,15 @@ class WaitStep:
 
 @dataclass(frozen=True)
 class DriverSettings:
-    """One boot's simulated driver: its delay (s), its stop mode, the restarts the scenario makes, the wait limit."""
+    """A disk's simulated driver: its delay (s) per boot (the last for later boots), its stop mode, the restarts
+    the scenario makes per boot (boot number -> modes), how long the scenario waits, whether the node is ours."""
 
-    delay_s: int = 10
+    delays_s: tuple[int, ...] = (10,)
     mode: str = "unload"
-    restarts: tuple[str, ...] = ()
+    restarts: tuple[tuple[int, tuple[str, ...]], ...] = ()
     wait_s: int = 240
     managed: bool = True
+    watch_unit: str = "migbake-driver-watch.service"
 
 
 def wait_step(out_dir: Path) -> WaitStep:
@@ -167,7 +171,8 @@ def _volumes(node: object) -> dict[str, str]:
 
 
 def _step(container: dict[str, object], doc: object, source: str) -> WaitStep:
-    command = [str(w) for w in container["command"]]  # type: ignore[union-attr]
+    raw_command = container["command"]
+    command = [str(w) for w in raw_command] if isinstance(raw_command, list) else []
     args = container.get("args")
     command += [str(w) for w in args] if isinstance(args, list) else []
     volumes = _volumes(doc)
@@ -221,6 +226,11 @@ def install(rootfs: Path, *, modules: DriverModules, step: WaitStep, settings: D
         write_guest(rootfs, f"{LIB}/{name}", (GUEST / name).read_text(), 0o755)
     write_guest(rootfs, "/usr/lib/boottest/migbake-wait", wait_script(step), 0o755)
     write_guest(rootfs, "/usr/bin/kubectl", (GUEST / "kubectl").read_text(), 0o755)
+    # kubelet's credentials, so that the watcher labels the node through the stub kubectl
+    write_guest(rootfs, KUBECONFIG, "# Test fixture for boot tests ONLY: no cluster behind it\n", 0o600)
+    # mig-parted reads /proc/modules: the dummy modules are real there, so the simulated GPU's stand-in goes
+    standins = rootfs / SIMGPU.lstrip("/") / "standins"
+    standins.write_text(standins.read_text().replace(MODULES_STANDIN, ""))
     (rootfs / "var/lib/boottest/driver-container/root").mkdir(parents=True, exist_ok=True)
     write_settings(rootfs, settings)
     for unit, text in UNITS.items():
@@ -231,12 +241,11 @@ def install(rootfs: Path, *, modules: DriverModules, step: WaitStep, settings: D
 
 
 def write_settings(rootfs: Path, settings: DriverSettings) -> None:
-    """This boot's driver delay, stop mode, restarts and wait limit; ``/etc/migbake/managed`` or not."""
-    for name, value in (("delay", str(settings.delay_s)), ("mode", settings.mode),
-                        ("restarts", " ".join(settings.restarts)), ("wait", str(settings.wait_s))):
+    """The driver's delays, stop mode, restarts, wait limit and watcher unit; ``/etc/migbake/managed`` or not."""
+    for name, value in (("delays", " ".join(map(str, settings.delays_s))), ("mode", settings.mode),
+                        ("wait", str(settings.wait_s)), ("watch-unit", settings.watch_unit)):
         write_guest(rootfs, f"{CONF}/{name}", value + "\n", 0o644)
-    managed = rootfs / MANAGED.lstrip("/")
-    if settings.managed:
-        write_guest(rootfs, MANAGED, "", 0o644)
-    else:
-        managed.unlink(missing_ok=True)
+    for boot, modes in settings.restarts:
+        write_guest(rootfs, f"{CONF}/restarts-{boot}", " ".join(modes) + "\n", 0o644)
+    if not settings.managed:
+        (rootfs / MANAGED.lstrip("/")).unlink(missing_ok=True)

@@ -50,12 +50,13 @@ def kernel_release(package: str) -> str:
     return release
 
 
-def build_modules(kernel_package: str, *, cache_root: Path | None = None, log: Log = no_log) -> DriverModules:
-    """Build (or find in the cache) the dummy modules for ``kernel_package``'s kernel, and ``modctl``."""
+def build_modules(kernel_package: str, folder: Path, *, log: Log = no_log) -> DriverModules:
+    """Build (or find in ``folder``, the kernel's cache) the dummy modules for ``kernel_package``'s kernel,
+    and ``modctl``."""
     require_tools("apt-get", "dpkg-deb", "make", "gcc")
     release = kernel_release(kernel_package)
     recipe = hashlib.sha256(_SOURCE.encode() + MODCTL.read_bytes() + " ".join(MODULES).encode()).hexdigest()[:12]
-    final = cache.cache_dir(cache_root) / "kernel" / f"dummy-nvidia-{release}-{recipe}"
+    final = folder / f"dummy-nvidia-{release}-{recipe}"
 
     def build(tmp: Path) -> None:
         tmp.mkdir(parents=True)
