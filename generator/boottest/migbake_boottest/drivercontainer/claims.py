@@ -129,7 +129,7 @@ def common_claims(log: ScenarioLog) -> list[Claim]:
     driver = _calls(log, "driver-container start")
     view = log.section("host-view")
     fallback = log.section("fallback")
-    split = next((i for i, x in enumerate(fallback) if x.startswith("--- chroot with")), len(fallback))
+    split = next((i for i, x in enumerate(fallback) if x.startswith("--- chroot with /sys")), len(fallback))
     rc_without = next((x for x in fallback[:split] if x.startswith("rc=")), "rc=?")
     rc_with = next((x for x in fallback[split:] if x.startswith("rc=")), "rc=?")
     return [
