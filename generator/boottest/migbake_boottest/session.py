@@ -151,7 +151,8 @@ def _layout_choice(profile: NodeProfile, scenario: str, layout: tuple[str, str] 
 
 def host_tools(boot_plan: BootPlan) -> tuple[str, ...]:
     """Every host tool ``boot_plan`` runs (``hostrun.HOST_TOOLS``): each run's, its paths', NVIDIA's binary's."""
-    needs = ("every run", *boot_plan.paths, *(("mig-parted",) if boot_plan.mig_parted is not None else ()))
+    needs = ("every run", *boot_plan.paths, *(("mig-parted",) if boot_plan.mig_parted is not None else ()),
+             *(("driver-container",) if set(boot_plan.scenarios) & set(DRIVER_SCENARIOS) else ()))
     return tuple(dict.fromkeys(tool for need in needs for tool in HOST_TOOLS[need]))
 
 

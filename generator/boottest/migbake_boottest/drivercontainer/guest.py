@@ -115,7 +115,7 @@ class DriverSettings:
     delays_s: tuple[int, ...] = (10,)
     mode: str = "unload"
     restarts: tuple[tuple[int, tuple[str, ...]], ...] = ()
-    wait_s: int = 240
+    wait_s: int = 180
     managed: bool = True
     watch_unit: str = "migbake-driver-watch.service"
 
@@ -192,8 +192,9 @@ def wait_script(step: WaitStep) -> str:
     for mount_path, host_path, read_only in step.mounts:
         if mount_path == host_path and not read_only:
             continue
-        binds.append(f"mkdir -p {shlex.quote(mount_path)} && mount --bind {shlex.quote(host_path)} "
-                     f"{shlex.quote(mount_path)}")
+        # hostPath type DirectoryOrCreate: kubelet makes the host's folder when it is missing
+        binds.append(f"mkdir -p {shlex.quote(host_path)} {shlex.quote(mount_path)} && "
+                     f"mount --bind {shlex.quote(host_path)} {shlex.quote(mount_path)}")
         if read_only:
             binds.append(f"mount -o remount,bind,ro {shlex.quote(mount_path)}")
     inner = " && ".join([*binds, f"exec {shlex.join(step.command)}"])
