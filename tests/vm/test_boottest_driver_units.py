@@ -40,7 +40,7 @@ def scenario_log(*, restarts: tuple[str, ...] = (), control: str = BARE, gated: 
                  kubectl: str = "", host_has: str = "") -> str:
     """A scenario log as guest/driver-scenario writes it, with these parts."""
     lines = ["boot 1", "kubelet-active 4000000", "gated-recorded 1030.0"]
-    records = [f"=== plugin control 1020.5", "mig-ready: absent", control]
+    records = ["=== plugin control 1020.5", "mig-ready: absent", control]
     if gated is not None:
         records += ["=== plugin gated 1030.0", f"mig-ready: gen={GEN1} layout=current config_sha=ab", gated]
     calls = ["1000.0 kubelet ExecStartPre", "1010.0 driver-container start boot=1 delay=3",
@@ -56,10 +56,13 @@ def scenario_log(*, restarts: tuple[str, ...] = (), control: str = BARE, gated: 
             calls.append(f"{t + 11} nvidia-mig-parted apply -f x")
         records += [f"=== plugin gated {t + 31}", f"mig-ready: gen={new} layout=current config_sha=ab", LAYOUT]
         t, gen = t + 100, new
+    with_sys = ["  current:", *(["  - devices: all"] if sys_rc[1] == 0 else [])]
     sections = ["=== driver-container-unit", "ActiveState=active", "=== module", "initstate=live",
-                "=== host-view", *([host_has] if host_has else []), "driver-root-sys-entries=0", "driver-root-nvml=yes",
-                "=== fallback", "--- chroot without /sys", f"rc={sys_rc[0]}", "--- chroot with /sys bound",
-                f"rc={sys_rc[1]}", "=== plugins", *records, "=== kubectl", *([kubectl] if kubectl else []),
+                "=== host-view", *([host_has] if host_has else []), "driver-root-sys-mounted=yes",
+                "driver-root-sys-submounts=0", "driver-root-nvml=yes",
+                "=== fallback", "--- chroot without /sys", f"rc={sys_rc[0]}", "mig-configs:", "  current: []",
+                "--- chroot with /sys bound", f"rc={sys_rc[1]}", *with_sys,
+                "=== plugins", *records, "=== kubectl", *([kubectl] if kubectl else []),
                 "=== watcher-journal", *([journal] if journal else []), "=== stub-log", *calls, *stub, "=== end"]
     return "\n".join(lines + sections) + "\n"
 
@@ -79,13 +82,15 @@ def test_a_good_driver_container_boot_holds_every_claim() -> None:
     (scenario_log(gated=BARE), "gated-sees-layout"),
     (scenario_log(gated=None), "gated-sees-layout"),
     (scenario_log(control=LAYOUT), "control-sees-unrestored"),
-    (scenario_log(sys_rc=(0, 0)), "fallback-binds-sys"),
+    (scenario_log(sys_rc=(0, 0)).replace("  current: []", "  - devices: all"), "fallback-binds-sys"),
     (scenario_log(sys_rc=(1, 1)), "fallback-binds-sys"),
     (scenario_log(host_has="host has /usr/bin/nvidia-smi"), "driver-simulated"),
     (scenario_log().replace("1000.0 kubelet", "1011.0 kubelet"), "kubelet-not-held"),
     (scenario_log().replace("initstate=live", "initstate=absent"), "driver-simulated"),
+    (scenario_log().replace("driver-root-sys-submounts=0", "driver-root-sys-submounts=3"), "driver-simulated"),
 ], ids=["gated-saw-bare-gpu", "gated-never-ran", "control-saw-layout", "chroot-worked-without-sys",
-        "chroot-failed-with-sys", "nvidia-smi-on-host", "kubelet-after-driver", "module-not-live"])
+        "chroot-failed-with-sys", "nvidia-smi-on-host", "kubelet-after-driver", "module-not-live",
+        "sys-submount-exposed"])
 def test_each_driver_container_claim_fails_on_its_evidence(log: str, broken: str) -> None:
     assert broken in _failed(claims.boot_claims(log, scenarios.DRIVER_CONTAINER, EXPECTED, 1))
 

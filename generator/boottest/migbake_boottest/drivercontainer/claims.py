@@ -130,19 +130,23 @@ def common_claims(log: ScenarioLog) -> list[Claim]:
     view = log.section("host-view")
     fallback = log.section("fallback")
     split = next((i for i, x in enumerate(fallback) if x.startswith("--- chroot with /sys")), len(fallback))
-    rc_without = next((x for x in fallback[:split] if x.startswith("rc=")), "rc=?")
-    rc_with = next((x for x in fallback[split:] if x.startswith("rc=")), "rc=?")
+    without, with_sys = fallback[:split], fallback[split:]
+    rc_without = next((x for x in without if x.startswith("rc=")), "rc=?")
+    rc_with = next((x for x in with_sys if x.startswith("rc=")), "rc=?")
+    gpus_without = any("devices:" in x for x in without)  # mig-parted export: "- devices: all" per config entry
+    gpus_with = any("devices:" in x for x in with_sys)
     return [
         Claim("kubelet-not-held", "kubelet started before the driver container, which kubelet starts (never held)",
               bool(kubelet) and bool(driver) and kubelet[0] < driver[0],
               f"kubelet at {kubelet[:1] or 'never'}, driver container at {driver[:1] or 'never'}"),
         Claim("driver-simulated", "the driver container's module is live, its userspace only in its root, and its "
-              "exposed root has no /sys", "initstate=live" in log.section("module")
+              "exposed root has none of /sys's submounts", "initstate=live" in log.section("module")
               and not any(x.startswith("host has ") for x in view)
-              and "driver-root-nvml=yes" in view and "driver-root-sys-entries=0" in view,
+              and "driver-root-nvml=yes" in view and "driver-root-sys-submounts=0" in view,
               " | ".join((*log.section("module"), *view)) or "nothing recorded"),
-        Claim("fallback-binds-sys", "mig-parted in the driver's exposed root fails without the host's /sys and "
-              "works with it bound", rc_without != "rc=0" and rc_without != "rc=?" and rc_with == "rc=0",
+        Claim("fallback-binds-sys", "NVIDIA's mig-parted in the driver's exposed root finds no GPU without the host's "
+              "/sys bound in (the simulated PCI bus is a submount of /sys) and finds them with it",
+              rc_without != "rc=?" and (rc_without != "rc=0" or not gpus_without) and rc_with == "rc=0" and gpus_with,
               f"without /sys: {rc_without}; with /sys: {rc_with}; " + " | ".join(fallback)[:600]),
     ]
 
