@@ -6,8 +6,8 @@ scenarios (``drivercontainer.scenarios``):
   the container's image (/var/lib/boottest/driver-container/image), the host's ld.so.cache forgets them;
 - ``boottest-driver-container.service`` (After=kubelet.service, after a per-boot delay): loads the dummy
   ``nvidia`` modules built for the guest kernel (``drivercontainer.kmod``), then runs ``nvidia-driver`` in
-  its own mount namespace, whose root holds that userspace, exposes it at /run/nvidia/driver with /sys
-  unbindable, and writes the PID file and ``.driver-ctr-ready`` (``guest/driver-container``,
+  its own mount namespace, whose root holds that userspace, exposes it at /run/nvidia/driver without /sys's
+  submounts, and writes the PID file and ``.driver-ctr-ready`` (``guest/driver-container``,
   ``guest/nvidia-driver``); its stop removes them and, in mode ``unload``, the modules and the MIG state;
 - two stub GPU plugins: ``boottest-plugin-gated.service`` runs the gate's ``migbake-wait`` step taken from
   the output (``wait_step``), ``boottest-plugin-control.service`` none; both record the MIG state they see;
