@@ -249,3 +249,13 @@ def test_the_scenarios_are_asked_for_by_name_on_the_packer_path(tmp_path: Path) 
     with pytest.raises(UsageError, match="driver: container"):
         session.plan(host, scenario="driver-restart", mig_parted=tool)
     assert [scenarios.boots_for(s) for s in scenarios.SCENARIOS] == [2, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in guest.GUEST.iterdir()))
+def test_the_guest_scripts_pass_shellcheck(script: str) -> None:
+    """They run as root in every driver-container boot: POSIX sh, shellcheck-clean."""
+    tool = shutil.which("shellcheck")
+    if tool is None:
+        pytest.skip("shellcheck is not installed")
+    done = subprocess.run([tool, "-s", "sh", str(guest.GUEST / script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
