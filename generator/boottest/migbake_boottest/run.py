@@ -345,6 +345,8 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
         if run.exit_code != 0:
             found.insert(0, Claim("powered-off", "the guest powered off before the timeout", False,
                                   f"QEMU exited {run.exit_code}" + (" (killed)" if run.timed_out else "")))
+        for claim in found:
+            log(f"boot {index}: [{'ok' if claim.passed else 'FAIL'}] {claim.id}: {claim.evidence}")
         return BootOutcome(index, run.exit_code, run.duration_s, run.serial_log, report_path, tuple(found))
     argv = image.read_file(disk, kubelet_fixtures.ARGV_LOG, log=log) if ctx.kubelet_fixture != "plain" else None
     claims = evaluate(report, ctx) + node_claims(report, ctx) + dra_claims(report, ctx) + presence_claims(report, ctx)
