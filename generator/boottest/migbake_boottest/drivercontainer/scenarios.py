@@ -53,7 +53,7 @@ class Plan:
 
 PLANS: dict[str, Plan] = {
     DRIVER_CONTAINER: Plan(guest.DriverSettings(delays_s=(20, 3), restarts=((2, ("unload", "userspace")),)), 2),
-    FAIL: Plan(guest.DriverSettings(delays_s=(3,), wait_s=150), 1),
+    FAIL: Plan(guest.DriverSettings(delays_s=(3,), wait_s=150), 1),  # stops waiting once labelled failed
     RESTART: Plan(guest.DriverSettings(delays_s=(3,), restarts=((1, ("unload",)),)), 1),
     RESTART_USERSPACE: Plan(guest.DriverSettings(delays_s=(3,), restarts=((1, ("userspace",)),)), 1),
     CPU_NODE: Plan(guest.DriverSettings(delays_s=(3,), wait_s=90, managed=False), 1),
