@@ -101,7 +101,7 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     qemu-system-x86_64, mkfs.ext4, debugfs, systemctl, cp, bash, find, debootstrap, apt-get, apt-cache,
     dpkg-deb, depmod, modprobe, cpio, gzip, /bin/busybox; the Packer path: packer, /usr/sbin/sshd,
     ssh-keygen, ssh, mount, umount; the cloud-init path: mkfs.vfat, mcopy; --mig-parted: gcc, ldconfig;
-    the driver-container scenarios: make (the dummy modules, from the guest kernel's linux-headers).
+    the driver-container scenarios (their dummy modules, built from the guest kernel's headers): make.
     Exit 0 only if every claim holds.
     """
     if (layout_source is None) != (layout_name is None):
