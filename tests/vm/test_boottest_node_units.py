@@ -133,11 +133,12 @@ def test_kubelet_labels_claim(argv: str | None, holds: bool) -> None:
 
 
 def test_the_cli_names_every_node_scenario() -> None:
+    from migbake_boottest.drivercontainer.scenarios import SCENARIOS as DRIVER_SCENARIOS
     from migbake_boottest.scenarios.reset import SCENARIOS as RESET_SCENARIOS
     from migbake_boottest.scenarios.scenario import Scenario
 
     every = {"ok", "fail-apply", "fail-assert", "provided-later-missing", "no-gpu", "layout-unknown", "layout-missing",
-             *NODE_SCENARIOS, *RESET_SCENARIOS}
+             *NODE_SCENARIOS, *RESET_SCENARIOS, *DRIVER_SCENARIOS}
     assert set(typing.get_args(Scenario)) == every
     choices = next(p.type for p in boot_test.boot_test.params if p.name == "scenario")
     assert isinstance(choices, click.Choice) and set(choices.choices) == every | {"all"}

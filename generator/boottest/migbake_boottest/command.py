@@ -31,7 +31,13 @@ from migbake_boottest.session import SCENARIO_CHOICES
                    "named layouts: a name the image does not have, given with --layout-source/--layout, or no "
                    "name and no default: kubelet stays down), or a neighbour of the node "
                    "(driver-late, driver-too-late, gpu-client, manager-reenabled, cdi; ampere-pending[-stuck] "
-                   "on Ampere profiles: with --mig-parted only).")
+                   "on Ampere profiles: with --mig-parted only). A driver: container profile, by name only, "
+                   "Packer path, with --mig-parted: driver-container (two boots, different driver delays: the "
+                   "gated plugin sees the layout, an ungated one the bare GPU; the second boot restarts the "
+                   "driver twice), driver-container-fail (apply fails: the plugin stays held, the node is "
+                   "labelled failed), driver-restart and driver-restart-userspace (the ready file goes with the "
+                   "driver and comes back under a new generation), cpu-node (no /etc/migbake/managed: nothing "
+                   "is held).")
 @click.option("--boots", type=click.IntRange(1, 5), default=2, show_default=True,
               help="Boots per ok run (faults boot once).")
 @click.option("--keep", is_flag=True, help="Keep the disk images of every run (default: only of failing runs).")
@@ -81,12 +87,21 @@ def boot_test(profile: Path, paths: str, scenario: str, boots: int, keep: bool, 
     stays down. Named layouts (restore.layout): --layout-source and --layout boot the node saying that name
     there (claim layout-chosen: the restore chose it from that source; the GPUs end up as its layout);
     --scenario layout-unknown (a name the image does not have) and layout-missing (no name, and the
-    profile's default left out), asked for by name, keep kubelet down. Needs root.
+    profile's default left out), asked for by name, keep kubelet down. A driver: container profile
+    (restore.hold: gpu-plugins), by name, on the Packer path: a simulated driver container (dummy nvidia
+    modules built for the guest kernel, the NVML library and nvidia-smi only in its own mount namespace,
+    its root at /run/nvidia/driver with /sys unbindable, its PID file and .driver-ctr-ready) starts after
+    kubelet; a stub GPU plugin behind the gate's migbake-wait step sees the profile's layout, an ungated
+    one the bare GPU (driver-container); a failing apply keeps the plugin held and labels the node failed
+    (driver-container-fail); restarts of the driver remove and renew the ready file (driver-restart,
+    driver-restart-userspace); a node without /etc/migbake/managed holds nothing (cpu-node); and
+    mig-parted in the driver's root needs the host's /sys bound there. Needs root.
 
     Host tools, checked before any work (exit 2 names every missing one with its apt-get line): every run:
     qemu-system-x86_64, mkfs.ext4, debugfs, systemctl, cp, bash, find, debootstrap, apt-get, apt-cache,
     dpkg-deb, depmod, modprobe, cpio, gzip, /bin/busybox; the Packer path: packer, /usr/sbin/sshd,
-    ssh-keygen, ssh, mount, umount; the cloud-init path: mkfs.vfat, mcopy; --mig-parted: gcc, ldconfig.
+    ssh-keygen, ssh, mount, umount; the cloud-init path: mkfs.vfat, mcopy; --mig-parted: gcc, ldconfig;
+    the driver-container scenarios (their dummy modules, built from the guest kernel's headers): make.
     Exit 0 only if every claim holds.
     """
     if (layout_source is None) != (layout_name is None):

@@ -26,7 +26,7 @@ TOOL_PACKAGES = {"mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs", "mkfs.vfat": 
                  "packer": "packer", "gcc": "gcc", "depmod": "kmod", "modprobe": "kmod", "cpio": "cpio",
                  "mount": "util-linux", "umount": "util-linux", "gzip": "gzip", "/bin/busybox": "busybox",
                  "apt-get": "apt", "apt-cache": "apt", "dpkg-deb": "dpkg", "systemctl": "systemd", "cp": "coreutils",
-                 "find": "findutils", "bash": "bash", "ldconfig": "libc-bin"}
+                 "find": "findutils", "bash": "bash", "ldconfig": "libc-bin", "make": "make"}
 # every host tool a boot test runs, by what needs it (vm.*, simgpu.build, simgpu.guest, scenarios):
 # each run builds or reuses the cached rootfs (debootstrap) and kernel + initramfs (apt, dpkg-deb, kmod, cpio,
 # gzip, busybox), enables fixture units (systemctl --root), writes and reads the disk (mkfs.ext4, debugfs) and
@@ -38,6 +38,7 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "packer": ("packer", "/usr/sbin/sshd", "ssh-keygen", "ssh", "mount", "umount"),
     "cloud-init": ("mkfs.vfat", "mcopy"),
     "mig-parted": ("gcc", "ldconfig"),
+    "driver-container": ("make",),  # drivercontainer.kmod: the dummy nvidia modules
 }
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Literal
 
 from migbake_boottest import cache
+from migbake_boottest.drivercontainer import claims as driver_claims
+from migbake_boottest.drivercontainer import scenarios as driver_scenarios
 from migbake_boottest.errors import BootTestError
 from migbake_boottest.guestreport import parse_report
 from migbake_boottest.hostrun import Log, no_log
@@ -174,7 +176,11 @@ def run_boot_test(
     out_dir = Path(out_dir).resolve()
     if boots < 1:
         raise BootTestError(f"boots must be at least 1, not {boots}")
-    missing = [name for name in REQUIRED[path] if not (out_dir / name).is_file()]
+    if scenario in driver_scenarios.SCENARIOS and mig_parted is None:
+        raise BootTestError(f"scenario {scenario} runs only with NVIDIA's mig-parted over the simulated GPU")
+    unit = driver_scenarios.watch_unit(out_dir) if scenario in driver_scenarios.SCENARIOS else RESTORE_UNIT
+    missing = [name if name != RESTORE_UNIT else unit for name in REQUIRED[path]
+               if not (out_dir / (name if name != RESTORE_UNIT else unit)).is_file()]
     if missing:
         raise BootTestError(f"{out_dir} is not a migbake output for the {path} path: "
                             f"missing {', '.join(missing)}")
@@ -204,7 +210,8 @@ def run_boot_test(
         work.mkdir(parents=True)
     log(f"boot test {path}/{scenario}/{gpu_generation} x{boots} of {out_dir} in {work}")
 
-    kubelet = (out_dir / KUBELET_DROP_IN).is_file()  # a profile without kubelet has no drop-in
+    # a profile without kubelet has no drop-in; a driver container's node has kubelet and holds it not
+    kubelet = (out_dir / KUBELET_DROP_IN).is_file() or scenario in driver_scenarios.SCENARIOS
     # what the profile promises, never read from the artifacts under test
     requires = expect == "block-kubelet"
     sim = (mig_parted, node) if mig_parted is not None and node is not None else None
@@ -252,7 +259,9 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
         assets.rootfs.fresh_copy(rootfs, log=log)
     try:
         with _timed(timings, "fixtures"):
-            commands = fixtures.restore_commands(out_dir, RESTORE_UNIT)
+            driver = scenario in driver_scenarios.SCENARIOS
+            unit = driver_scenarios.watch_unit(out_dir) if driver else RESTORE_UNIT
+            commands = fixtures.restore_commands(out_dir, unit)
             if layout is not None and scenario != fixtures.LAYOUT_UNKNOWN:  # the assert and the GPUs' expectation
                 commands = replace(commands, config_name=layout.name)
             if not commands.config_name:
@@ -279,6 +288,11 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
                 if scenario in scenarios_reset.SCENARIOS:
                     scenarios_reset.prepare_image(rootfs, scenario, out_dir, log)
                 scenarios_node.prepare_guest(rootfs, scenario, path, log=log)
+                if scenario in driver_scenarios.SCENARIOS:
+                    driver_scenarios.prepare_image(
+                        rootfs, scenario, out_dir, kernel_package=assets.kernel.package,
+                        kernel_cache=assets.kernel.vmlinuz.parents[1], nvidia_smi=commands.nvidia_smi,
+                        watch_unit=Path(unit).name, log=log)
             kubelet_fixtures.install(rootfs, fixture, log)
             if layout is not None:
                 scenarios_layouts.prepare_image(rootfs, layout, fixture)
@@ -292,6 +306,7 @@ def _build_image(out_dir: Path, assets: BootAssets, work: Path, path: BootPath, 
             with _timed(timings, "packer-build"):
                 packer_chroot.build_into_rootfs(out_dir / "packer", rootfs, workdir=work / "sshd", log=log)
             scenarios_node.after_delivery(rootfs, scenario, path, log=log)
+            driver_scenarios.after_delivery(rootfs, scenario)
         else:
             seed = image.make_seed(out_dir / "cloud-init/user-data", work / "seed.img",
                                    instance_id=f"iid-migbake-{work.name}", log=log)
@@ -322,6 +337,17 @@ def _boot_once(ctx: BootContext, disk: Path, seed: Path | None, kernel: KernelAs
         (work / f"metrics-{index}.prom").write_text(metrics)
     report = None if text is None else parse_report(text)
     ctx = replace(ctx, console=console, metrics=metrics)
+    if ctx.scenario in driver_scenarios.SCENARIOS:  # its own claims: the restore waits for the driver, not kubelet
+        scenario_log = image.read_file(disk, driver_claims.SCENARIO_LOG, log=log)
+        if scenario_log is not None:
+            (work / f"driver-scenario-{index}.txt").write_text(scenario_log)
+        found = driver_claims.boot_claims(scenario_log, ctx.scenario, ctx.expected or (), index)
+        if run.exit_code != 0:
+            found.insert(0, Claim("powered-off", "the guest powered off before the timeout", False,
+                                  f"QEMU exited {run.exit_code}" + (" (killed)" if run.timed_out else "")))
+        for claim in found:
+            log(f"boot {index}: [{'ok' if claim.passed else 'FAIL'}] {claim.id}: {claim.evidence}")
+        return BootOutcome(index, run.exit_code, run.duration_s, run.serial_log, report_path, tuple(found))
     argv = image.read_file(disk, kubelet_fixtures.ARGV_LOG, log=log) if ctx.kubelet_fixture != "plain" else None
     claims = evaluate(report, ctx) + node_claims(report, ctx) + dra_claims(report, ctx) + presence_claims(report, ctx)
     claims += scenarios_layouts.layout_claim(report, layout, ctx.scenario)

@@ -18,6 +18,7 @@ from migbake.problems import UsageError
 from migbake.profile.nodeprofile import NodeProfile
 from migbake.render.tree import render
 from migbake.render.write import Origin, write_tree
+from migbake_boottest.drivercontainer import scenarios as driver_scenarios
 from migbake_boottest.errors import BootTestError
 from migbake_boottest.hostrun import HOST_TOOLS, Log, install_hint, missing_tools, no_log
 from migbake_boottest.run import BootTestResult, prepare_assets, run_boot_test
@@ -38,7 +39,8 @@ from migbake_boottest.simgpu.node import SimulatedNode, node_for_profile
 
 BootPath = Literal["packer", "cloud-init"]
 BASE_SCENARIOS: tuple[Scenario, ...] = ("ok", "fail-apply", "fail-assert")
-NEEDS_MIG_PARTED = (*NODE_SCENARIOS, *RESET_SCENARIOS)
+DRIVER_SCENARIOS: tuple[Scenario, ...] = driver_scenarios.SCENARIOS  # by name only, driver: container
+NEEDS_MIG_PARTED = (*NODE_SCENARIOS, *RESET_SCENARIOS, *DRIVER_SCENARIOS)
 LAYOUT_SCENARIOS: tuple[Scenario, ...] = (LAYOUT_UNKNOWN, LAYOUT_MISSING)  # by name only, named layouts
 SCENARIO_CHOICES = (*BASE_SCENARIOS, PROVIDED_LATER_MISSING, NO_GPU, *LAYOUT_SCENARIOS, *NEEDS_MIG_PARTED, "all")
 
@@ -88,7 +90,15 @@ def plan(profile: NodeProfile, *, paths: str = "both", scenario: str = "all", bo
         raise UsageError(f"--scenario {scenario} needs a profile whose image.provided_later lists "
                          f"nvidia-mig-parted; {profile.name}'s does not")
     candidates += [s for s in (NO_GPU, *LAYOUT_SCENARIOS) if s == scenario]  # asked for by name only (not in all)
-    if mig_parted is not None:  # the scenarios whose simulated world needs NVIDIA's binary
+    if scenario in DRIVER_SCENARIOS:  # by name only; a driver container's node (restore.hold: gpu-plugins)
+        if profile.driver != "container":
+            raise UsageError(f"--scenario {scenario} boots a profile with driver: container; {profile.name}'s "
+                             f"driver is {profile.driver}")
+        if paths == "cloud-init":
+            raise UsageError(f"--scenario {scenario} boots the Packer path only (--path packer or both)")
+        paths = "packer"
+        candidates = [scenario]  # with mig_parted: checked above
+    if mig_parted is not None and scenario not in DRIVER_SCENARIOS:  # the scenarios that need NVIDIA's binary
         candidates += [s for s in NODE_SCENARIOS if applies(s, profile)]
         candidates += [s for s in RESET_SCENARIOS if scenarios_reset.applies(s, generation == "ampere")]
     elif scenario == "all":
@@ -141,7 +151,8 @@ def _layout_choice(profile: NodeProfile, scenario: str, layout: tuple[str, str] 
 
 def host_tools(boot_plan: BootPlan) -> tuple[str, ...]:
     """Every host tool ``boot_plan`` runs (``hostrun.HOST_TOOLS``): each run's, its paths', NVIDIA's binary's."""
-    needs = ("every run", *boot_plan.paths, *(("mig-parted",) if boot_plan.mig_parted is not None else ()))
+    needs = ("every run", *boot_plan.paths, *(("mig-parted",) if boot_plan.mig_parted is not None else ()),
+             *(("driver-container",) if set(boot_plan.scenarios) & set(DRIVER_SCENARIOS) else ()))
     return tuple(dict.fromkeys(tool for need in needs for tool in HOST_TOOLS[need]))
 
 
@@ -171,7 +182,8 @@ def run(boot_plan: BootPlan, *, cache: Path | None = None, keep: bool = False,
         assets = prepare_assets(cache_root=cache, log=log)
         for path in boot_plan.paths:
             for sc, booted in booted_as.items():
-                boots = boot_plan.boots if sc == "cdi" else boots_for(sc, path, boot_plan.boots)
+                boots = (boot_plan.boots if sc == "cdi" else driver_scenarios.boots_for(sc)
+                         if sc in DRIVER_SCENARIOS else boots_for(sc, path, boot_plan.boots))
                 results.append(run_boot_test(
                     outs[sc], path=path, scenario=sc, boots=boots, gpu_generation=boot_plan.generation,
                     on_failure="keep", assets=assets, cache_root=cache, log=log,

@@ -46,7 +46,8 @@ IMITATION = ("the shell imitation of nvidia-mig-parted (no --mig-parted given): 
 Generation = Literal["hopper", "ampere"]
 Scenario = Literal["ok", "fail-apply", "fail-assert", "driver-late", "driver-too-late", "gpu-client",
                    "manager-reenabled", "ampere-pending", "ampere-pending-stuck", "cdi", "provided-later-missing",
-                   "no-gpu", "layout-unknown", "layout-missing"]
+                   "no-gpu", "layout-unknown", "layout-missing", "driver-container", "driver-container-fail",
+                   "driver-restart", "driver-restart-userspace", "cpu-node"]
 NO_GPU: Final = "no-gpu"  # scenarios.presence: boot 1 without a GPU on the PCI bus, boot 2 with one and no driver
 # the simulated PCI bus (a sysfs tree), and the mount unit that puts it over the guest's own
 SIMULATED_SYSFS = "/usr/lib/boottest/sys"
