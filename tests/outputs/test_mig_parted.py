@@ -101,7 +101,7 @@ def test_generate_of_every_image(image: Path, tmp_path: Path) -> None:
     assert_mig_parted_accepts(written, names, tmp_path / "config.yaml")
 
 
-# a driver container's --gpu-operator export writes Helm values, not the ConfigMap (tests/cli/test_export_gate_values.py)
+# a driver container's --gpu-operator export writes Helm values (tests/cli/test_export_gate_values.py)
 HELD_KUBELET = [p for p in IMAGES if "driver: container" not in (p / "node-profile.yaml").read_text()]
 
 
