@@ -1,4 +1,5 @@
-# migbake-wait: start this GPU plugin once migbake has restored the node's MIG layout
+# migbake-wait: start this GPU plugin once migbake has restored the node's MIG layout (run with sh -c)
+# shellcheck shell=sh
 ready='/host/run/migbake/mig-ready'
 managed=''
 # the node is migbake's where one of these exists (the second on Talos, whose machine config writes under /var)
