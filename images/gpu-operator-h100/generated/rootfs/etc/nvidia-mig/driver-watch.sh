@@ -132,9 +132,10 @@ generation() {
 
 # in_driver PID COMMAND...: COMMAND in the driver's mount namespace, as NVIDIA's own kernel-update hook enters it
 # (nsenter -t PID -m: NVIDIA/gpu-driver-container@06a208ca:ubuntu24.04/nvidia-driver L527-530). Without the PID:
-# a private mount namespace with the host's /sys bound into the driver's root, then chroot there; the driver
-# container mounts its root without /sys (mount --make-runbindable /sys before mount --rbind /, _mount_rootfs),
-# and nvidia-mig-parted reads /sys/bus/pci. unshare's default propagation is private: the bind stays inside.
+# a private mount namespace with the host's /sys bound into the driver's root, then chroot there; the root the
+# driver container exposes carries /sys but none of its submounts (mount --make-runbindable /sys, then
+# --make-private /sys, before mount --rbind /: _mount_rootfs L498-505), and nvidia-mig-parted reads /sys.
+# unshare's default propagation is private: the bind stays inside.
 in_driver() {
   local pid="$1"
   shift
