@@ -13,19 +13,11 @@ from pathlib import Path
 
 import pytest
 from support import REPO, cli, migbake_shell
+from test_dra_preflight import H200  # a DRA profile of one H200 layout, as h200-ready.json publishes it
 
 from migbake.document import files
 
 SLICES = REPO / "tests/fixtures/dra/h200-ready.json"
-H200 = """\
-version: 1
-name: h200-dra
-kubernetes: {allocation: dra}
-gpu_count: 2
-gpus:
-  - model: NVIDIA H200
-    mig: {layout: {3g.71gb: 1, 1g.18gb: 2}}
-"""
 NODE = {"kind": "Node", "metadata": {"name": "h200-node", "labels": {"nvidia.com/mig.config": "all-disabled"}}}
 POLICY = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
           "spec": {"migManager": {"enabled": False}}}
