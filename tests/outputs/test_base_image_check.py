@@ -1,6 +1,6 @@
 """The base-image check of every bake path: install-mig-restore.sh, cloud-init's first boot, the restore.
 
-install-mig-restore.sh runs for real into a root folder (MIGBAKE_TARGET_ROOT, as root) and must fail
+install-mig-restore.sh runs for real into a root folder (--root, as root) and must fail
 naming each missing piece without changing the folder; with the pieces there it installs. A piece named
 by image.provided_later is not checked by the bake but by restore.sh, which fails closed at boot. The
 cloud-init form's runcmd check runs under sh with the tools at paths of the test's own.
@@ -61,8 +61,7 @@ def test_a_bare_root_fails_naming_every_missing_piece(tmp_path: Path) -> None:
     root = tmp_path / "image"
     _image(root, tools=False, units=("metrics-agent.service",))  # not fail closed: never checked
     before = _state(root)
-    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), str(out / "rootfs")],
-              env={"MIGBAKE_TARGET_ROOT": str(root)})
+    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), "--root", str(root), str(out / "rootfs")])
     assert ran.rc == 1 and ran.out == "", ran.text
     assert ran.err.count("\n") == 1, ran.err  # one line
     assert ran.err == (
@@ -74,8 +73,8 @@ def test_a_bare_root_fails_naming_every_missing_piece(tmp_path: Path) -> None:
 
     # the same root with the pieces there: the install goes through
     _image(tmp_path / "full", tools=True, units=("kubelet.service", "slurmd.service"))
-    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), str(out / "rootfs")],
-              env={"MIGBAKE_TARGET_ROOT": str(tmp_path / "full")})
+    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), "--root", str(tmp_path / "full"),
+               str(out / "rootfs")])
     assert ran.rc == 0 and "enabled nvidia-mig-restore.service" in ran.out, ran.text
 
 
@@ -87,8 +86,7 @@ def test_a_template_instance_and_a_symlinked_tool_count(tmp_path: Path) -> None:
     (root / "usr/bin").mkdir()
     for tool in ("nvidia-mig-parted", "nvidia-smi"):  # absolute links, as packages make them
         (root / "usr/bin" / tool).symlink_to(f"/opt/nvidia/bin/{tool}")
-    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), str(out / "rootfs")],
-              env={"MIGBAKE_TARGET_ROOT": str(root)})
+    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), "--root", str(root), str(out / "rootfs")])
     assert ran.rc == 0, ran.text
 
 
@@ -107,8 +105,7 @@ def test_provided_later_moves_the_check_to_the_restore(tmp_path: Path) -> None:
     (root / str(smi.parent).lstrip("/")).mkdir(parents=True)
     (root / str(smi).lstrip("/")).write_bytes(smi.read_bytes())
     (root / str(smi).lstrip("/")).chmod(0o755)
-    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), str(out / "rootfs")],
-              env={"MIGBAKE_TARGET_ROOT": str(root)})
+    ran = run(["bash", str(out / "packer/scripts/install-mig-restore.sh"), "--root", str(root), str(out / "rootfs")])
     assert ran.rc == 0, ran.text  # the bake checks nvidia-smi only
 
     # at boot (here: this host, which has no slurmd or kubelet unit of that name in its folders), the

@@ -404,13 +404,12 @@ conflicting_manager: {{action: {action}}}
         (target / "usr/lib/systemd/system/nvidia-mig-manager.service").write_text(FAKE_MANAGER)
     if manager == "enabled":
         assert run(["systemctl", f"--root={target}", "enable", "nvidia-mig-manager.service"]).rc == 0
-    env = {"MIGBAKE_TARGET_ROOT": str(target)}
     scripts = out / "packer/scripts"
 
     def provision() -> list[str]:
         logs = []
         for script in ("disable-mig-manager.sh", "install-mig-restore.sh"):
-            ran = run(["bash", str(scripts / script), str(out / "rootfs")], env=env)
+            ran = run(["bash", str(scripts / script), "--root", str(target), str(out / "rootfs")])
             assert ran.rc == 0, ran.text
             logs.append(ran.out)
         return logs

@@ -123,30 +123,40 @@ def test_shellcheck_rejects_a_broken_step(tmp_path: Path) -> None:
     assert shellcheck([step]).rc != 0
 
 
-def _steps(out: Path, tmp_path: Path) -> dict[str, list[str]]:
+def _steps(out: Path, tmp_path: Path, *args: str) -> dict[str, list[str]]:
+    """Each form of the download, run with ``args`` (cloud-init's runcmd passes none: the root is /)."""
     body = tmp_path / "step.sh"
     body.write_text(_cloud_init_step(out))
-    return {"cloud-init": ["sh", "-c", body.read_text(), "install-mig-parted"],
-            "packer": ["bash", str(out / "packer/scripts/install-mig-parted.sh")]}
+    return {"cloud-init": ["sh", "-c", body.read_text(), "install-mig-parted", *args],
+            "packer": ["bash", str(out / "packer/scripts/install-mig-parted.sh"), *args]}
+
+
+def _root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    root.mkdir()
+    return root
 
 
 @pytest.mark.parametrize("how", ["cloud-init", "packer"])
 def test_the_right_sha256_installs_it_once(how: str, outs: dict[str, Path], tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    argv = _steps(outs["right"], tmp_path)[how]
-    ran = run(argv, env={"MIGBAKE_TARGET_ROOT": str(root)}, timeout=120)
+    root = _root(tmp_path)
+    decoy = tmp_path / "decoy"  # the variable the install scripts once read: no longer a way to move the install
+    decoy.mkdir()
+    argv = _steps(outs["right"], tmp_path, "--root", str(root))[how]
+    ran = run(argv, env={"MIGBAKE_TARGET_ROOT": str(decoy)}, timeout=120)
     assert ran.rc == 0, ran.text
+    assert list(decoy.iterdir()) == []
     installed = root / DEST.lstrip("/")
     assert installed.read_bytes() == BINARY and installed.stat().st_mode & 0o777 == 0o755
     assert sorted(p.name for p in installed.parent.iterdir()) == ["nvidia-mig-parted"]
-    again = run(argv, env={"MIGBAKE_TARGET_ROOT": str(root)}, timeout=120)
+    again = run(argv, timeout=120)
     assert again.rc == 0 and "already" in again.text, again.text
 
 
 @pytest.mark.parametrize("how", ["cloud-init", "packer"])
 def test_a_wrong_sha256_installs_nothing(how: str, outs: dict[str, Path], tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    ran = run(_steps(outs["wrong"], tmp_path)[how], env={"MIGBAKE_TARGET_ROOT": str(root)}, timeout=120)
+    root = _root(tmp_path)
+    ran = run(_steps(outs["wrong"], tmp_path, "--root", str(root))[how], timeout=120)
     assert ran.rc == 1 and f"has sha256 {RIGHT}, not" in ran.text, ran.text
     folder = root / DEST.lstrip("/").rsplit("/", 1)[0]
     assert not folder.exists() or list(folder.iterdir()) == []
@@ -155,8 +165,8 @@ def test_a_wrong_sha256_installs_nothing(how: str, outs: dict[str, Path], tmp_pa
 @pytest.mark.parametrize("how", ["cloud-init", "packer"])
 def test_a_failed_download_installs_nothing(how: str, server: str, tmp_path: Path) -> None:
     out = generate(_profile(f"{server}/missing", RIGHT), tmp_path / "out")
-    root = tmp_path / "root"
-    ran = run(_steps(out, tmp_path)[how], env={"MIGBAKE_TARGET_ROOT": str(root)}, timeout=120)
+    root = _root(tmp_path)
+    ran = run(_steps(out, tmp_path, "--root", str(root))[how], timeout=120)
     assert ran.rc == 1 and "could not download" in ran.text, ran.text
     folder = root / DEST.lstrip("/").rsplit("/", 1)[0]
     assert not folder.exists() or list(folder.iterdir()) == []

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from realtools import hcl_parse, packer, packer_console, packer_validate, require
-from support import IMAGES, cli
+from realtools import hcl_parse, packer, packer_console, packer_validate, require, run
+from support import IMAGES, cli, generate
 
 from migbake.bake.packer import SOURCE_NAMES, SOURCES, plan_bake
 from migbake.render.targets.packer import PACKER_PLUGINS
@@ -153,3 +153,51 @@ def test_outputs_packer_writes_the_rootfs_it_uploads(tmp_path: Path) -> None:
     ran = packer_validate(out / "packer", "qemu.image")
     assert ran.rc == 0, ran.text
     assert cli("generate", str(IMAGES[0] / "node-profile.yaml"), "-o", str(out), "--check")[0] == 0
+
+
+PROVISIONERS = ("install-mig-parted.sh", "install-mig-restore.sh", "disable-mig-manager.sh")
+
+
+@pytest.mark.parametrize("script", PROVISIONERS)
+def test_a_provisioner_refuses_a_root_that_is_not_an_absolute_folder(script: str, tmp_path: Path) -> None:
+    """--root is the only way to an offline root: a relative path or a missing folder is a usage error (exit 2)
+    before anything runs. Any step past the options fails loudly here instead of touching this host: the tools
+    are the test's own, and systemctl, install and the downloaders are stand-ins that exit 99."""
+    tools = tmp_path / "tools"
+    out = generate(f"""\
+version: 1
+name: rooted
+gpus:
+  - model: h200-141gb
+    mig:
+      layout: {{1g.18gb: 7}}
+tools:
+  nvidia_smi: {tools}/nvidia-smi
+  nvidia_mig_parted: {tools}/nvidia-mig-parted
+  nvidia_mig_parted_url: http://127.0.0.1:9/nvidia-mig-parted
+  nvidia_mig_parted_sha256: {"a" * 64}
+""", tmp_path / "out", node_root=True)  # the tools lie in the test's folder
+    stand_ins = tmp_path / "bin"
+    stand_ins.mkdir()
+    for name in ("systemctl", "install", "curl", "wget"):
+        (stand_ins / name).write_text("#!/bin/sh\nexit 99\n")
+        (stand_ins / name).chmod(0o755)
+    env = {"PATH": f"{stand_ins}:/usr/bin:/bin"}
+    (tmp_path / "relative/path").mkdir(parents=True)  # it exists, seen from the working folder: still refused
+    (tmp_path / "a-file").write_text("")
+    name = script.removesuffix(".sh")
+    argv = ["bash", str(out / "packer/scripts" / script)]
+    for root, why in (("relative/path", "is not an absolute path"),
+                      (str(tmp_path / "missing"), "is not an existing directory"),
+                      (str(tmp_path / "a-file"), "is not an existing directory")):
+        for given in (["--root", root], [f"--root={root}"]):
+            ran = run([*argv, *given, str(out / "rootfs")], cwd=tmp_path, env=env)
+            assert (ran.rc, ran.out, ran.err) == (2, "", f"{name}: error: --root {root} {why}\n"), ran.text
+    usage = f"usage: {script} [--root DIR] [STAGING_DIR]"
+    for bad, why in ((["--rot", "/"], "unknown option: --rot"), (["--root"], "--root needs a directory"),
+                     (["a", "b"], "unexpected argument: b")):
+        ran = run([*argv, *bad], cwd=tmp_path, env=env)
+        assert (ran.rc, ran.out, ran.err) == (2, "", f"{usage} ({why})\n"), ran.text
+    ran = run([*argv, "--help"], cwd=tmp_path, env=env)
+    assert (ran.rc, ran.out) == (0, usage + "\n"), ran.text
+    assert not (tmp_path / "missing").exists()

@@ -286,14 +286,13 @@ def test_provisioners_then_systemd_accepts_the_boot(out: tuple[Path, dict[str, o
     tree = SystemdTree(kubelet_unit=str(s["kubelet"]), manager_unit=str(s["manager"]),
                        stubs=(smi, mig, "bash", "kubelet"), extra_units=tuple(u for u, _ in consumers))
     try:
-        env = {"MIGBAKE_TARGET_ROOT": str(tree.root)}
         scripts = root / "packer/scripts"
         for script in ("disable-mig-manager.sh", "install-mig-restore.sh"):
-            ran = run(["bash", str(scripts / script), str(root / "rootfs")], env=env)
+            ran = run(["bash", str(scripts / script), "--root", str(tree.root), str(root / "rootfs")])
             assert ran.rc == 0, ran.text
         before = _tree_hash(tree.root)
         for script in ("disable-mig-manager.sh", "install-mig-restore.sh"):  # idempotent
-            ran = run(["bash", str(scripts / script), str(root / "rootfs")], env=env)
+            ran = run(["bash", str(scripts / script), "--root", str(tree.root), str(root / "rootfs")])
             assert ran.rc == 0, ran.text
         assert _tree_hash(tree.root) == before, "a second provisioner run changed the image"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from support import REPO, WORLD, generate
 
-# not read by a node script at boot: the image-build install scripts' offline root (Packer, docs/baking.md), and
-# the kubelet drop-in's own variable, which migbake defines in the drop-in and kubelet's ExecStart expands
-ALLOWED = {"MIGBAKE_TARGET_ROOT", "MIGBAKE_KUBELET_ARGS"}
+# not read from outside: the kubelet drop-in's own variable, which migbake defines in the drop-in and kubelet's
+# ExecStart expands (the image-build install scripts take their offline root as --root DIR, docs/baking.md)
+ALLOWED = {"MIGBAKE_KUBELET_ARGS"}
 
 
 def test_no_template_reads_a_migbake_variable() -> None:

@@ -3,16 +3,31 @@
 # Do not edit: change the profile and run `migbake generate`.
 # Node: 8x A100 80GB, balanced on GPUs 0-3, seven 1g.10gb on GPUs 4-7
 #
-# disable-mig-manager.sh
+# disable-mig-manager.sh [--root DIR] [STAGING_DIR]
 # Masks nvidia-mig-manager.service: the packaged MIG manager also applies MIG at boot
 # (its default target is all-disabled), and exactly one service may do it, or the last one to run
 # wins. Fine when the unit is not installed. Starts and stops nothing. Idempotent.
 # Masked rather than disabled: the package's install/upgrade scriptlet runs `systemctl enable
 # nvidia-mig-manager.service`, which turns a disabled unit back on but cannot undo a mask.
-# MIGBAKE_TARGET_ROOT works on another root directory instead of / (offline).
+# --root DIR works on another root directory instead of / (offline).
 set -euo pipefail
 
-root="${MIGBAKE_TARGET_ROOT:-/}"
+root=/
+bad=
+args=0
+usage='usage: disable-mig-manager.sh [--root DIR] [STAGING_DIR]'
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --root) [ $# -ge 2 ] || { printf '%s (--root needs a directory)\n' "$usage" >&2; exit 2; }; root=$2; shift 2 ;;
+    --root=*) root=${1#--root=}; shift ;;
+    -h | --help) printf '%s\n' "$usage"; exit 0 ;;
+    -*) printf '%s (unknown option: %s)\n' "$usage" "$1" >&2; exit 2 ;;
+    *) [ $args -eq 0 ] || { printf '%s (unexpected argument: %s)\n' "$usage" "$1" >&2; exit 2; }
+      args=1; shift ;;
+  esac
+done
+case "$root" in /*) [ -d "$root" ] || bad='not an existing directory' ;; *) bad='not an absolute path' ;; esac
+[ -z "$bad" ] || { printf '%s: error: --root %s is %s\n' 'disable-mig-manager' "$root" "$bad" >&2; exit 2; }
 root="${root%/}"
 manager='nvidia-mig-manager.service'
 action='mask'

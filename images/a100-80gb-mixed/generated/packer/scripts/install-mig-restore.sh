@@ -3,7 +3,7 @@
 # Do not edit: change the profile and run `migbake generate`.
 # Node: 8x A100 80GB, balanced on GPUs 0-3, seven 1g.10gb on GPUs 4-7
 #
-# install-mig-restore.sh [STAGING_DIR]
+# install-mig-restore.sh [--root DIR] [STAGING_DIR]
 # Installs the MIG restore files of profile a100-80gb-mixed from STAGING_DIR (where Packer uploaded
 # the rootfs/ tree; default /tmp/migbake-rootfs) into the image, each with its mode, then enables
 # nvidia-mig-restore.service for the next boot. First it checks that the base image holds what the
@@ -11,12 +11,27 @@
 #   nvidia-mig-parted, nvidia-smi and kubelet.service
 # Starts nothing, and never calls nvidia-smi or nvidia-mig-parted (build hosts have no GPU).
 # Idempotent: a second run changes nothing.
-# Runs as root (directly or through sudo). MIGBAKE_TARGET_ROOT installs into another root
-# directory instead of / (offline, as systemctl --root does).
+# Runs as root (directly or through sudo). --root DIR installs into another root directory instead
+# of / (offline, as systemctl --root does).
 set -euo pipefail
 
-staging="${1:-/tmp/migbake-rootfs}"
-root="${MIGBAKE_TARGET_ROOT:-/}"
+root=/
+bad=
+args=0
+staging=/tmp/migbake-rootfs
+usage='usage: install-mig-restore.sh [--root DIR] [STAGING_DIR]'
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --root) [ $# -ge 2 ] || { printf '%s (--root needs a directory)\n' "$usage" >&2; exit 2; }; root=$2; shift 2 ;;
+    --root=*) root=${1#--root=}; shift ;;
+    -h | --help) printf '%s\n' "$usage"; exit 0 ;;
+    -*) printf '%s (unknown option: %s)\n' "$usage" "$1" >&2; exit 2 ;;
+    *) [ $args -eq 0 ] || { printf '%s (unexpected argument: %s)\n' "$usage" "$1" >&2; exit 2; }
+      staging=$1; args=1; shift ;;
+  esac
+done
+case "$root" in /*) [ -d "$root" ] || bad='not an existing directory' ;; *) bad='not an absolute path' ;; esac
+[ -z "$bad" ] || { printf '%s: error: --root %s is %s\n' 'install-mig-restore' "$root" "$bad" >&2; exit 2; }
 root="${root%/}"
 restore_unit='nvidia-mig-restore.service'
 profile='a100-80gb-mixed'
