@@ -98,7 +98,7 @@ def test_exactly_the_strings_ansible_would_template_are_unsafe() -> None:
 def test_the_role_names_no_profile(exported: Path) -> None:
     role = [p for p in (exported / "roles/mig_restore").rglob("*") if p.is_file()
             and p.relative_to(exported / "roles/mig_restore").parts[0] != "files"]
-    assert len(role) == 11  # tasks/uninstall.yml among them
+    assert len(role) == 12  # tasks/uninstall.yml and tasks/ready.yml among them
     # defaults/main.yml: the tasks' defaults, then each group's data (mig_restore_groups), which names its profile
     defaults = exported / "roles/mig_restore/defaults/main.yml"
     data = yaml.load(defaults.read_text(), Loader=_Loader)

@@ -61,7 +61,7 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
 
-def _kind(value: object) -> str:
+def kind_word(value: object) -> str:
     """How a JSON/YAML value is named in a message: ``null``, ``a list``, ``a string``, ..."""
     if value is None:
         return "null"
@@ -91,7 +91,7 @@ def _member(doc: dict[str, Any], key: str, path: Path, pointer: str) -> dict[str
     """``doc[key]`` when it is an object (absent: empty); NodeJsonError naming its pointer otherwise."""
     value = doc.get(key, {})
     if not isinstance(value, dict):
-        raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not an object")
+        raise NodeJsonError(f"{path}: {pointer}: {kind_word(value)}, not an object")
     return value
 
 
@@ -110,7 +110,7 @@ def read_node(path: Path) -> tuple[dict[str, str], str]:
     for key, value in labels.items():
         if not isinstance(value, str):
             pointer = "/metadata/labels/" + key.replace("~", "~0").replace("/", "~1")
-            raise NodeJsonError(f"{path}: {pointer}: {_kind(value)}, not a string (a label's value)")
+            raise NodeJsonError(f"{path}: {pointer}: {kind_word(value)}, not a string (a label's value)")
     name = metadata.get("name")
     return dict(labels), name if isinstance(name, str) else ""
 
@@ -225,6 +225,18 @@ GPU_CLUSTER_NOTE = ("the GPU Operator's DRA stack (GPUCluster): it runs no MIG m
                     "the restore's alone")
 
 
+def read_document(path: Path, what: str) -> Any:
+    """The one JSON or YAML document of ``path`` (``what``: the kubectl command that prints it), read once with the
+    bounds of ``--node-json`` (4 MiB, 64 levels deep, numbers of 64 characters); YAML aliases are refused."""
+    text = _text(path, what, yaml_too=True)
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_Loader)):
+            raise NodeJsonError(f"{path}: YAML aliases are not read")
+        return yaml.load(text, Loader=_Loader)  # JSON is YAML
+    except yaml.YAMLError as err:
+        raise NodeJsonError(f"{path}: not JSON or YAML: {err}") from err
+
+
 def read_cluster_policy(path: Path) -> bool:
     """``spec.migManager.enabled`` of a ClusterPolicy (``kubectl get clusterpolicy NAME -o json`` or ``-o yaml``;
     a List holding exactly one ClusterPolicy is taken too). Unset means enabled (``MIGManagerSpec.IsEnabled``).
@@ -235,13 +247,7 @@ def read_cluster_policy(path: Path) -> bool:
 
 def read_operator_cr(path: Path) -> tuple[str, bool]:
     """The kind (ClusterPolicy or GPUCluster) and whether the operator runs a mig-manager (see above)."""
-    text = _text(path, CLUSTER_POLICY, yaml_too=True)
-    try:
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_Loader)):
-            raise NodeJsonError(f"{path}: YAML aliases are not read")
-        doc = yaml.load(text, Loader=_Loader)  # JSON is YAML
-    except yaml.YAMLError as err:
-        raise NodeJsonError(f"{path}: not JSON or YAML: {err}") from err
+    doc = read_document(path, CLUSTER_POLICY)
     if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
         items = [i for i in doc["items"] if isinstance(i, dict) and i.get("kind") in ("ClusterPolicy", "GPUCluster")]
         doc = items[0] if len(items) == 1 else None
@@ -254,5 +260,5 @@ def read_operator_cr(path: Path) -> tuple[str, bool]:
     mig = _member(_member(doc, "spec", path, "/spec"), "migManager", path, "/spec/migManager")
     enabled = mig.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise NodeJsonError(f"{path}: /spec/migManager/enabled: {_kind(enabled)}, not true or false")
+        raise NodeJsonError(f"{path}: /spec/migManager/enabled: {kind_word(enabled)}, not true or false")
     return "ClusterPolicy", enabled

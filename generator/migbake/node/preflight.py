@@ -302,10 +302,12 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
                   labels: dict[str, str] | None = None, node_file: str = "",
                   offers: DriverOffers | None = None, mig_manager_enabled: bool | None = None,
                   slices: list[tuple[str, Status, str]] | None = None, slices_file: str = "",
-                  operator_kind: str = "ClusterPolicy") -> Preflight:
+                  operator_kind: str = "ClusterPolicy", container: list[tuple[str, Status, str]] | None = None,
+                  gate_file: str = "") -> Preflight:
     """Every preflight check for ``profile`` on captured output; what the captures cannot tell is SKIP.
 
-    With ``offers`` (a generate-config capture) a driver-offer row comes before mig-parted's.
+    With ``offers`` (a generate-config capture) a driver-offer row comes before mig-parted's; ``container``: the
+    rows of a driver container's node (the gate, from ``gate_file``, and the watcher's labels) come last.
     """
     found: dict[str, Check] = {}
     if capture is not None:
@@ -325,7 +327,10 @@ def check_capture(profile: NodeProfile, capture: Capture | None,
         checks.insert(next(i for i, c in enumerate(checks) if c.name == "mig-parted"),
                       driver_check(profile, offers))
     checks += [Check(n, s, d) for n, s, d in slices or ()]  # kubernetes.allocation dra, dra-dynamic
+    checks += [Check(n, s, d) for n, s, d in container or ()]  # driver: container (node/gatecheck.py)
     clean = tuple(Check(c.name, c.status, _CONTROL.sub(" ", c.detail)) for c in checks)
+    if gate_file and capture is None and offers is None and not node_file and slices is None:
+        return Preflight(profile.name, "gate-policies", gate_file, clean)
     if slices is not None and capture is None and offers is None and not node_file:
         return Preflight(profile.name, "resource-slices", slices_file, clean)
     if capture is not None:

@@ -26,7 +26,7 @@ from migbake.render.guard import Quoted, guard
 from migbake.render.guard import line as guard_line
 from migbake.render.plan import LAYOUT_FILE, BasePiece, RenderPlan
 from migbake.render.quoting import vars_yaml, wrap_long, yaml_scalar
-from migbake.render.targets.rootfs import ROOTFS
+from migbake.render.targets.rootfs import ROOTFS, watch_paths
 from migbake.render.targets.slurm import gres_files
 
 OUT = "ansible"
@@ -34,7 +34,7 @@ ROLE = f"{OUT}/roles/mig_restore"  # the role in OUT (generate); roles/mig_resto
 TEMPLATES = "ansible"  # templates/ansible/ mirrors the folder (the role and the playbooks)
 # the role's files that are the same for every profile, written as they are below the header
 STATIC_FILES = ("tasks/main.yml", "tasks/group.yml", "tasks/check.yml", "tasks/install.yml", "tasks/activate.yml",
-                "tasks/uninstall.yml", "handlers/main.yml", "defaults/main.yml", "meta/main.yml",
+                "tasks/ready.yml", "tasks/uninstall.yml", "handlers/main.yml", "defaults/main.yml", "meta/main.yml",
                 "meta/argument_specs.yml")
 ROLE_FILES = (*STATIC_FILES, "README.md")
 DEFAULTS = "defaults/main.yml"
@@ -132,6 +132,10 @@ def group_data(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str,
         # records that reboot in its marker; activate waits through that reboot
         "mig_restore_reboot_once": plan.restore.reset_path == "reboot-once",
         "mig_restore_reset_marker": plan.restore.reboot_marker,
+        # driver: container: the restore is the watcher (Type=simple, always active), and the layout is there only
+        # once the driver's pod is up and the watcher wrote its ready file; activate waits for that file
+        "mig_restore_driver_container": prof.watches_driver,
+        "mig_restore_ready_file": watch_paths(plan)["ready"] if prof.watches_driver else "",
         # named layouts: activate's mig_restore_layout moves a node to one of these by writing the file source's
         # file ("" where restore.layout.from does not read it)
         "mig_restore_layout_names": list(plan.mig.layout_names),
@@ -170,6 +174,7 @@ def role_facts(plan: RenderPlan, rootfs: Sequence[tuple[str, int]]) -> dict[str,
         "units": _units(c.bake_pieces), "later_units": _units(c.boot_pieces), "unit_dirs": list(plan.restore.unit_dirs),
         "kubernetes": plan.profile.kubelet.present, "slurm": any(u.unit == SLURM_UNIT for u in c.all),
         "unit_wait": unit_wait, "consumers": [u.unit for u in c.all],
+        "driver_container": plan.profile.watches_driver,
     }
 
 
