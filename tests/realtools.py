@@ -407,3 +407,21 @@ def nodeadm_merged(*sources: Path) -> dict[str, Any]:
     assert ran.rc == 0, ran.text
     merged: dict[str, Any] = json.loads(ran.out)
     return merged
+
+
+# ansible-playbook's own default output, its results as JSON: the `json` stdout callback is not ansible-core's
+# since 2.19 (it moved to the ansible.posix collection), and the judges install ansible-core alone
+ANSIBLE_JSON_RESULTS = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+
+
+def ansible_debug_messages(out: str) -> dict[str, list[Any]]:
+    """Every ``ok: [HOST] => {...}`` result with a ``msg`` in ansible-playbook's output, per host, in order."""
+    import re
+
+    found: dict[str, list[Any]] = {}
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"^ok: \[([^\]]+)\] => ", out, re.M):
+        result, _ = decoder.raw_decode(out, m.end())
+        if isinstance(result, dict) and "msg" in result:
+            found.setdefault(m.group(1), []).append(result["msg"])
+    return found

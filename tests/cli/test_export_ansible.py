@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from realtools import require, run
+from realtools import ANSIBLE_JSON_RESULTS, ansible_debug_messages, require, run
 from support import IMAGES, cli
 from test_ansible_kickstart import assert_lint_clean
 
@@ -128,13 +128,11 @@ def test_ansible_reads_each_hosts_group_data_exactly(exported: Path, tmp_path: P
         "        msg: \"{{ {'group': mig_restore_group, 'profile': mig_restore_profile,\n"
         "               'files': mig_restore_files} }}\"\n")
     result = run([require("ansible-playbook"), "-i", str(inventory), str(play)],
-                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(exported / "roles"),
-                      "ANSIBLE_STDOUT_CALLBACK": "json"})
+                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(exported / "roles"), **ANSIBLE_JSON_RESULTS})
     assert result.rc == 0, result.text
     assert "Invalid characters were found in group names" not in result.text, result.text
-    said = json.loads(result.out[result.out.index("{"):])
-    hosts = {host: r["msg"] for task in said["plays"][0]["tasks"] for host, r in task["hosts"].items()
-             if isinstance(r.get("msg"), dict)}
+    hosts = {host: next(m for m in msgs if isinstance(m, dict))
+             for host, msgs in ansible_debug_messages(result.out).items()}
     for image, name in zip(IMAGES, NAMES):
         host = hosts[f"node-{name}"]
         rootfs = {p.removeprefix("rootfs/"): f"{a.mode:04o}" for p, a in _expected(image).items()

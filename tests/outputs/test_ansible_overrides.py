@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from realtools import require, run
+from realtools import ANSIBLE_JSON_RESULTS, ansible_debug_messages, require, run
 from support import REPO, cli
 from test_slurm_slurmd import gres_counts, slurmd_gres
 
@@ -104,12 +104,10 @@ def test_a_child_groups_or_hosts_variable_wins_over_the_roles_data(fleet: Path, 
         "        msg: \"{{ [mig_restore_group, mig_restore_profile, mig_restore_kubernetes | bool,\n"
         "               mig_restore_slurm | bool] }}\"\n")
     result = run([require("ansible-playbook"), "-i", str(inventory), str(play)],
-                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(fleet / "roles"),
-                      "ANSIBLE_STDOUT_CALLBACK": "json"})
+                 env={**_env(tmp_path), "ANSIBLE_ROLES_PATH": str(fleet / "roles"), **ANSIBLE_JSON_RESULTS})
     assert result.rc == 0, result.text
-    said = json.loads(result.out[result.out.index("{"):])
-    shown_msgs = {host: r["msg"] for task in said["plays"][0]["tasks"] for host, r in task["hosts"].items()
-                  if "msg" in r and isinstance(r["msg"], list)}
+    shown_msgs = {host: next(m for m in msgs if isinstance(m, list))
+                  for host, msgs in ansible_debug_messages(result.out).items()}
     kubernetes = where == "nowhere"  # the pool's profile has kubelet: its group data say true
     assert shown_msgs["node1"] == [GROUP, "mixed-pool", kubernetes, True], shown_msgs
     assert shown_msgs["node2"] == ["h200_inference", "h200-inference", True, False], shown_msgs

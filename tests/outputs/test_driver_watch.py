@@ -189,7 +189,10 @@ def test_driver_present_and_mig_lost_applies_then_asserts_through_nsenter(box: S
     time.sleep(0.6)
     assert box.calls() == [], "nothing runs before the driver is there"
     box.driver_up()
-    assert wait_for(box.ready.exists), w.stop()
+    metrics = box.root / "metrics/migbake.prom"
+    # the ready file, then the labels and the metrics: wait for all three before stopping the watcher
+    assert wait_for(lambda: box.ready.exists() and metrics.exists()
+                    and any(c.startswith("kubectl") and " label " in c for c in box.calls())), w.stop()
     out = w.stop()
     stage = box.root / "run/nvidia/migbake"
     cfg = f"-f {stage}/config.yaml -c current"
@@ -209,8 +212,7 @@ def test_driver_present_and_mig_lost_applies_then_asserts_through_nsenter(box: S
     assert "node gpu-1" in label and "migbake.io/mig-state=ready" in label
     assert f"migbake.io/mig-ready={lines['config_sha'][:16]}" in label
     assert "nvidia.com/gpu.deploy.mig-manager=false" in label
-    assert "migbake_mig_restore_success{profile=\"p\",config=\"current\"} 1" in \
-        (box.root / "metrics/migbake.prom").read_text()
+    assert "migbake_mig_restore_success{profile=\"p\",config=\"current\"} 1" in metrics.read_text()
 
 
 def test_mig_kept_is_only_asserted(box: Sandbox) -> None:

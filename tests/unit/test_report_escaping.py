@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from migbake.problems import Ignored, Problem, Suppression
 from migbake.report import FileResult, junit_report, sarif_report
 
-# a file name as Python holds it: any character, lone surrogates too (the bytes of a name that are not UTF-8)
-NAMES = st.text(st.characters(codec=None, exclude_categories=()), min_size=1, max_size=30)
+# a file name as Python holds it (os.fsdecode): any character, and the lone surrogates U+DC80..U+DCFF that stand
+# for the bytes of a name that are not UTF-8 (PEP 383); no other lone surrogate comes from a file system
+NAMES = st.text(st.one_of(st.characters(codec=None, exclude_categories=("Cs",)),
+                          st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF)), min_size=1, max_size=30)
 # RFC 3986 §2: what a URI reference may hold unescaped here (unreserved, "/", and the percent of an escape)
 URI_CHARS = re.compile(r"[A-Za-z0-9._~/%-]*")
 

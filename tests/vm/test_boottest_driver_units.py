@@ -169,7 +169,9 @@ def test_the_wait_step_is_the_gate_s_own(tmp_path: Path) -> None:
     step = guest.wait_step(out)
     assert step.source.startswith("kubernetes/gate/")
     assert step.command[:2] == ("sh", "-c") and "mig-ready" in step.command[2]
-    assert {(host, ro) for _, host, ro in step.mounts} == {("/run/migbake", True), ("/etc/migbake", True)}
+    # the host's /etc (read-only: a Talos root cannot hold a new /etc/migbake) and Talos's marker folder
+    assert {(host, ro) for _, host, ro in step.mounts} == {("/run/migbake", True), ("/etc", True),
+                                                           ("/var/lib/migbake", True)}
 
 
 def test_no_gate_no_wait_step(tmp_path: Path) -> None:
