@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,37 @@ def test_a_large_file_is_gzipped_to_fit_and_still_exact() -> None:
     with pytest.raises(RenderError, match="too large for a KubeadmConfigTemplate file even gzipped"):
         noise = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(512))  # 16 KB gzip cannot shrink
         file_entry("etc/random", noise, 0o644)
+
+
+def _bash_reading(script: bytes, tmp_path: Path) -> str:
+    """How bash reads ``script``: its commands as bash prints a function holding them (no comment survives)."""
+    body = tmp_path / "body.sh"
+    body.write_bytes(b"f() {\n" + script.split(b"\n", 1)[1] + b"\n}\n")
+    ran = subprocess.run(["bash", "-c", f"source {shlex.quote(str(body))} && declare -f f"], capture_output=True,
+                         check=True, timeout=60)
+    return ran.stdout.decode()
+
+
+def test_a_restore_too_large_even_gzipped_goes_without_its_comments(tmp_path: Path) -> None:
+    """An A100 kubeadm node with two named layouts from the file and slurmd beside kubelet: its restore.sh does not
+    fit gzipped with its comments, so the template carries it without them: bash reads the same commands."""
+    text = (REPO / "images/a100-80gb-mixed/node-profile.yaml").read_text()
+    text = text.replace("      layout:\n", "      layouts:\n        mixed:\n")
+    text = text.replace("        3g.40gb: 1\n        2g.20gb: 1\n        1g.10gb: 2\n",
+                        "          3g.40gb: 1\n          2g.20gb: 1\n          1g.10gb: 2\n"
+                        "        small:\n          1g.10gb: 7\n")
+    text = text.replace("      layouts:\n        mixed:\n        1g.10gb: 7\n",
+                        "      layouts:\n        mixed:\n          1g.10gb: 7\n        small:\n          1g.10gb: 7\n")
+    text += "restore:\n  layout: {from: [file], default: mixed}\nconsumers:\n  - unit: slurmd.service\n"
+    out = generate(text, tmp_path / "out", production=True)
+    restore = (out / "rootfs/etc/nvidia-mig/restore.sh").read_bytes()
+    assert len(base64.b64encode(gzip.compress(restore, 9))) > 10240  # the case: too large with its comments
+    doc = yaml.safe_load((out / "cluster-api/kubeadm-config-template-mixed.yaml").read_text())
+    entry = next(f for f in doc["spec"]["template"]["spec"]["files"] if f["path"] == "/etc/nvidia-mig/restore.sh")
+    carried = _decoded(entry)
+    assert len(carried) < len(restore) and b"\n#" not in carried.split(b"\n", 1)[1]
+    assert _bash_reading(carried, tmp_path) == _bash_reading(restore, tmp_path)
+    assert judge(doc, "kubeadmconfigtemplate-v1beta2") == []
 
 
 @pytest.mark.parametrize("layout", ["eks-al2023", "generic"])

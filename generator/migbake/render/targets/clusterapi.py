@@ -94,12 +94,26 @@ def object_name_of(profile: str, layout: str) -> str:
 
 
 def file_entry(rel: str, data: bytes, mode: int) -> dict[str, str]:
-    """One ``files`` item: the file's exact bytes (``encoding`` and ``content``), its path and mode."""
+    """One ``files`` item: the file's exact bytes (``encoding`` and ``content``), its path and mode.
+
+    A shell script too large even gzipped is carried without its comment lines (``without_comments``): the same
+    commands, as bash reads them (tests/outputs/test_cluster_api.py compares bash's own reading of both)."""
     encoding, content = "base64", base64.b64encode(data).decode("ascii")
     if len(content) > MAX_CONTENT:
         encoding = "gzip+base64"
         content = base64.b64encode(gzip_bytes(data)).decode("ascii")
+    if len(content) > MAX_CONTENT and data.startswith(b"#!/usr/bin/env bash\n"):
+        content = base64.b64encode(gzip_bytes(without_comments(data))).decode("ascii")
     if len(content) > MAX_CONTENT:
         raise RenderError(f"/{rel} is too large for a KubeadmConfigTemplate file even gzipped ({len(content)} "
                           f"characters of base64, at most {MAX_CONTENT})")
     return {"path": "/" + rel, "permissions": f"{mode:04o}", "encoding": encoding, "content": content}
+
+
+def without_comments(script: bytes) -> bytes:
+    """``script`` (bash) less its comment lines, those whose first non-blank character is ``#`` (the first line,
+    its ``#!``, stays). Only for scripts migbake renders: none holds a multi-line string or a here-document whose
+    lines could start with ``#`` (here-strings only), which the test that compares bash's reading of both keeps
+    true."""
+    lines = script.split(b"\n")
+    return b"\n".join([lines[0], *(line for line in lines[1:] if not line.lstrip().startswith(b"#"))])
