@@ -20,16 +20,23 @@ def _limit_text(limit: int) -> str:
 NOT_REGULAR = "not a regular file (a FIFO, a device, a socket, <(...)); give a file"
 
 
-def open_regular(path: Path) -> int:
-    """A read-only descriptor of ``path`` when it is a regular file; OSError otherwise (``NOT_REGULAR``).
-
-    Opened without blocking (``open()`` of a FIFO waits for a writer forever; O_NOCTTY: a terminal never
-    becomes ours), then checked on the open descriptor, so what is read is what was checked.
-    """
+def _open_nonblocking(path: Path) -> tuple[int, int]:
+    """A read-only descriptor of ``path`` and its mode, opened without blocking (``open()`` of a FIFO waits for a
+    writer forever; O_NOCTTY: a terminal never becomes ours), so that what is read is what the mode says."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
-        mode = os.fstat(fd).st_mode
+        return fd, os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor of ``path`` when it is a regular file; OSError otherwise (``NOT_REGULAR``).
+    Checked on the open descriptor (``_open_nonblocking``), so what is read is what was checked."""
+    fd, mode = _open_nonblocking(path)
+    try:
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(mode):
@@ -84,13 +91,11 @@ def read_file_or_pipe(path: Path, limit: int, error: type[MigbakeError]) -> byte
     """A user file's bytes, or a pipe's (process substitution ``<(kubectl get ... -o json)``, a FIFO), at most
     ``limit``: a pipe is read until its writer closes it, for at most ``PIPE_SECONDS``; a bound hit (size or time),
     an unreadable file, a device or a socket raises ``error`` saying which. Read once, as ``read_bounded``."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd, mode = _open_nonblocking(path)
     except OSError as err:
         raise error(f"{path}: {err.strerror or err}") from err
     try:
-        mode = os.fstat(fd).st_mode
         if stat.S_ISREG(mode):
             os.set_blocking(fd, True)
             with os.fdopen(os.dup(fd), "rb") as fh:

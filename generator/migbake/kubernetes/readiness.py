@@ -26,9 +26,10 @@ from migbake.profile.nodeprofile import NodeProfile
 # key, value, effect: NoSchedule, as the controller's examples (a NoExecute taint would evict running pods)
 STARTUP_TAINT = ("readiness.k8s.io/mig-not-ready", "pending", "NoSchedule")
 MIG_READY = "migbake.io/MIGReady"  # the node condition the restore sets True
-# kubelet's kubeconfig, where the restore finds kubelet's credentials: nodeadm's (awslabs/amazon-eks-ami@v20260724:
-# nodeadm/internal/kubelet/kubeconfig.go), then kubeadm's (kubernetes/kubernetes:cmd/kubeadm/app/constants/
-# constants.go, KubeletKubeConfigFileName in /etc/kubernetes)
+# kubelet's kubeconfig, where the restore and the driver-container watcher find kubelet's credentials: nodeadm's
+# and OpenShift's (awslabs/amazon-eks-ami@v20260724:nodeadm/internal/kubelet/kubeconfig.go;
+# openshift/machine-config-operator@14b7ed34 kubelet.service.yaml), then kubeadm's (kubernetes/kubernetes:
+# cmd/kubeadm/app/constants/constants.go, KubeletKubeConfigFileName in /etc/kubernetes)
 KUBELET_KUBECONFIGS = ("/var/lib/kubelet/kubeconfig", "/etc/kubernetes/kubelet.conf")
 
 

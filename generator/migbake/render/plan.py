@@ -56,7 +56,7 @@ from migbake.kubernetes.labels import MIG_CONFIG_LABEL, unselectable_config
 from migbake.kubernetes.managed import entries_of, verdicts
 from migbake.kubernetes.objectnames import kubeadm_template_name, nodepool_name  # for the targets: re-exported
 from migbake.kubernetes.overlays import NO_OVERLAYS, overlays
-from migbake.kubernetes.readiness import startup_readiness
+from migbake.kubernetes.readiness import KUBELET_KUBECONFIGS, startup_readiness
 from migbake.kubernetes.resources import NodeKind, entry_resources, node_kinds, per_gpu, verify_groups
 from migbake.migparted.config import config_yaml, filter_notes, mig_parted_config, uses_device_filter
 from migbake.node.drivergates import driver_gate
@@ -84,7 +84,7 @@ from migbake.render.parts import (
 )
 from migbake.slurm.gres import SlurmNode, SlurmPlan, slurm_plan
 
-__all__ = ["LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
+__all__ = ["KUBELET_KUBECONFIGS", "LAYOUT_FILE", "MIG_CONFIG_LABEL", "NODECONFIG_MEDIA_TYPE",
            "NO_FORMS", "BasePiece", "Consumer", "ConsumerPlan", "DraDevice", "DraEntry", "DraExpectation", "DraPlan",
            "ExpectPlan", "Expectation", "FirstBoot", "GroupPlacement", "KubeletPlan", "MigPlan", "MimePart", "NodeKind",
            "NodePaths",

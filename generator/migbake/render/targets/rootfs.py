@@ -16,7 +16,7 @@ from typing import Any
 from migbake.render.artifact import Artifact, Rendered
 from migbake.render.environment import Templates
 from migbake.render.guard import Block
-from migbake.render.plan import LAYOUT_FILE, RenderPlan
+from migbake.render.plan import KUBELET_KUBECONFIGS, LAYOUT_FILE, RenderPlan
 from migbake.render.quoting import systemd_command
 
 ROOTFS = "rootfs"
@@ -51,8 +51,7 @@ def watch_paths(plan: RenderPlan, root: str = "") -> dict[str, Any]:
         "managed": root + MANAGED,
         "ready": root + "/run/migbake/mig-ready",
         "cdi_spec": root + "/var/run/cdi/management.nvidia.com-gpu.yaml",
-        # kubelet's kubeconfig: OpenShift's and EKS AL2023's, then kubeadm's (driver-watch.sh says where from)
-        "kubeconfigs": [root + k for k in ("/var/lib/kubelet/kubeconfig", "/etc/kubernetes/kubelet.conf")],
+        "kubeconfigs": [root + k for k in KUBELET_KUBECONFIGS],  # driver-watch.sh says where each is from
         "poll": 2,
         "attempts": 3,
     }
