@@ -19,6 +19,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 IMAGES = sorted(p.parent for p in (REPO / "images").glob("*/node-profile.yaml"))
+# the images whose kubelet waits for the restore (a driver container's node holds its GPU plugins instead, and its
+# export --gpu-operator writes Helm values, not the MIG manager's ConfigMap)
+HELD_KUBELET = [p for p in IMAGES if "driver: container" not in (p / "node-profile.yaml").read_text()]
 # real nvidia-smi/NVML output of an H200, recorded on the machine (see its README.md)
 H200_FIXTURES = REPO / "tests" / "fixtures" / "h200"
 H200_EXPORT = REPO / "tests/fixtures/mig-parted-export-h200-7x1g.yaml"  # an export's shape: 7x 1g.18gb

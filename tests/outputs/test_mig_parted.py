@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from realtools import assert_mig_parted_accepts, device_filter_problems, mig_parted_refusals, mig_parted_valid
-from support import IMAGES, REPO, CliRunner
+from support import HELD_KUBELET, IMAGES, REPO, CliRunner
 
 from migbake.cli.group import main
 from migbake.migparted.config import mig_parted_config_text
@@ -99,10 +99,6 @@ def test_generate_of_every_image(image: Path, tmp_path: Path) -> None:
     written = (image / "generated" / "rootfs" / checked.profile.restore.config_path.lstrip("/")).read_text()
     names = list(checked.profile.layout_names) or [checked.profile.restore.config_name]  # named layouts: each
     assert_mig_parted_accepts(written, names, tmp_path / "config.yaml")
-
-
-# a driver container's --gpu-operator export writes Helm values (tests/cli/test_export_gate_values.py)
-HELD_KUBELET = [p for p in IMAGES if "driver: container" not in (p / "node-profile.yaml").read_text()]
 
 
 @pytest.mark.parametrize("image", HELD_KUBELET, ids=[p.name for p in HELD_KUBELET])

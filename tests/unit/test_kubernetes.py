@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import IMAGES, REPO, cli, generate
+from support import HELD_KUBELET, IMAGES, REPO, cli, generate
 from test_multimodel import H100_H200, run_verify
 
 from migbake.document.patterns import RELEASE_VERSION
@@ -140,10 +140,6 @@ def test_show_lists_the_extended_resources() -> None:
 
 def _strip_comments(text: str) -> str:
     return "".join(line + "\n" for line in text.splitlines() if not line.startswith("#"))
-
-
-# the images whose kubelet waits for the restore (a driver container's export writes Helm values instead)
-HELD_KUBELET = [p for p in IMAGES if "driver: container" not in (p / "node-profile.yaml").read_text()]
 
 
 @pytest.mark.parametrize("image", HELD_KUBELET, ids=[p.name for p in HELD_KUBELET])
